@@ -1,0 +1,32 @@
+"""gpumine: GPU clustering for Python, scikit-learn compatible.
+
+Examples
+--------
+>>> import gpumine
+>>> from gpumine import GPUKMeans, list_strategies
+>>> GPUKMeans(n_clusters=3).get_params()["n_clusters"]
+3
+"""
+
+from gpumine.backend import get_backend
+from gpumine.exceptions import (
+    BackendUnavailable,
+    GpumineError,
+    KernelCompileError,
+    UnknownStrategy,
+)
+from gpumine.kmeans import GPUKMeans
+from gpumine.registry import list_strategies
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnavailable",
+    "GPUKMeans",
+    "GpumineError",
+    "KernelCompileError",
+    "UnknownStrategy",
+    "__version__",
+    "get_backend",
+    "list_strategies",
+]

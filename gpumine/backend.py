@@ -1,0 +1,172 @@
+"""Compute backends: NumPy on the host, CuPy on a CUDA GPU.
+
+This is the only module of gpumine that imports CuPy. Everything else asks
+:func:`get_backend` for a :class:`Backend` and uses its ``xp`` namespace, so
+the same engine code runs on both.
+
+The device is chosen by the ``device`` argument of an estimator:
+
+* ``"cpu"`` -- NumPy, always available; the exact reference path.
+* ``"gpu"`` -- CuPy on the current CUDA device. Without CuPy, or with CuPy but
+  no device that answers, :class:`~gpumine.exceptions.BackendUnavailable` is
+  raised and its message says what to install.
+* ``"auto"`` -- the GPU when CuPy imports and a device answers, else the CPU.
+
+The environment variable ``GPUMINE_DEVICE`` (``cpu``, ``gpu`` or ``auto``)
+overrides ``"auto"`` only: an explicit ``device="cpu"`` or ``device="gpu"`` in
+code is never second-guessed. ``GPUMINE_DEVICE=cpu`` therefore forces every
+estimator left at its default onto the CPU, e.g. in a test job.
+
+Examples
+--------
+>>> from gpumine.backend import get_backend
+>>> backend = get_backend("cpu")
+>>> backend.name, backend.is_gpu
+('cpu', False)
+>>> backend.to_host(backend.xp.arange(3)).tolist()
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from gpumine.exceptions import BackendUnavailable
+
+__all__ = ["DEVICES", "ENV_VAR", "Backend", "get_backend", "gpu_available"]
+
+DEVICES = ("auto", "cpu", "gpu")
+ENV_VAR = "GPUMINE_DEVICE"
+
+_INSTALL_HINT = (
+    'install CuPy for your CUDA version: pip install "gpumine[cuda12]" (CUDA 12) '
+    'or pip install "gpumine[cuda13]" (CUDA 13)'
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A compute backend: an array namespace plus host/device transfers.
+
+    Attributes
+    ----------
+    name : {"cpu", "gpu"}
+    xp : module
+        ``numpy`` or ``cupy``.
+    device_name : str
+        ``"cpu"`` or the CUDA device's name.
+    """
+
+    name: str
+    xp: ModuleType
+    device_name: str = "cpu"
+    _cupy: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_gpu(self) -> bool:
+        """True for the CuPy backend."""
+        return self.name == "gpu"
+
+    def to_device(self, array, dtype=None):
+        """Return ``array`` as an array of this backend (a copy only if needed)."""
+        if self.is_gpu:
+            return self._cupy.asarray(array, dtype=dtype)
+        if hasattr(array, "__cuda_array_interface__") and hasattr(array, "get"):
+            array = array.get()
+        return np.asarray(array, dtype=dtype)
+
+    def to_host(self, array):
+        """Return ``array`` as a NumPy array (copied from the device if needed)."""
+        if self.is_gpu and isinstance(array, self._cupy.ndarray):
+            return self._cupy.asnumpy(array)
+        return np.asarray(array)
+
+    def synchronize(self) -> None:
+        """Wait for all queued device work (a no-op on the CPU)."""
+        if self.is_gpu:
+            self._cupy.cuda.get_current_stream().synchronize()
+
+
+_CPU = Backend(name="cpu", xp=np, device_name="cpu")
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_gpu() -> tuple[Backend | None, str]:
+    """Import CuPy and ask for a device once per process.
+
+    Returns the GPU backend, or ``None`` and the reason it is unavailable.
+    """
+    try:
+        cupy = importlib.import_module("cupy")
+    except ImportError as exc:
+        return None, f"CuPy is not installed ({exc}); {_INSTALL_HINT}"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver errors come in several types
+        return None, f"CuPy is installed but no CUDA device answered ({exc})"
+    if count < 1:
+        return None, "CuPy is installed but no CUDA device is visible"
+    try:
+        device_id = cupy.cuda.Device().id
+        props = cupy.cuda.runtime.getDeviceProperties(device_id)
+        name = props["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+    except Exception as exc:
+        return None, f"the CUDA device did not answer ({exc})"
+    return Backend(name="gpu", xp=cupy, device_name=name, _cupy=cupy), ""
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and a CUDA device answers."""
+    return _probe_gpu()[0] is not None
+
+
+def _requested_device(device: str) -> str:
+    if not isinstance(device, str) or device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if device == "auto":
+        override = os.environ.get(ENV_VAR, "").strip().lower()
+        if override:
+            if override not in DEVICES:
+                raise ValueError(
+                    f"environment variable {ENV_VAR}={override!r} must be one of {DEVICES}"
+                )
+            device = override
+    return device
+
+
+def get_backend(device: str = "auto") -> Backend:
+    """Return the backend for ``device``.
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "gpu"}, default="auto"
+        See the module docstring; ``GPUMINE_DEVICE`` overrides ``"auto"``.
+
+    Returns
+    -------
+    Backend
+
+    Raises
+    ------
+    BackendUnavailable
+        ``device="gpu"`` (or ``GPUMINE_DEVICE=gpu``) without CuPy or a GPU.
+    ValueError
+        An unknown device name.
+    """
+    device = _requested_device(device)
+    if device == "cpu":
+        return _CPU
+    gpu, reason = _probe_gpu()
+    if gpu is not None:
+        return gpu
+    if device == "gpu":
+        raise BackendUnavailable(f'device="gpu" is not available: {reason}')
+    return _CPU

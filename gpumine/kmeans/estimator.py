@@ -1,0 +1,361 @@
+"""``GPUKMeans``: a scikit-learn ``KMeans`` whose steps are registry strategies.
+
+The estimator validates parameters and data, resolves ``"auto"`` choices and
+hands over to the engine (:mod:`gpumine.kmeans.lloyd`); it holds no array math.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from gpumine import registry
+from gpumine.backend import DEVICES, get_backend
+from gpumine.exceptions import InvalidInputError
+from gpumine.kmeans import lloyd
+
+__all__ = ["GPUKMeans"]
+
+
+class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
+    """K-means clustering (Lloyd) on the GPU or the CPU, scikit-learn compatible.
+
+    Drop-in for ``sklearn.cluster.KMeans(algorithm="lloyd")``: same parameters,
+    attributes and numerics (tolerance scaled by the mean feature variance,
+    strict convergence on unchanged labels, a final E-step otherwise, empty
+    clusters relocated to the farthest points, best of ``n_init`` by inertia).
+    The assignment, update and initialisation steps are strategies from the
+    registry (``gpumine strategies`` lists them).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    init : {"k-means++", "random"}, str, callable or array-like of shape \
+            (n_clusters, n_features), default="k-means++"
+        A ``kmeans.init`` strategy name (built-in: greedy ``"k-means++"`` and
+        ``"random"``, both weighted by ``sample_weight``), a callable
+        ``init(X, n_clusters, random_state)`` returning centres, or the centres.
+    n_init : "auto" or int, default="auto"
+        Number of runs from different inits; the lowest inertia is kept.
+        ``"auto"``: 10 for ``"random"`` or a callable, 1 otherwise.
+    max_iter : int, default=300
+        Maximum Lloyd iterations per run.
+    tol : float, default=1e-4
+        Convergence threshold on the total squared centre shift, relative to
+        the mean feature variance of X.
+    verbose : int, default=0
+        Print the inertia of each iteration.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation.
+    copy_x : bool, default=True
+        If False, X is centred in place during the fit and restored afterwards
+        (it may differ from the original by rounding).
+    device : {"auto", "cpu", "gpu"}, default="auto"
+        Where to run. ``"auto"`` takes the GPU when CuPy, a CUDA device and GPU
+        k-means strategies are present, else the CPU; the environment variable
+        ``GPUMINE_DEVICE`` overrides ``"auto"``.
+    assign : str, default="auto"
+        ``kmeans.assign`` strategy; ``"auto"`` picks the backend's default
+        (``"numpy"`` on the CPU).
+    update : str, default="auto"
+        ``kmeans.update`` strategy; ``"auto"`` picks the backend's default
+        (``"numpy"`` on the CPU).
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Centres, in the dtype of the training data (float32 or float64).
+    labels_ : ndarray of shape (n_samples,), int32
+        Cluster of each training point.
+    inertia_ : float
+        Sum of weighted squared distances of the points to their centre.
+    n_iter_ : int
+        Lloyd iterations of the kept run.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names, when X had string column names.
+    device_ : str
+        ``"cpu"`` or ``"gpu"``: where the fit ran.
+    strategies_ : dict
+        The resolved ``init``, ``assign`` and ``update`` strategy names.
+
+    See Also
+    --------
+    sklearn.cluster.KMeans : the CPU estimator this one reproduces.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine import GPUKMeans
+    >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=np.float64)
+    >>> km = GPUKMeans(n_clusters=2, random_state=0, device="cpu").fit(X)
+    >>> sorted(km.cluster_centers_.tolist())
+    [[1.0, 2.0], [10.0, 2.0]]
+    >>> km.predict(np.array([[0.0, 0.0], [12.0, 3.0]])).tolist() == [
+    ...     km.labels_[0], km.labels_[3]]
+    True
+    """
+
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
+                 verbose=0, random_state=None, copy_x=True, device="auto", assign="auto",
+                 update="auto"):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.copy_x = copy_x
+        self.device = device
+        self.assign = assign
+        self.update = update
+
+    # -- validation --------------------------------------------------------
+    def _check_params(self):
+        def positive_int(name):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+        positive_int("n_clusters")
+        positive_int("max_iter")
+        if not (self.n_init == "auto" or (isinstance(self.n_init, numbers.Integral)
+                                          and not isinstance(self.n_init, bool)
+                                          and self.n_init >= 1)):
+            raise ValueError(f"n_init must be 'auto' or an integer >= 1, got {self.n_init!r}")
+        if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool)
+                or not np.isfinite(self.tol) or self.tol < 0):
+            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        for name in ("assign", "update"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a strategy name, got {getattr(self, name)!r}")
+        if not (isinstance(self.init, str) or callable(self.init) or hasattr(self.init, "__len__")):
+            raise ValueError("init must be a strategy name, a callable or an array of centres, "
+                             f"got {self.init!r}")
+
+    def _backend(self):
+        """The backend to run on; ``"auto"`` keeps to the CPU until GPU k-means strategies exist."""
+        backend = get_backend(self.device)
+        if (self.device == "auto" and backend.is_gpu
+                and not registry.list_strategies("kmeans.assign", backend="gpu")):
+            backend = get_backend("cpu")
+        return backend
+
+    def _validate_X(self, X, *, reset, copy=False):
+        try:
+            return validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
+                                 copy=copy, accept_sparse=False)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from exc
+
+    @staticmethod
+    def _validate_sample_weight(sample_weight, n_samples, dtype):
+        if sample_weight is None:
+            return np.ones(n_samples, dtype=dtype)
+        if isinstance(sample_weight, numbers.Number):
+            sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
+        try:
+            sample_weight = np.asarray(sample_weight, dtype=dtype)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"sample_weight must be numeric: {exc}") from exc
+        if sample_weight.shape != (n_samples,):
+            raise InvalidInputError(f"sample_weight must have shape ({n_samples},) to match X, "
+                                    f"got {sample_weight.shape}")
+        if not np.all(np.isfinite(sample_weight)):
+            raise InvalidInputError("sample_weight contains NaN or infinity")
+        if np.any(sample_weight < 0):
+            raise InvalidInputError("sample_weight must be non-negative; "
+                                    f"found {int(np.sum(sample_weight < 0))} negative values")
+        if not sample_weight.sum() > 0:
+            raise InvalidInputError("sample_weight sums to zero; at least one weight must be > 0")
+        return sample_weight
+
+    def _resolve_init(self, X, backend_name):
+        """Return (init for the engine, init name, default n_init)."""
+        init = self.init
+        if isinstance(init, str):
+            strategy = registry.resolve_strategy("kmeans.init", init, backend_name)
+            return strategy.load(), init, 10 if init == "random" else 1
+        if callable(init):
+            def user_init(X, n_clusters, *, sample_weight, x_squared_norms, random_state, xp):
+                centers = check_array(init(X, n_clusters, random_state=random_state),
+                                      dtype=X.dtype, copy=False, order="C")
+                self._check_center_shape(X, centers)
+                return xp.asarray(centers)
+            return user_init, "callable", 10
+        try:
+            centers = check_array(init, dtype=X.dtype, copy=True, order="C")
+        except ValueError as exc:
+            raise InvalidInputError(f"init array: {exc}") from exc
+        self._check_center_shape(X, centers)
+        return centers, "array", 1
+
+    def _check_center_shape(self, X, centers):
+        if centers.shape[0] != self.n_clusters:
+            raise InvalidInputError(f"The shape of the initial centers {centers.shape} does not "
+                                    f"match the number of clusters {self.n_clusters}.")
+        if centers.shape[1] != X.shape[1]:
+            raise InvalidInputError(f"The shape of the initial centers {centers.shape} does not "
+                                    f"match the number of features of the data {X.shape[1]}.")
+
+    # -- fitting -----------------------------------------------------------
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute k-means clustering.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data; float32 stays float32, anything else becomes float64.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each point (used by the init strategies too,
+            not by an explicit or callable init).
+
+        Returns
+        -------
+        self : GPUKMeans
+
+        Raises
+        ------
+        ValueError
+            Bad parameters or data; the estimator is left as it was before the call.
+        """
+        previous_state = dict(self.__dict__)
+        try:
+            return self._fit(X, sample_weight)
+        except BaseException:
+            # Nothing half-written: validation sets n_features_in_ before it can fail.
+            self.__dict__.clear()
+            self.__dict__.update(previous_state)
+            raise
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "cluster_centers_")
+
+    def _fit(self, X, sample_weight):
+        self._check_params()
+        X = self._validate_X(X, reset=True, copy=self.copy_x)
+        n_samples, n_features = X.shape
+        if n_samples < self.n_clusters:
+            raise InvalidInputError(
+                f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
+        sample_weight = self._validate_sample_weight(sample_weight, n_samples, X.dtype)
+        backend = self._backend()
+        sizes = dict(n_samples=n_samples, n_features=n_features, n_clusters=self.n_clusters)
+        assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name, **sizes)
+        update = registry.resolve_strategy("kmeans.update", self.update, backend.name, **sizes)
+        init, init_name, default_n_init = self._resolve_init(X, backend.name)
+        n_init = default_n_init if self.n_init == "auto" else self.n_init
+        if init_name == "array" and n_init != 1:
+            warnings.warn("Explicit initial center position passed: performing only one init "
+                          f"in {type(self).__name__} instead of n_init={n_init}.",
+                          RuntimeWarning, stacklevel=2)
+            n_init = 1
+        xp = backend.xp
+        X_fit = backend.to_device(X)
+        result = lloyd.fit_lloyd(
+            X_fit, backend.to_device(sample_weight), n_clusters=self.n_clusters,
+            init=init if callable(init) else backend.to_device(init), n_init=n_init,
+            assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
+            random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp)
+        labels = backend.to_host(result.labels)
+        n_distinct = len(np.unique(labels))
+        if n_distinct < self.n_clusters:
+            warnings.warn(f"Number of distinct clusters ({n_distinct}) found smaller than "
+                          f"n_clusters ({self.n_clusters}). Possibly due to duplicate points "
+                          "in X.", ConvergenceWarning, stacklevel=2)
+        self.cluster_centers_ = backend.to_host(result.centers)
+        self.labels_ = labels
+        self.inertia_ = float(result.inertia)
+        self.n_iter_ = int(result.n_iter)
+        self._n_features_out = self.n_clusters
+        self.device_ = backend.name
+        self.strategies_ = {"init": init_name, "assign": assign.name, "update": update.name}
+        return self
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit, then return the cluster index of each training point (``labels_``)."""
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    # -- using a fitted model ----------------------------------------------
+    def _labels_inertia(self, X, sample_weight):
+        backend = self._backend()
+        assign = registry.resolve_strategy(
+            "kmeans.assign", self.assign, backend.name, n_samples=X.shape[0],
+            n_features=X.shape[1], n_clusters=self.n_clusters)
+        labels, inertia = lloyd.labels_inertia(
+            backend.to_device(X), backend.to_device(sample_weight),
+            backend.to_device(self.cluster_centers_.astype(X.dtype, copy=False)),
+            assign=assign.load(), xp=backend.xp)
+        return backend.to_host(labels), inertia
+
+    def predict(self, X):
+        """Index of the closest centre for each row of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), int32
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return self._labels_inertia(X, np.ones(X.shape[0], dtype=X.dtype))[0]
+
+    def transform(self, X):
+        """Euclidean distance of each row of X to every centre.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        backend = self._backend()
+        distances = lloyd.euclidean_distances(
+            backend.to_device(X), backend.to_device(self.cluster_centers_), xp=backend.xp)
+        return backend.to_host(distances)
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then return the distances of the training points to the centres."""
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the k-means objective (the weighted inertia) of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        sample_weight = self._validate_sample_weight(sample_weight, X.shape[0], X.dtype)
+        return -self._labels_inertia(X, sample_weight)[1]

@@ -1,0 +1,313 @@
+"""The Lloyd engine: scikit-learn's k-means iteration, over any backend and strategies.
+
+The engine owns the loop and its semantics; the heavy steps are strategies from
+the registry (:mod:`gpumine.registry`), called through three contracts:
+
+* **init** ``init(X, n_clusters, *, sample_weight, x_squared_norms, random_state, xp)``
+  returns the (k, d) initial centres;
+* **assign** ``assign(X, centers, labels)`` writes the closest centre of every
+  row into ``labels`` (int32; ties to the lowest index);
+* **update** ``update(X, labels, sample_weight, sums, weights)`` writes the
+  weighted per-cluster sums (k, d) and weights (k) into caller-allocated buffers.
+
+``X`` is a validated, finite (n_samples, n_features) array of float32 or float64
+on the backend of ``xp``; it may be row-major or a transposed view of a
+column-major (n_features, n_samples) buffer -- strategies must honour strides.
+
+Semantics are scikit-learn's ``KMeans(algorithm="lloyd")``:
+
+* X is centred on its mean during the fit (better conditioning of
+  ``||c||^2 - 2 x.c``) and the centres shifted back at the end;
+* ``tol`` is scaled by the mean feature variance;
+* an iteration is E-step (assign) then M-step (update, relocate empty clusters,
+  average); the loop stops when the labels did not change (strict convergence)
+  or the total squared centre shift is ``<= tol``; without strict convergence a
+  final E-step makes ``labels`` match ``centers``;
+* an empty cluster takes the point farthest from its centre (unweighted), that
+  point's weight moving from its old cluster;
+* of ``n_init`` runs the lowest inertia wins (a different clustering only);
+* inertia is ``sum_i w_i ||x_i - c_{l_i}||^2`` computed directly, in float64.
+
+The centres are iterated in ``center_dtype``: float64 on NumPy whatever X's
+dtype, so that the CPU path is exact Lloyd arithmetic on the given values --
+float32 data then follows the same trajectory as float64 data with the same
+values (scikit-learn's float32 path accumulates in float32 and, on long runs,
+drifts with its thread count). The returned centres are cast to X's dtype.
+
+On a GPU backend the only host reads per iteration are the convergence test's
+scalars (labels unchanged? centre shift), a few bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpumine.kmeans.reference import chunk_rows
+
+__all__ = [
+    "LloydResult",
+    "euclidean_distances",
+    "fit_lloyd",
+    "inertia",
+    "is_same_clustering",
+    "labels_inertia",
+    "lloyd_single",
+    "relocate_empty_clusters",
+    "squared_row_norms",
+    "tolerance",
+]
+
+
+@dataclass
+class LloydResult:
+    """Outcome of a k-means fit.
+
+    Attributes
+    ----------
+    labels : array of shape (n_samples,), int32
+    inertia : float
+    centers : array of shape (n_clusters, n_features), X's dtype
+    n_iter : int
+        Lloyd iterations of the winning run.
+    """
+
+    labels: object
+    inertia: float
+    centers: object
+    n_iter: int
+
+
+def tolerance(X, tol: float, xp=np) -> float:
+    """``tol`` times the mean per-feature variance of X (0 stays 0)."""
+    if tol == 0:
+        return 0.0
+    return float(xp.mean(xp.var(X, axis=0))) * tol
+
+
+def squared_row_norms(X, xp=np):
+    """``||x_i||^2`` of every row, accumulated in float64; computed once per fit."""
+    out = xp.empty(X.shape[0], dtype=xp.float64)
+    starts, step = chunk_rows(X.shape[0], X.shape[1])
+    for start in starts:
+        block = X[start:start + step].astype(xp.float64)
+        out[start:start + step] = xp.einsum("ij,ij->i", block, block)
+    return out
+
+
+def inertia(X, sample_weight, centers, labels, xp=np) -> float:
+    """``sum_i w_i ||x_i - c_{labels_i}||^2``, directly (no expanded formula), in float64."""
+    total = 0.0
+    starts, step = chunk_rows(X.shape[0], X.shape[1])
+    for start in starts:
+        stop = start + step
+        diff = X[start:stop].astype(xp.float64) - centers[labels[start:stop]].astype(xp.float64)
+        total += float(xp.einsum("ij,ij->i", diff, diff) @ sample_weight[start:stop].astype(
+            xp.float64))
+    return total
+
+
+def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels, xp=np) -> None:
+    """Give each empty cluster one of the points farthest from their centres.
+
+    ``sums`` and ``weights`` are the M-step's buffers before averaging (INOUT).
+    The farthest points are taken by unweighted squared distance to their
+    current centre, as scikit-learn does; if all distances are 0 (fewer
+    distinct points than clusters) nothing moves.
+    """
+    empty = xp.flatnonzero(weights == 0)
+    n_empty = int(empty.shape[0])
+    if n_empty == 0:
+        return
+    distances = xp.empty(X.shape[0], dtype=X.dtype)
+    starts, step = chunk_rows(X.shape[0], X.shape[1])
+    for start in starts:
+        stop = start + step
+        distances[start:stop] = ((X[start:stop] - centers_old[labels[start:stop]]) ** 2).sum(axis=1)
+    if float(distances.max()) == 0:
+        return
+    far_from_centers = xp.argpartition(distances, -n_empty)[:-n_empty - 1:-1]
+    # Sequential on purpose: two relocated points may come from the same old cluster.
+    for new_cluster, far_idx in zip(empty.tolist(), far_from_centers.tolist(), strict=True):
+        weight = sample_weight[far_idx]
+        old_cluster = int(labels[far_idx])
+        sums[old_cluster] -= X[far_idx] * weight
+        sums[new_cluster] = X[far_idx] * weight
+        weights[new_cluster] = weight
+        weights[old_cluster] -= weight
+
+
+def _average_centers(sums, weights, xp=np) -> None:
+    """``sums /= weights`` where the weight is positive (a multiply by the reciprocal).
+
+    A cluster still empty after relocation (only when all points coincide with
+    their centres) is placed on the heaviest cluster's centre, as scikit-learn does.
+    """
+    positive = weights > 0
+    reciprocal = xp.where(positive, 1 / xp.where(positive, weights, 1), 1).astype(sums.dtype)
+    sums *= reciprocal[:, None]
+    if not bool(positive.all()):
+        sums[~positive] = sums[int(xp.argmax(weights))]
+
+
+def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Callable,
+                 max_iter: int = 300, tol: float = 0.0, verbose: int = 0, xp=np) -> LloydResult:
+    """One run of Lloyd's algorithm from ``centers_init`` (see the module docstring).
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_features)   -- IN
+    sample_weight : array of shape (n_samples,), X's dtype   -- IN
+    centers_init : array of shape (n_clusters, n_features)   -- IN
+        Its dtype is the one the centres, sums and weights are iterated in.
+    assign, update : callable
+        Strategies (module docstring).
+    max_iter : int
+    tol : float
+        Already scaled (:func:`tolerance`).
+    verbose : int
+    xp : module
+
+    Returns
+    -------
+    LloydResult
+    """
+    n_clusters = centers_init.shape[0]
+    centers = centers_init.copy()
+    centers_new = xp.zeros_like(centers)
+    labels = xp.full(X.shape[0], -1, dtype=xp.int32)
+    labels_old = labels.copy()
+    weights = xp.zeros(n_clusters, dtype=centers.dtype)
+    strict_convergence = False
+    for iteration in range(max_iter):
+        assign(X, centers, labels)
+        update(X, labels, sample_weight, centers_new, weights)
+        relocate_empty_clusters(X, sample_weight, centers, centers_new, weights, labels, xp)
+        _average_centers(centers_new, weights, xp)
+        if verbose:
+            print(f"Iteration {iteration}, inertia "
+                  f"{inertia(X, sample_weight, centers, labels, xp)}.")
+        center_shift_total = float(((centers_new - centers) ** 2).sum())
+        centers, centers_new = centers_new, centers
+        if bool(xp.array_equal(labels, labels_old)):
+            if verbose:
+                print(f"Converged at iteration {iteration}: strict convergence.")
+            strict_convergence = True
+            break
+        if center_shift_total <= tol:
+            if verbose:
+                print(f"Converged at iteration {iteration}: center shift "
+                      f"{center_shift_total} within tolerance {tol}.")
+            break
+        labels_old[:] = labels
+    if not strict_convergence:
+        assign(X, centers, labels)
+    return LloydResult(labels=labels, inertia=inertia(X, sample_weight, centers, labels, xp),
+                       centers=centers, n_iter=iteration + 1)
+
+
+def is_same_clustering(labels1, labels2, n_clusters: int, xp=np) -> bool:
+    """True if ``labels1`` determines ``labels2`` (one id of 2 per id of 1), scikit-learn's test.
+
+    When both labelings use all ``n_clusters`` ids this means the same partition
+    up to a permutation of ids.
+    """
+    mapping = xp.full(n_clusters, -1, dtype=xp.int64)
+    mapping[labels1] = labels2
+    return bool(xp.array_equal(mapping[labels1], labels2))
+
+
+def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: Callable,
+              update: Callable, max_iter: int, tol: float, random_state,
+              verbose: int = 0, xp=np, center_dtype=None) -> LloydResult:
+    """Fit k-means: centre X, run ``n_init`` Lloyd runs, keep the best, shift back.
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_features)   -- INOUT
+        Validated and owned by the fit: it is centred in place and restored
+        (up to rounding) before returning.
+    sample_weight : array of shape (n_samples,), X's dtype   -- IN
+    n_clusters : int
+    init : callable or array of shape (n_clusters, n_features)
+        An init strategy (module docstring), or explicit initial centres in
+        X's original (uncentred) coordinates.
+    n_init : int
+    assign, update : callable
+    max_iter : int
+    tol : float
+        Relative tolerance; scaled here by the mean feature variance.
+    random_state : numpy.random.RandomState
+    verbose : int
+    xp : module
+    center_dtype : dtype, optional
+        What the centres are iterated in; default float64 on NumPy (the exact
+        reference, see the module docstring), X's dtype on other backends.
+
+    Returns
+    -------
+    LloydResult
+        ``centers`` in X's original coordinates and X's dtype.
+    """
+    if center_dtype is None:
+        center_dtype = np.float64 if xp is np else X.dtype
+    scaled_tol = tolerance(X, tol, xp)
+    x_mean = X.mean(axis=0)
+    X -= x_mean
+    try:
+        x_squared_norms = squared_row_norms(X, xp)
+        best = None
+        for _ in range(n_init):
+            if callable(init):
+                centers_init = init(X, n_clusters, sample_weight=sample_weight,
+                                    x_squared_norms=x_squared_norms,
+                                    random_state=random_state, xp=xp)
+            else:
+                centers_init = init - x_mean
+            centers_init = centers_init.astype(center_dtype)
+            if verbose:
+                print("Initialization complete")
+            result = lloyd_single(X, sample_weight, centers_init, assign=assign, update=update,
+                                  max_iter=max_iter, tol=scaled_tol, verbose=verbose, xp=xp)
+            if best is None or (result.inertia < best.inertia and not is_same_clustering(
+                    result.labels, best.labels, n_clusters, xp)):
+                best = result
+    finally:
+        X += x_mean
+    best.centers += x_mean
+    best.centers = best.centers.astype(X.dtype)
+    return best
+
+
+def labels_inertia(X, sample_weight, centers, *, assign: Callable, xp=np):
+    """E-step only: labels of X for fixed ``centers`` and the inertia.
+
+    Returns
+    -------
+    labels : array of shape (n_samples,), int32
+    inertia : float
+    """
+    labels = xp.empty(X.shape[0], dtype=xp.int32)
+    assign(X, centers, labels)
+    return labels, inertia(X, sample_weight, centers, labels, xp)
+
+
+def euclidean_distances(X, centers, xp=np):
+    """Distances of every row of X to every centre, (n_samples, n_clusters), X's dtype.
+
+    Computed in float64 as ``sqrt(max(||x||^2 - 2 x.c + ||c||^2, 0))`` over row blocks.
+    """
+    centers64 = centers.astype(xp.float64)
+    centers_squared_norms = xp.einsum("ij,ij->i", centers64, centers64)
+    out = xp.empty((X.shape[0], centers.shape[0]), dtype=X.dtype)
+    starts, step = chunk_rows(X.shape[0], max(centers.shape[0], X.shape[1]))
+    for start in starts:
+        block = X[start:start + step].astype(xp.float64)
+        d2 = block @ centers64.T
+        d2 *= -2.0
+        d2 += xp.einsum("ij,ij->i", block, block)[:, None]
+        d2 += centers_squared_norms[None, :]
+        out[start:start + step] = xp.sqrt(xp.maximum(d2, 0.0, out=d2))
+    return out

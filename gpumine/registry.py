@@ -1,0 +1,354 @@
+"""The strategy registry: every pluggable step of gpumine, built-in or third-party.
+
+A :class:`Strategy` is metadata -- ``kind``, ``name``, ``backend``, the seed
+``paper`` it comes from, a one-line ``description`` -- plus ``target``, the
+``"module:attribute"`` of its implementation, imported only when the strategy
+is chosen. The kinds are :data:`KINDS`.
+
+Built-in strategies are listed in :mod:`gpumine.catalogue`. Third parties add
+theirs through the entry-point group ``gpumine.strategies``; each entry point
+names an object that is (or a callable that returns) a :class:`Strategy`, a
+mapping with the same fields, or an iterable of those::
+
+    # pyproject.toml of a plugin
+    [project.entry-points."gpumine.strategies"]
+    myplugin = "myplugin.meta:strategies"
+
+    # myplugin/meta.py -- imports nothing heavy
+    def strategies():
+        return [{"kind": "kmeans.update", "name": "my-update", "backend": "gpu",
+                 "target": "myplugin.kernels:update", "description": "..."}]
+
+Plugins are discovered once, on first use. A plugin whose metadata fails to load,
+is malformed, or clashes with an existing name is recorded as broken with its
+name and the error; the other strategies are unaffected, and asking for a name
+that is not there mentions the broken plugins. A plugin whose implementation
+fails to import raises :class:`~gpumine.exceptions.StrategyLoadError` naming the
+plugin, only when that strategy is chosen.
+
+Examples
+--------
+>>> from gpumine.registry import get_strategy, list_strategies
+>>> [s.name for s in list_strategies("kmeans.init")]
+['k-means++', 'random']
+>>> get_strategy("kmeans.update", "numpy").backend
+'cpu'
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from importlib import metadata
+
+from gpumine.exceptions import IncompatibleStrategy, StrategyLoadError, UnknownStrategy
+
+__all__ = [
+    "BACKENDS",
+    "ENTRY_POINT_GROUP",
+    "KINDS",
+    "BrokenPlugin",
+    "Strategy",
+    "broken_plugins",
+    "get_strategy",
+    "list_strategies",
+    "load_strategy",
+    "refresh",
+    "register",
+    "resolve_strategy",
+]
+
+KINDS = (
+    "kmeans.init",
+    "kmeans.assign",
+    "kmeans.update",
+    "wavecluster.wavelet",
+    "wavecluster.label",
+)
+#: Where a strategy runs. ``"any"``: written against the backend's ``xp``, so both.
+BACKENDS = ("cpu", "gpu", "any")
+ENTRY_POINT_GROUP = "gpumine.strategies"
+BUILTIN_ORIGIN = "gpumine"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Metadata of one strategy; the implementation is imported by :meth:`load`.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    name : str
+        The public name users pass, e.g. ``assign="tiled"``.
+    backend : {"cpu", "gpu", "any"}
+        Where it runs.
+    target : str
+        ``"package.module:attribute"`` of the implementation.
+    description : str
+        One line on how it works.
+    paper : str or None
+        Seed paper and section it implements, e.g. ``"004 §5.1"``.
+    origin : str
+        ``"gpumine"`` for built-ins, else the plugin's distribution and entry point.
+    """
+
+    kind: str
+    name: str
+    backend: str
+    target: str
+    description: str = ""
+    paper: str | None = None
+    origin: str = BUILTIN_ORIGIN
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"strategy kind must be one of {KINDS}, got {self.kind!r}")
+        if not isinstance(self.name, str) or not self.name or self.name == "auto":
+            raise ValueError(f"strategy name must be a non-empty string other than 'auto', "
+                             f"got {self.name!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"strategy backend must be one of {BACKENDS}, got {self.backend!r}")
+        module, _, attribute = self.target.partition(":")
+        if not module or not attribute:
+            raise ValueError(f"strategy target must be 'module:attribute', got {self.target!r}")
+
+    def runs_on(self, backend_name: str) -> bool:
+        """True if the strategy can run on the backend called ``backend_name``."""
+        return self.backend in ("any", backend_name)
+
+    def load(self) -> Callable:
+        """Import and return the implementation."""
+        module_name, _, attribute = self.target.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                obj = getattr(obj, part)
+        except Exception as exc:
+            raise StrategyLoadError(
+                f"strategy {self.kind}/{self.name!r} from {self.origin} failed to load "
+                f"{self.target!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        return obj
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """A ``gpumine.strategies`` entry point that could not be registered."""
+
+    entry_point: str
+    distribution: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"plugin {self.entry_point!r} ({self.distribution}): {self.error}"
+
+
+class _Registry:
+    """Built-ins plus lazily discovered plugins; thread-safe discovery."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._builtin: dict[tuple[str, str], Strategy] = {}
+        self._plugins: dict[tuple[str, str], Strategy] | None = None
+        self._broken: list[BrokenPlugin] = []
+        self._builtins_loaded = False
+
+    # -- population -------------------------------------------------------
+    def _ensure(self) -> None:
+        with self._lock:
+            if not self._builtins_loaded:
+                from gpumine.catalogue import BUILTIN_STRATEGIES
+
+                for strategy in BUILTIN_STRATEGIES:
+                    self._add(self._builtin, strategy)
+                self._builtins_loaded = True
+            if self._plugins is None:
+                self._plugins, self._broken = self._discover()
+
+    def _add(self, table, strategy: Strategy) -> None:
+        key = (strategy.kind, strategy.name)
+        if key in self._builtin or key in table:
+            raise ValueError(f"strategy {strategy.kind}/{strategy.name!r} is already registered")
+        table[key] = strategy
+
+    def _discover(self):
+        plugins: dict[tuple[str, str], Strategy] = {}
+        broken: list[BrokenPlugin] = []
+        for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = entry_point.dist.name if entry_point.dist is not None else "unknown"
+            origin = f"{dist} (entry point {entry_point.name!r})"
+            try:
+                specs = _as_strategies(entry_point.load(), origin)
+                found: dict[tuple[str, str], Strategy] = {}
+                for spec in specs:
+                    if (spec.kind, spec.name) in plugins:
+                        raise ValueError(f"{spec.kind}/{spec.name!r} is already registered "
+                                         f"by {plugins[(spec.kind, spec.name)].origin}")
+                    self._add(found, spec)
+            except Exception as exc:
+                broken.append(BrokenPlugin(entry_point.name, dist, f"{type(exc).__name__}: {exc}"))
+                continue
+            plugins.update(found)
+        return plugins, broken
+
+    # -- queries ----------------------------------------------------------
+    def all(self) -> dict[tuple[str, str], Strategy]:
+        self._ensure()
+        return {**self._builtin, **self._plugins}
+
+    def broken(self) -> list[BrokenPlugin]:
+        self._ensure()
+        return list(self._broken)
+
+    def register(self, strategy: Strategy) -> None:
+        self._ensure()
+        with self._lock:
+            self._add(self._plugins, strategy)
+
+    def refresh(self) -> None:
+        with self._lock:
+            self._plugins = None
+            self._broken = []
+
+
+def _as_strategies(obj, origin: str) -> list[Strategy]:
+    """Turn what a plugin's entry point returned into a list of Strategy."""
+    if callable(obj) and not isinstance(obj, Strategy):
+        obj = obj()
+    if isinstance(obj, (Strategy, Mapping)):
+        obj = [obj]
+    if not isinstance(obj, Iterable) or isinstance(obj, (str, bytes)):
+        raise TypeError(f"expected Strategy metadata or an iterable, got {type(obj).__name__}")
+    names = {f.name for f in fields(Strategy)}
+    out = []
+    for item in obj:
+        if isinstance(item, Strategy):
+            item = {f: getattr(item, f) for f in names}
+        if not isinstance(item, Mapping):
+            raise TypeError(f"strategy metadata must be a mapping, got {type(item).__name__}")
+        unknown = set(item) - names
+        if unknown:
+            raise TypeError(f"unknown strategy metadata fields {sorted(unknown)}")
+        out.append(Strategy(**{**item, "origin": origin}))
+    if not out:
+        raise ValueError("the entry point returned no strategies")
+    return out
+
+
+_REGISTRY = _Registry()
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown strategy kind {kind!r}; kinds are {', '.join(KINDS)}")
+
+
+def list_strategies(kind: str | None = None, backend: str | None = None) -> list[Strategy]:
+    """Return registered strategies, sorted by kind then name.
+
+    Parameters
+    ----------
+    kind : str, optional
+        Only this kind (one of :data:`KINDS`).
+    backend : {"cpu", "gpu"}, optional
+        Only strategies that run on this backend.
+
+    Examples
+    --------
+    >>> [s.name for s in list_strategies("kmeans.assign", backend="cpu")]
+    ['numpy']
+    """
+    if kind is not None:
+        _check_kind(kind)
+    found = [
+        s for s in _REGISTRY.all().values()
+        if (kind is None or s.kind == kind) and (backend is None or s.runs_on(backend))
+    ]
+    return sorted(found, key=lambda s: (KINDS.index(s.kind), s.name))
+
+
+def broken_plugins() -> list[BrokenPlugin]:
+    """Plugins of the ``gpumine.strategies`` group that failed to register, with why."""
+    return _REGISTRY.broken()
+
+
+def get_strategy(kind: str, name: str) -> Strategy:
+    """Return the metadata of strategy ``name`` of ``kind``.
+
+    Raises
+    ------
+    UnknownStrategy
+        No such name; the message lists the names of that kind and any broken plugins.
+    """
+    _check_kind(kind)
+    strategies = _REGISTRY.all()
+    try:
+        return strategies[(kind, name)]
+    except (KeyError, TypeError):
+        pass
+    known = sorted(n for (k, n) in strategies if k == kind)
+    message = f"unknown {kind} strategy {name!r}; known: {', '.join(known) or 'none'}"
+    broken = _REGISTRY.broken()
+    if broken:
+        message += "; plugins that failed to load: " + "; ".join(str(b) for b in broken)
+    raise UnknownStrategy(message)
+
+
+def load_strategy(kind: str, name: str) -> Callable:
+    """Return the implementation of strategy ``name`` of ``kind`` (imported now)."""
+    return get_strategy(kind, name).load()
+
+
+# The fixed defaults behind "auto", per (kind, backend name). A later cost model,
+# calibrated by the benchmark suite, replaces this table with a function of (n, d, k).
+_AUTO_DEFAULTS = {
+    ("kmeans.assign", "cpu"): "numpy",
+    ("kmeans.update", "cpu"): "numpy",
+}
+
+
+def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | None = None,
+                     n_features: int | None = None, n_clusters: int | None = None) -> Strategy:
+    """Resolve ``name`` (possibly ``"auto"``) of ``kind`` for a backend.
+
+    ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend;
+    ``n_samples``, ``n_features`` and ``n_clusters`` are accepted so that callers
+    already pass what a size-aware rule needs.
+
+    Raises
+    ------
+    UnknownStrategy
+        ``name`` is not registered, or ``"auto"`` has no default for ``backend``.
+    IncompatibleStrategy
+        The strategy exists but does not run on ``backend``.
+    """
+    _check_kind(kind)
+    if name == "auto":
+        default = _AUTO_DEFAULTS.get((kind, backend))
+        if default is None:
+            raise UnknownStrategy(f"no {kind} strategy is available on the {backend} backend")
+        name = default
+    strategy = get_strategy(kind, name)
+    if not strategy.runs_on(backend):
+        others = [s.name for s in list_strategies(kind, backend=backend)]
+        raise IncompatibleStrategy(
+            f"{kind} strategy {name!r} runs on the {strategy.backend} backend, but this "
+            f"estimator runs on {backend}; strategies for {backend}: {', '.join(others) or 'none'}"
+        )
+    return strategy
+
+
+def register(strategy: Strategy) -> None:
+    """Register a strategy at run time (for code that is not an installed plugin).
+
+    Raises ``ValueError`` if ``(kind, name)`` is taken.
+    """
+    _REGISTRY.register(strategy)
+
+
+def refresh() -> None:
+    """Forget discovered plugins and run-time registrations; plugins are found again on next use."""
+    _REGISTRY.refresh()

@@ -1,0 +1,54 @@
+"""Shared fixtures: paths to ../shared/datasets, and the GPU marker's skip rule."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# scikit-learn's check_array_api_input (run by the estimator checks) needs SciPy's
+# array-API mode, which SciPy reads once at import: set it before anything imports SciPy.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``@pytest.mark.gpu`` tests only when no CUDA GPU with CuPy is present."""
+    from gpumine.backend import gpu_available
+
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU with CuPy on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    if not SHARED_DATASETS.is_dir():
+        pytest.fail(f"test data missing: {SHARED_DATASETS} (the shared/ folder beside the repo)")
+    return SHARED_DATASETS
+
+
+@pytest.fixture(scope="session")
+def corel(shared_datasets):
+    """Corel subsets from ../shared/datasets/corel, through the real loader (no download)."""
+    from gpumine.datasets import load_corel
+
+    def load(subset):
+        return load_corel(subset, data_home=shared_datasets / "corel", download=False)
+
+    return load
+
+
+@pytest.fixture
+def rng(request) -> np.random.RandomState:
+    """A fresh generator per test, seeded from the test's name (reproducible, not shared)."""
+    import zlib
+
+    return np.random.RandomState(zlib.crc32(request.node.nodeid.encode()))

@@ -1,0 +1,83 @@
+"""gpumine.backend: device choice, GPUMINE_DEVICE, and the missing-GPU error."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from gpumine import backend
+from gpumine.exceptions import BackendUnavailable
+
+
+@pytest.fixture
+def no_cupy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` now fails
+    backend._probe_gpu.cache_clear()
+    yield
+    backend._probe_gpu.cache_clear()
+
+
+def test_cpu_backend():
+    b = backend.get_backend("cpu")
+    assert (b.name, b.is_gpu, b.xp) == ("cpu", False, np)
+    a = np.arange(4.0)
+    assert b.to_device(a) is a
+    np.testing.assert_array_equal(b.to_host(a), a)
+    b.synchronize()
+
+
+def test_auto_without_gpu_is_cpu(no_cupy, monkeypatch):
+    monkeypatch.delenv(backend.ENV_VAR, raising=False)
+    assert backend.get_backend("auto").name == "cpu"
+    assert not backend.gpu_available()
+
+
+def test_gpu_without_cupy_names_the_extra(no_cupy):
+    with pytest.raises(BackendUnavailable) as info:
+        backend.get_backend("gpu")
+    message = str(info.value)
+    assert 'pip install "gpumine[cuda12]"' in message and "cuda13" in message
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_env_override(no_cupy, monkeypatch):
+    monkeypatch.setenv(backend.ENV_VAR, "gpu")
+    with pytest.raises(BackendUnavailable):
+        backend.get_backend("auto")
+    # an explicit device in code is not overridden
+    assert backend.get_backend("cpu").name == "cpu"
+    monkeypatch.setenv(backend.ENV_VAR, "CPU")
+    assert backend.get_backend("auto").name == "cpu"
+    monkeypatch.setenv(backend.ENV_VAR, "fpga")
+    with pytest.raises(ValueError, match="GPUMINE_DEVICE"):
+        backend.get_backend("auto")
+
+
+def test_unknown_device():
+    with pytest.raises(ValueError, match="device must be one of"):
+        backend.get_backend("tpu")
+
+
+def test_only_backend_imports_cupy():
+    from pathlib import Path
+
+    import gpumine
+
+    roots = [Path(gpumine.__file__).parent]
+    roots += [Path(__import__(f"gpumine.{p}", fromlist=["x"]).__file__).parent
+              for p in ("adapters", "cli", "kernels", "datasets")]
+    offenders = [str(path) for root in roots for path in root.rglob("*.py")
+                 if path.name != "backend.py" and ("import cupy" in path.read_text()
+                                                   or "from cupy" in path.read_text())]
+    assert offenders == []
+
+
+@pytest.mark.gpu
+def test_gpu_backend_round_trip():
+    b = backend.get_backend("gpu")
+    a = np.arange(5.0)
+    device_array = b.to_device(a)
+    assert type(device_array).__module__.startswith("cupy")
+    np.testing.assert_array_equal(b.to_host(device_array * 2), a * 2)

@@ -1,0 +1,136 @@
+"""The strategy registry, including real entry-point plugins installed on sys.path."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from gpumine import GPUKMeans, registry
+from gpumine.exceptions import StrategyLoadError, UnknownStrategy
+
+
+def test_builtin_catalogue():
+    kinds = {s.kind for s in registry.list_strategies()}
+    assert kinds == {"kmeans.init", "kmeans.assign", "kmeans.update"}
+    for strategy in registry.list_strategies():
+        assert strategy.origin == "gpumine"
+        assert callable(strategy.load()), strategy
+    assert [s.name for s in registry.list_strategies("kmeans.update", backend="gpu")] == []
+    assert registry.list_strategies("wavecluster.label") == []
+
+
+def test_unknown_kind_and_name():
+    with pytest.raises(ValueError, match=r"kinds are kmeans\.init"):
+        registry.list_strategies("kmeans.nope")
+    with pytest.raises(UnknownStrategy, match="known: numpy"):
+        registry.get_strategy("kmeans.update", "gm-cl")
+    with pytest.raises(UnknownStrategy, match=r"no kmeans\.update strategy is available"):
+        registry.resolve_strategy("kmeans.update", "auto", "gpu")
+    assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == "numpy"
+
+
+@pytest.mark.parametrize("field", [
+    {"kind": "bogus"}, {"backend": "tpu"}, {"target": "no_colon"}, {"name": "auto"},
+])
+def test_strategy_metadata_is_validated(field):
+    spec = {"kind": "kmeans.update", "name": "x", "backend": "cpu", "target": "m:f", **field}
+    with pytest.raises(ValueError):
+        registry.Strategy(**spec)
+
+
+def _install_plugin(root, dist, module, entry_points, files):
+    """Write a minimal installed distribution (dist-info + modules) under ``root``."""
+    info = root / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    lines = "\n".join(f"{name} = {target}" for name, target in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[gpumine.strategies]\n{lines}\n")
+    for name, source in files.items():
+        (root / name).write_text(textwrap.dedent(source))
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """Three installed plugins: a good one, one with broken metadata, one with a broken impl."""
+    _install_plugin(tmp_path, "gpumine_goodplugin", "goodplugin", {
+        "good": "goodplugin_meta:strategies",
+    }, {
+        "goodplugin_meta.py": """
+            import sys
+            def strategies():
+                return [{"kind": "kmeans.assign", "name": "plugin-assign", "backend": "cpu",
+                         "target": "goodplugin_impl:assign", "description": "test plugin"},
+                        {"kind": "kmeans.update", "name": "plugin-broken-impl", "backend": "cpu",
+                         "target": "goodplugin_missing:update"}]
+        """,
+        "goodplugin_impl.py": """
+            CALLS = []
+            def assign(X, centers, labels):
+                import numpy as np
+                CALLS.append(X.shape)
+                d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(-1)
+                labels[:] = np.argmin(d, axis=1)
+        """,
+    })
+    _install_plugin(tmp_path, "gpumine_badplugin", "badplugin", {
+        "bad": "badplugin_meta:strategies",
+    }, {"badplugin_meta.py": "raise ImportError('this plugin is broken on purpose')\n"})
+    _install_plugin(tmp_path, "gpumine_clashplugin", "clashplugin", {
+        "clash": "clashplugin_meta:STRATEGIES",
+    }, {"clashplugin_meta.py": """
+            STRATEGIES = [{"kind": "kmeans.update", "name": "numpy", "backend": "cpu",
+                           "target": "x:y"}]
+        """})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.refresh()
+    yield tmp_path
+    registry.refresh()
+    for name in ("goodplugin_meta", "goodplugin_impl", "badplugin_meta", "clashplugin_meta"):
+        sys.modules.pop(name, None)
+
+
+def test_plugin_discovered_lazily_and_used(plugins):
+    strategy = registry.get_strategy("kmeans.assign", "plugin-assign")
+    assert strategy.origin.startswith("gpumine_goodplugin")
+    assert "goodplugin_impl" not in sys.modules, "implementation imported before it was chosen"
+    X = np.random.RandomState(0).uniform(size=(300, 2))
+    ours = GPUKMeans(3, assign="plugin-assign", random_state=0, device="cpu").fit(X)
+    ref = GPUKMeans(3, random_state=0, device="cpu").fit(X)
+    assert sys.modules["goodplugin_impl"].CALLS, "the plugin's assign was not called"
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    assert ours.strategies_["assign"] == "plugin-assign"
+
+
+def test_broken_plugins_fail_alone_with_their_name(plugins):
+    broken = {b.entry_point: b for b in registry.broken_plugins()}
+    assert set(broken) == {"bad", "clash"}
+    assert "broken on purpose" in broken["bad"].error
+    assert broken["bad"].distribution == "gpumine_badplugin"
+    assert "already registered" in broken["clash"].error
+    # built-ins and the good plugin still work
+    assert registry.get_strategy("kmeans.update", "numpy").origin == "gpumine"
+    with pytest.raises(UnknownStrategy, match=r"gpumine_badplugin.*broken on purpose"):
+        registry.get_strategy("kmeans.update", "from-the-bad-plugin")
+
+
+def test_broken_implementation_fails_when_chosen(plugins):
+    strategy = registry.get_strategy("kmeans.update", "plugin-broken-impl")
+    with pytest.raises(StrategyLoadError, match=r"gpumine_goodplugin.*goodplugin_missing"):
+        strategy.load()
+    model = GPUKMeans(2, update="plugin-broken-impl", device="cpu")
+    with pytest.raises(StrategyLoadError):
+        model.fit(np.ones((4, 2)))
+    assert not hasattr(model, "cluster_centers_")
+
+
+def test_cli_lists_plugins(plugins):
+    from typer.testing import CliRunner
+
+    from gpumine.cli import app
+
+    result = CliRunner().invoke(app, ["strategies", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "plugin-assign" in result.stdout
