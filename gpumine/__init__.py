@@ -8,6 +8,8 @@ Examples
 3
 """
 
+from importlib import metadata as _metadata
+
 from gpumine.backend import get_backend
 from gpumine.exceptions import (
     BackendUnavailable,
@@ -18,7 +20,10 @@ from gpumine.exceptions import (
 from gpumine.kmeans import GPUKMeans
 from gpumine.registry import list_strategies
 
-__version__ = "0.1.0"
+try:
+    __version__ = _metadata.version("gpumine")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "BackendUnavailable",
