@@ -40,7 +40,7 @@ import numpy as np
 
 from gpumine.exceptions import BackendUnavailable
 
-__all__ = ["DEVICES", "ENV_VAR", "Backend", "get_backend", "gpu_available"]
+__all__ = ["DEVICES", "ENV_VAR", "Backend", "cupy_module", "get_backend", "gpu_available"]
 
 DEVICES = ("auto", "cpu", "gpu")
 ENV_VAR = "GPUMINE_DEVICE"
@@ -82,6 +82,25 @@ class Backend:
             array = array.get()
         return np.asarray(array, dtype=dtype)
 
+    def to_device_columns(self, X):
+        """X (n_samples, n_features) on this backend, stored column-major on the GPU.
+
+        On the GPU: one host-to-device copy of X as given, then a transpose on the
+        device into a (n_features, n_samples) C-contiguous buffer, returned as its
+        (n_samples, n_features) view -- the layout the seed papers' kernels read,
+        where a warp loads consecutive points of one feature. On the CPU, X is
+        returned as it is (row-major, as scikit-learn's reference keeps it).
+        """
+        if not self.is_gpu:
+            return self.to_device(X)
+        cp = self._cupy
+        X_device = cp.asarray(X)
+        if X_device.T.flags.c_contiguous:
+            return X_device
+        columns = cp.ascontiguousarray(X_device.T)
+        del X_device
+        return columns.T
+
     def to_host(self, array):
         """Return ``array`` as a NumPy array (copied from the device if needed)."""
         if self.is_gpu and isinstance(array, self._cupy.ndarray):
@@ -121,6 +140,17 @@ def _probe_gpu() -> tuple[Backend | None, str]:
     except Exception as exc:
         return None, f"the CUDA device did not answer ({exc})"
     return Backend(name="gpu", xp=cupy, device_name=name, _cupy=cupy), ""
+
+
+def cupy_module() -> ModuleType:
+    """The CuPy module, for GPU code (kernel loader, GPU strategies).
+
+    Raises
+    ------
+    BackendUnavailable
+        No CuPy or no GPU; the message says what to install.
+    """
+    return get_backend("gpu").xp
 
 
 def gpu_available() -> bool:

@@ -1,8 +1,7 @@
 """The built-in strategy catalogue: metadata only, implementations are imported on use.
 
-Each entry is a :class:`~gpumine.registry.Strategy`. Only strategies that are
-implemented are listed; the GPU kernels of the seed papers are added here as
-they land.
+Each entry is a :class:`~gpumine.registry.Strategy`; the GPU ones launch the
+kernels of ``kernels/`` through :mod:`gpumine.kmeans.gpu`.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from gpumine.registry import Strategy
 __all__ = ["BUILTIN_STRATEGIES"]
 
 _KMEANS = "gpumine.kmeans"
+_GPU = "gpumine.kmeans.gpu"
 
 BUILTIN_STRATEGIES = (
     Strategy(
@@ -34,5 +34,67 @@ BUILTIN_STRATEGIES = (
         kind="kmeans.update", name="numpy", backend="cpu",
         target=f"{_KMEANS}.reference:update_numpy",
         description="reference: weighted per-cluster sums by bincount with FP64 accumulation",
+    ),
+    Strategy(
+        kind="kmeans.assign", name="tiled", backend="gpu", target=f"{_GPU}:assign_tiled",
+        paper="002 §5.5",
+        description="one thread per point, centroids streamed through shared memory in "
+                    "portions (any k, any d), direct sum (x-c)^2 in the data's precision",
+    ),
+    Strategy(
+        kind="kmeans.assign", name="gemm", backend="gpu", target=f"{_GPU}:assign_gemm",
+        description="cuBLAS x.c over row tiles, fused ||c||^2 - 2x.c argmin epilogue kernel",
+    ),
+    Strategy(
+        kind="kmeans.update", name="hybrid", backend="gpu", target=f"{_GPU}:hybrid",
+        paper="000 §7, 002 §5",
+        description="labels copied to the host, sums on the CPU, centroids copied back "
+                    "every iteration",
+    ),
+    Strategy(
+        kind="kmeans.update", name="irregular-reduction", backend="gpu",
+        target=f"{_GPU}:update_irregular_reduction", paper="000 §6-7 (Listing 2)",
+        description="per work-group: atomic id_within_cluster and cluster offsets, index "
+                    "array, log2 tree per cluster; k(d+1) partial sums and the changed-points "
+                    "count per group; a final kernel adds the groups",
+    ),
+    Strategy(
+        kind="kmeans.update", name="masked-tree", backend="gpu",
+        target=f"{_GPU}:update_masked_tree", paper="002 appendix",
+        description="per block and cluster a masked shared-memory tree sum (`cluster`), "
+                    "then halving passes (`summation`)",
+    ),
+    *(
+        Strategy(kind="kmeans.update", name=name, backend="gpu",
+                 target=f"{_GPU}:update_{name.replace('-', '_')}", paper=paper,
+                 description=description)
+        for name, paper, description in (
+            ("gm-cl", "004 §5.1", "thread per point, divergence-safe spinlock per cluster, "
+                                  "sums in global memory"),
+            ("gm-dl", "004 §5.2", "thread per (point, feature), spinlock per (cluster, "
+                                  "feature), global memory"),
+            ("sm-cl", "004 §5.3", "clusters in shared memory in chunks with shared spinlocks, "
+                                  "then one thread per block merges under GM-CL locks"),
+            ("sm-dl", "004 §5.4", "SM-CL with a thread and a shared spinlock per feature"),
+            ("gm-ct", "004 §5.5", "shared-nothing: a thread per cluster scans all points, "
+                                  "global memory"),
+            ("gm-dt", "004 §5.5", "shared-nothing: a thread per (cluster, feature), global "
+                                  "memory"),
+            ("sm-ct", "004 §5.5", "shared-nothing: a thread per cluster, running sums in "
+                                  "shared memory"),
+            ("sm-dt", "004 §5.5", "shared-nothing: a thread per (cluster, feature), running "
+                                  "sums in shared memory"),
+        )
+    ),
+    Strategy(
+        kind="kmeans.update", name="atomic", backend="gpu", target=f"{_GPU}:update_atomic",
+        paper="NVIDIA kmeans",
+        description="shared-memory privatized atomicAdd when k(d+1) doubles fit a block, "
+                    "else global atomics",
+    ),
+    Strategy(
+        kind="kmeans.update", name="sort", backend="gpu", target=f"{_GPU}:update_sort",
+        paper="flash-kmeans",
+        description="stable sort by label, fixed-order segmented reduction; bit-reproducible",
     ),
 )

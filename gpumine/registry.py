@@ -304,9 +304,15 @@ def load_strategy(kind: str, name: str) -> Callable:
 
 # The fixed defaults behind "auto", per (kind, backend name). A later cost model,
 # calibrated by the benchmark suite, replaces this table with a function of (n, d, k).
+#
+# On the GPU: the tiled assignment (points in registers, centroids in shared memory,
+# exact in the data's precision) for every shape, and the privatized-atomic update
+# (shared-memory atomics when k(d+1) doubles fit a block, else global atomics).
 _AUTO_DEFAULTS = {
     ("kmeans.assign", "cpu"): "numpy",
     ("kmeans.update", "cpu"): "numpy",
+    ("kmeans.assign", "gpu"): "tiled",
+    ("kmeans.update", "gpu"): "atomic",
 }
 
 

@@ -1,18 +1,153 @@
 """CUDA kernel sources (``*.cu``, ``*.cuh``) and their one loader (``gpumine.kernels``).
 
-The sources are shipped as package data next to this file. The loader
-``get_kernel(source, name, *template_args, defines=...)`` and the kernels land
-with the GPU k-means issue; until then gpumine runs its NumPy reference path.
+:func:`get_kernel` is the only place in gpumine that builds CUDA modules. It reads
+a source next to this file, compiles it with NVRTC through ``cupy.RawModule``
+with ``name_expressions`` for the template instantiation asked for (dtype,
+compile-time tile sizes: seed 000's runtime specialization), and memoizes the
+module per device, source, instantiation and defines. NVRTC errors become
+:class:`~gpumine.exceptions.KernelCompileError` carrying the compiler log.
+
+Every instantiation a strategy uses is declared with :func:`instantiation` so
+that the CI test can compile all of them with ``nvcc -arch=sm_90`` without a GPU.
+
+Examples
+--------
+>>> from gpumine.kernels import kernel_sources
+>>> [p.name for p in kernel_sources()][:1]
+['common.cuh']
 """
 
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["KERNEL_DIR", "kernel_sources"]
+from gpumine.backend import cupy_module
+from gpumine.exceptions import KernelCompileError
+
+__all__ = [
+    "KERNEL_DIR",
+    "Instantiation",
+    "declared_instantiations",
+    "get_kernel",
+    "instantiation",
+    "kernel_sources",
+    "launch",
+]
 
 #: Folder that holds the ``.cu``/``.cuh`` files, installed or editable.
 KERNEL_DIR = Path(__file__).resolve().parent
+
+#: NVRTC options shared by every module: C++17, headers from this folder. No fast-math:
+#: the kernels are compared with FP64 references.
+_OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
+
+_CACHE: dict = {}
+_LOCK = threading.Lock()
+_DECLARED: list[Instantiation] = []
 
 
 def kernel_sources() -> list[Path]:
     """All CUDA sources shipped with gpumine, sorted by name."""
     return sorted(p for p in KERNEL_DIR.iterdir() if p.suffix in (".cu", ".cuh"))
+
+
+@dataclass(frozen=True)
+class Instantiation:
+    """One kernel instantiation: ``name<template_args...>`` from ``source``."""
+
+    source: str
+    name: str
+    template_args: tuple = ()
+    defines: tuple = ()
+
+    @property
+    def expression(self) -> str:
+        """The C++ name expression, e.g. ``assign_tiled<float, 32>``."""
+        if not self.template_args:
+            return self.name
+        return f"{self.name}<{', '.join(str(a) for a in self.template_args)}>"
+
+
+def instantiation(source: str, name: str, *template_args, defines=None) -> Instantiation:
+    """Declare (and return) an instantiation a strategy launches, for the nvcc CI test."""
+    item = Instantiation(source, name, tuple(template_args),
+                         tuple(sorted((defines or {}).items())))
+    if item not in _DECLARED:
+        _DECLARED.append(item)
+    return item
+
+
+def declared_instantiations() -> list[Instantiation]:
+    """Every instantiation declared so far (import the strategy modules first)."""
+    return list(_DECLARED)
+
+
+def _ctype(arg) -> str:
+    """Template argument text: NumPy dtypes become C types."""
+    import numpy as np
+
+    if isinstance(arg, (type, np.dtype)):
+        dtype = np.dtype(arg)
+        names = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+        if dtype.name not in names:
+            raise TypeError(f"no C type for dtype {dtype}")
+        return names[dtype.name]
+    return str(arg)
+
+
+def get_kernel(source: str, name: str, *template_args, defines=None):
+    """Return the compiled kernel ``name<template_args...>`` of ``kernels/source``.
+
+    Parameters
+    ----------
+    source : str
+        File name in this folder, e.g. ``"kmeans_assign.cu"``.
+    name : str
+        Kernel (function template) name.
+    *template_args
+        Template arguments: NumPy dtypes (``numpy.float32`` -> ``float``) or values.
+    defines : dict, optional
+        Preprocessor macros, passed as ``-Dkey=value``.
+
+    Returns
+    -------
+    cupy.RawKernel
+
+    Raises
+    ------
+    KernelCompileError
+        NVRTC rejected the source; the message holds its log.
+    """
+    cupy = cupy_module()
+    item = instantiation(source, name, *(_ctype(a) for a in template_args), defines=defines)
+    key = (cupy.cuda.Device().id, item)
+    kernel = _CACHE.get(key)
+    if kernel is not None:
+        return kernel
+    with _LOCK:
+        kernel = _CACHE.get(key)
+        if kernel is None:
+            path = KERNEL_DIR / source
+            code = path.read_text()
+            options = _OPTIONS + tuple(f"-D{k}={v}" for k, v in item.defines)
+            try:
+                module = cupy.RawModule(code=code, options=options,
+                                        name_expressions=[item.expression])
+                kernel = module.get_function(item.expression)
+            except cupy.cuda.compiler.CompileException as exc:
+                raise KernelCompileError(
+                    f"NVRTC failed on {source} ({item.expression}):\n{exc.get_message()}"
+                ) from exc
+            _CACHE[key] = kernel
+    return kernel
+
+
+def launch(kernel, grid, block, args, shared_mem: int = 0) -> None:
+    """Launch ``kernel``; with ``GPUMINE_DEBUG=1`` synchronize and surface errors at once."""
+    kernel(grid if isinstance(grid, tuple) else (grid,),
+           block if isinstance(block, tuple) else (block,), args, shared_mem=shared_mem)
+    if os.environ.get("GPUMINE_DEBUG"):
+        cupy_module().cuda.get_current_stream().synchronize()

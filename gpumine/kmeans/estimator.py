@@ -63,15 +63,17 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         If False, X is centred in place during the fit and restored afterwards
         (it may differ from the original by rounding).
     device : {"auto", "cpu", "gpu"}, default="auto"
-        Where to run. ``"auto"`` takes the GPU when CuPy, a CUDA device and GPU
-        k-means strategies are present, else the CPU; the environment variable
-        ``GPUMINE_DEVICE`` overrides ``"auto"``.
+        Where to run. ``"auto"`` takes the GPU when CuPy and a CUDA device are
+        present, else the CPU; the environment variable ``GPUMINE_DEVICE``
+        overrides ``"auto"``. On the GPU, X is copied once to the device and
+        transposed there to column-major; X, labels and centres stay on the
+        device for the whole fit.
     assign : str, default="auto"
         ``kmeans.assign`` strategy; ``"auto"`` picks the backend's default
-        (``"numpy"`` on the CPU).
+        (``"numpy"`` on the CPU, ``"tiled"`` on the GPU).
     update : str, default="auto"
         ``kmeans.update`` strategy; ``"auto"`` picks the backend's default
-        (``"numpy"`` on the CPU).
+        (``"numpy"`` on the CPU, ``"atomic"`` on the GPU).
 
     Attributes
     ----------
@@ -150,12 +152,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
                              f"got {self.init!r}")
 
     def _backend(self):
-        """The backend to run on; ``"auto"`` keeps to the CPU until GPU k-means strategies exist."""
-        backend = get_backend(self.device)
-        if (self.device == "auto" and backend.is_gpu
-                and not registry.list_strategies("kmeans.assign", backend="gpu")):
-            backend = get_backend("cpu")
-        return backend
+        """The backend to run on (``"auto"``: the GPU when one answers)."""
+        return get_backend(self.device)
 
     def _validate_X(self, X, *, reset, copy=False):
         try:
@@ -268,7 +266,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
                           RuntimeWarning, stacklevel=2)
             n_init = 1
         xp = backend.xp
-        X_fit = backend.to_device(X)
+        X_fit = backend.to_device_columns(X)
         result = lloyd.fit_lloyd(
             X_fit, backend.to_device(sample_weight), n_clusters=self.n_clusters,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
@@ -300,7 +298,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
             "kmeans.assign", self.assign, backend.name, n_samples=X.shape[0],
             n_features=X.shape[1], n_clusters=self.n_clusters)
         labels, inertia = lloyd.labels_inertia(
-            backend.to_device(X), backend.to_device(sample_weight),
+            backend.to_device_columns(X), backend.to_device(sample_weight),
             backend.to_device(self.cluster_centers_.astype(X.dtype, copy=False)),
             assign=assign.load(), xp=backend.xp)
         return backend.to_host(labels), inertia
@@ -335,7 +333,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         X = self._validate_X(X, reset=False)
         backend = self._backend()
         distances = lloyd.euclidean_distances(
-            backend.to_device(X), backend.to_device(self.cluster_centers_), xp=backend.xp)
+            backend.to_device_columns(X), backend.to_device(self.cluster_centers_),
+            xp=backend.xp)
         return backend.to_host(distances)
 
     def fit_transform(self, X, y=None, sample_weight=None):

@@ -95,11 +95,10 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, x_squared_norms, random_sta
     current_pot = float(closest_dist_sq @ weight)
     for c in range(1, n_clusters):
         rand_vals = random_state.uniform(size=n_local_trials) * current_pot
-        cumulative = _to_host(xp, xp.cumsum(weight * closest_dist_sq))
-        candidate_ids = np.searchsorted(cumulative, rand_vals)
-        np.clip(candidate_ids, None, n_samples - 1, out=candidate_ids)
-        distance_to_candidates = xp.minimum(closest_dist_sq, squared_distances(
-            xp.asarray(candidate_ids)))
+        cumulative = xp.cumsum(weight * closest_dist_sq)
+        candidate_ids = xp.minimum(xp.searchsorted(cumulative, xp.asarray(rand_vals)),
+                                   n_samples - 1)
+        distance_to_candidates = xp.minimum(closest_dist_sq, squared_distances(candidate_ids))
         candidates_pot = _to_host(xp, distance_to_candidates @ weight)
         best = int(np.argmin(candidates_pot))
         current_pot = float(candidates_pot[best])

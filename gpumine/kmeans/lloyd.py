@@ -7,8 +7,12 @@ the registry (:mod:`gpumine.registry`), called through three contracts:
   returns the (k, d) initial centres;
 * **assign** ``assign(X, centers, labels)`` writes the closest centre of every
   row into ``labels`` (int32; ties to the lowest index);
-* **update** ``update(X, labels, sample_weight, sums, weights)`` writes the
-  weighted per-cluster sums (k, d) and weights (k) into caller-allocated buffers.
+* **update** ``update(X, labels, sample_weight, sums, weights, labels_old=None)``
+  writes the weighted per-cluster sums (k, d) and weights (k) into caller-allocated
+  float64 buffers; it returns None, or the number of labels that differ from
+  ``labels_old`` when it counts them (seed 000's kernels do). An update object
+  with a ``bind(X, sample_weight)`` method is bound once per fit and the
+  callable it returns is used (per-fit state, e.g. the hybrid scheme's host copy).
 
 ``X`` is a validated, finite (n_samples, n_features) array of float32 or float64
 on the backend of ``xp``; it may be row-major or a transposed view of a
@@ -139,17 +143,18 @@ def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels
         weights[old_cluster] -= weight
 
 
-def _average_centers(sums, weights, xp=np) -> None:
-    """``sums /= weights`` where the weight is positive (a multiply by the reciprocal).
+def _average_centers(sums, weights, center_dtype, xp=np):
+    """New centres: ``sums / weights`` (a multiply by the reciprocal) where the weight is positive.
 
     A cluster still empty after relocation (only when all points coincide with
     their centres) is placed on the heaviest cluster's centre, as scikit-learn does.
     """
     positive = weights > 0
-    reciprocal = xp.where(positive, 1 / xp.where(positive, weights, 1), 1).astype(sums.dtype)
-    sums *= reciprocal[:, None]
+    reciprocal = xp.where(positive, 1 / xp.where(positive, weights, 1), 1)
+    centers = (sums * reciprocal[:, None]).astype(center_dtype)
     if not bool(positive.all()):
-        sums[~positive] = sums[int(xp.argmax(weights))]
+        centers[~positive] = centers[int(xp.argmax(weights))]
+    return centers
 
 
 def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Callable,
@@ -161,9 +166,9 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
     X : array of shape (n_samples, n_features)   -- IN
     sample_weight : array of shape (n_samples,), X's dtype   -- IN
     centers_init : array of shape (n_clusters, n_features)   -- IN
-        Its dtype is the one the centres, sums and weights are iterated in.
+        Its dtype is the one the centres are iterated in.
     assign, update : callable
-        Strategies (module docstring).
+        Strategies (module docstring); ``update`` already bound to X if it binds.
     max_iter : int
     tol : float
         Already scaled (:func:`tolerance`).
@@ -174,24 +179,28 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
     -------
     LloydResult
     """
-    n_clusters = centers_init.shape[0]
+    n_clusters, n_features = centers_init.shape
     centers = centers_init.copy()
-    centers_new = xp.zeros_like(centers)
     labels = xp.full(X.shape[0], -1, dtype=xp.int32)
     labels_old = labels.copy()
-    weights = xp.zeros(n_clusters, dtype=centers.dtype)
+    # Sums and weights accumulate in float64 whatever X's dtype.
+    sums = xp.zeros((n_clusters, n_features), dtype=xp.float64)
+    weights = xp.zeros(n_clusters, dtype=xp.float64)
     strict_convergence = False
     for iteration in range(max_iter):
         assign(X, centers, labels)
-        update(X, labels, sample_weight, centers_new, weights)
-        relocate_empty_clusters(X, sample_weight, centers, centers_new, weights, labels, xp)
-        _average_centers(centers_new, weights, xp)
+        n_changed = update(X, labels, sample_weight, sums, weights, labels_old=labels_old)
+        relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
+        centers_new = _average_centers(sums, weights, centers.dtype, xp)
         if verbose:
             print(f"Iteration {iteration}, inertia "
                   f"{inertia(X, sample_weight, centers, labels, xp)}.")
+        # The convergence test's readback: a few bytes (seed 000's rule).
         center_shift_total = float(((centers_new - centers) ** 2).sum())
-        centers, centers_new = centers_new, centers
-        if bool(xp.array_equal(labels, labels_old)):
+        centers = centers_new
+        unchanged = (n_changed == 0 if n_changed is not None
+                     else bool(xp.array_equal(labels, labels_old)))
+        if unchanged:
             if verbose:
                 print(f"Converged at iteration {iteration}: strict convergence.")
             strict_convergence = True
@@ -258,6 +267,8 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     X -= x_mean
     try:
         x_squared_norms = squared_row_norms(X, xp)
+        if hasattr(update, "bind"):  # strategies with per-fit state (e.g. hybrid's host copy)
+            update = update.bind(X, sample_weight)
         best = None
         for _ in range(n_init):
             if callable(init):

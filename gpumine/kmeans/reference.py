@@ -59,7 +59,7 @@ def assign_numpy(X, centers, labels):
         labels[start:start + step] = np.argmin(distances, axis=1)
 
 
-def update_numpy(X, labels, sample_weight, sums, weights):
+def update_numpy(X, labels, sample_weight, sums, weights, labels_old=None):
     """Weighted per-cluster sums and weights (reference, CPU).
 
     Parameters
@@ -69,6 +69,7 @@ def update_numpy(X, labels, sample_weight, sums, weights):
     sample_weight : ndarray of shape (n_samples,)   -- IN
     sums : ndarray of shape (k, n_features)   -- OUT
     weights : ndarray of shape (k,)   -- OUT
+    labels_old : ignored (the engine compares labels itself)
     """
     n_clusters, n_features = sums.shape
     weights[:] = np.bincount(labels, weights=sample_weight, minlength=n_clusters)

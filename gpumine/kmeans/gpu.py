@@ -1,0 +1,322 @@
+"""GPU k-means strategies: thin launchers of the CUDA kernels in ``kernels/``.
+
+Every function follows the contracts of :mod:`gpumine.kmeans.lloyd`. ``X`` is a
+(n_samples, n_features) CuPy view of a column-major (n_features, n_samples)
+buffer -- ``X.T`` is C-contiguous -- as the seed papers store it; ``labels`` is
+int32; ``sums``/``weights`` are float64 buffers (the kernels accumulate in
+double whatever X's dtype). Update strategies accept ``labels_old`` and return
+``None``, or, when they count it as seed 000's kernels do, the number of points
+whose label changed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpumine.backend import cupy_module
+from gpumine.kernels import get_kernel, instantiation, launch
+
+__all__ = [
+    "assign_gemm",
+    "assign_tiled",
+    "hybrid",
+    "update_atomic",
+    "update_gm_cl",
+    "update_gm_ct",
+    "update_gm_dl",
+    "update_gm_dt",
+    "update_irregular_reduction",
+    "update_masked_tree",
+    "update_sm_cl",
+    "update_sm_ct",
+    "update_sm_dl",
+    "update_sm_dt",
+    "update_sort",
+]
+
+_BLOCK = 256
+_DEFAULT_SHARED = 48 * 1024
+_TILE_SIZES = (1, 2, 4, 8, 16, 32)
+_IRREGULAR_GROUP = 256
+_PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
+
+_ASSIGN = "kmeans_assign.cu"
+_UPDATE = "kmeans_update.cu"
+
+# Declared for the nvcc compile test in CI (no GPU needed to compile).
+for _t in ("float", "double"):
+    for _kt in _TILE_SIZES:
+        instantiation(_ASSIGN, "assign_tiled", _t, _kt)
+    instantiation(_ASSIGN, "argmin_epilogue", _t)
+    for _name in ("update_atomic_global", "update_atomic_shared", "update_gm_cl",
+                  "update_gm_dl", "update_sm_cl", "update_sm_dl", "update_gm_ct",
+                  "update_gm_dt", "update_sm_ct", "update_sm_dt", "update_sorted_segments",
+                  "masked_tree_cluster"):
+        instantiation(_UPDATE, _name, _t)
+    instantiation(_UPDATE, "irregular_partial", _t, _IRREGULAR_GROUP, 8)
+instantiation(_UPDATE, "irregular_finish")
+instantiation(_UPDATE, "masked_tree_summation")
+
+
+def _blocks(count: int, block: int = _BLOCK) -> int:
+    return max(1, -(-int(count) // block))
+
+
+def _columns(X):
+    """The (d, n) C-contiguous buffer behind X (a copy only if X is not a view of one)."""
+    cp = cupy_module()
+    XT = X.T
+    return XT if XT.flags.c_contiguous else cp.ascontiguousarray(XT)
+
+
+def _shared_budget() -> int:
+    """Dynamic shared memory a block may opt into on this device."""
+    cp = cupy_module()
+    attrs = cp.cuda.Device().attributes
+    return int(attrs.get("MaxSharedMemoryPerBlockOptin", _DEFAULT_SHARED))
+
+
+def _launch_shared(kernel, grid, block, args, shared_mem):
+    if shared_mem > _DEFAULT_SHARED:
+        kernel.max_dynamic_shared_size_bytes = shared_mem
+    launch(kernel, grid, block, args, shared_mem=shared_mem)
+
+
+def _null():
+    return np.uint64(0)
+
+
+# -- assignment --------------------------------------------------------------------------
+def assign_tiled(X, centers, labels):
+    """Seed 002 §5.5: one thread per point, centroids through shared memory in portions."""
+    cp = cupy_module()
+    XT = _columns(X)
+    n, d = X.shape
+    k = centers.shape[0]
+    tile = next(t for t in _TILE_SIZES if t >= min(k, _TILE_SIZES[-1]))
+    itemsize = X.dtype.itemsize
+    dt = max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
+    centers = cp.ascontiguousarray(centers, dtype=X.dtype)
+    kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
+    launch(kernel, _blocks(n), _BLOCK,
+           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels, _null()),
+           shared_mem=tile * dt * itemsize)
+
+
+def assign_gemm(X, centers, labels):
+    """cuBLAS x.c over row tiles, then ||c||^2 - 2 x.c and the argmin in one epilogue kernel.
+
+    At most ``2**24`` elements of the n x k product exist at a time.
+    """
+    cp = cupy_module()
+    n = X.shape[0]
+    k = centers.shape[0]
+    centers = cp.ascontiguousarray(centers, dtype=X.dtype)
+    center_norms = (centers * centers).sum(axis=1)
+    centers_t = cp.ascontiguousarray(centers.T)
+    rows = max(1, min(n, (1 << 24) // k))
+    kernel = get_kernel(_ASSIGN, "argmin_epilogue", X.dtype)
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        products = X[start:stop] @ centers_t
+        launch(kernel, _blocks((stop - start) * 32), _BLOCK,
+               (products, center_norms, np.int64(stop - start), np.int32(k),
+                labels[start:stop]))
+
+
+# -- update --------------------------------------------------------------------------------
+def _prepare(X, sums, weights):
+    sums.fill(0)
+    weights.fill(0)
+    n, d = X.shape
+    return _columns(X), n, d, sums.shape[0]
+
+
+def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Shared-memory privatized atomicAdd when k*(d+1) doubles fit a block, else global."""
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    shared = k * (d + 1) * 8
+    if shared <= _DEFAULT_SHARED:
+        blocks = min(_blocks(n), cp.cuda.Device().attributes["MultiProcessorCount"] * 8)
+        launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype), blocks, _BLOCK,
+               (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
+                weights), shared_mem=shared)
+    else:
+        launch(get_kernel(_UPDATE, "update_atomic_global", X.dtype), min(_blocks(n), 1 << 20),
+               _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
+
+
+def update_gm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.1: a thread per point, a global spinlock per cluster."""
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    locks = cp.zeros(k, dtype=cp.int32)
+    launch(get_kernel(_UPDATE, "update_gm_cl", X.dtype), _blocks(n), _BLOCK,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights, locks))
+
+
+def update_gm_dl(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.2: a thread per (point, feature), a global spinlock per (cluster, feature)."""
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    locks = cp.zeros(k * d, dtype=cp.int32)
+    launch(get_kernel(_UPDATE, "update_gm_dl", X.dtype), _blocks(n * d), _BLOCK,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights, locks))
+
+
+def _chunk(per_cluster_bytes: int, k: int, name: str, d: int) -> tuple[int, int]:
+    budget = _shared_budget()
+    chunk = min(k, budget // per_cluster_bytes)
+    if chunk < 1:
+        raise ValueError(f"update={name!r} keeps one cluster's {d} features in shared memory "
+                         f"({per_cluster_bytes} bytes), more than this GPU's {budget}; "
+                         "use update='atomic' or 'gm-cl'")
+    return chunk, chunk * per_cluster_bytes
+
+
+def update_sm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.3: clusters in shared memory in chunks, shared spinlocks, then GM-CL."""
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    chunk, shared = _chunk((d + 1) * 8 + 8, k, "sm-cl", d)
+    locks = cp.zeros(k, dtype=cp.int32)
+    _launch_shared(get_kernel(_UPDATE, "update_sm_cl", X.dtype), _blocks(n), _BLOCK,
+                   (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
+                    np.int32(chunk), sums, weights, locks), shared)
+
+
+def update_sm_dl(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.4: SM-CL with a thread and a shared spinlock per (point|cluster, feature)."""
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    chunk, shared = _chunk((d + 1) * 8 + d * 4 + 4, k, "sm-dl", d)
+    locks = cp.zeros(k * d, dtype=cp.int32)
+    _launch_shared(get_kernel(_UPDATE, "update_sm_dl", X.dtype), _blocks(n * d), _BLOCK,
+                   (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
+                    np.int32(chunk), sums, weights, locks), shared)
+
+
+def update_gm_ct(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.5: a thread per cluster scans all points; sums in global memory."""
+    XT, n, d, k = _prepare(X, sums, weights)
+    launch(get_kernel(_UPDATE, "update_gm_ct", X.dtype), _blocks(k, 64), 64,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums, weights))
+
+
+def update_gm_dt(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.5: a thread per (cluster, feature) scans all points; global memory."""
+    XT, n, d, k = _prepare(X, sums, weights)
+    launch(get_kernel(_UPDATE, "update_gm_dt", X.dtype), _blocks(k * d, 64), 64,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums, weights))
+
+
+def update_sm_ct(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.5: GM-CT with each thread's running sums in shared memory."""
+    XT, n, d, k = _prepare(X, sums, weights)
+    block = 64
+    dt = max(1, min(d, _DEFAULT_SHARED // (block * 8) - 1))
+    launch(get_kernel(_UPDATE, "update_sm_ct", X.dtype), _blocks(k, block), block,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), np.int32(dt),
+            sums, weights), shared_mem=block * (dt + 1) * 8)
+
+
+def update_sm_dt(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 004 §5.5: GM-DT with each thread's running sum in shared memory."""
+    XT, n, d, k = _prepare(X, sums, weights)
+    block = 64
+    launch(get_kernel(_UPDATE, "update_sm_dt", X.dtype), _blocks(k * d, block), block,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums, weights),
+           shared_mem=2 * block * 8)
+
+
+def update_sort(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Sort points by label, then one fixed-order block reduction per (cluster, feature).
+
+    The sort key ``label * n + i`` is unique, so the order, and therefore every
+    floating-point sum, is the same run to run: bit-reproducible.
+    """
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    keys = labels.astype(cp.int64) * n + cp.arange(n, dtype=cp.int64)
+    order = cp.argsort(keys).astype(cp.int64)
+    offsets = cp.zeros(k + 1, dtype=cp.int64)
+    offsets[1:] = cp.cumsum(cp.bincount(labels, minlength=k)[:k])
+    launch(get_kernel(_UPDATE, "update_sorted_segments", X.dtype), (k, d + 1), _BLOCK,
+           (XT, sample_weight, order, offsets, np.int64(n), np.int32(d), sums, weights))
+
+
+def update_irregular_reduction(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 000 §6-7: per work-group irregular (index-array) log2 reductions, then a final add.
+
+    Returns the number of points whose label changed (seed 000's 4-byte readback) when
+    ``labels_old`` is given.
+    """
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    group = _IRREGULAR_GROUP
+    n_groups = _blocks(n, group)
+    batch = max(1, min(n_groups, _PARTIAL_BUDGET // (k * (d + 1) * 8)))
+    partial = cp.empty((batch, k, d + 1), dtype=cp.float64)
+    changed = cp.zeros(n_groups, dtype=cp.int32)
+    partial_kernel = get_kernel(_UPDATE, "irregular_partial", X.dtype, group, 8)
+    finish = get_kernel(_UPDATE, "irregular_finish")
+    old = labels_old if labels_old is not None else _null()
+    for group0 in range(0, n_groups, batch):
+        groups = min(batch, n_groups - group0)
+        partial[:groups].fill(0)
+        launch(partial_kernel, groups, group,
+               (XT, labels, old, sample_weight, np.int64(n), np.int32(d), np.int32(k),
+                np.int64(group0), partial, changed[group0:group0 + groups]))
+        launch(finish, k, _BLOCK, (partial, np.int64(groups), np.int32(d), np.int32(k), sums,
+                                   weights))
+    return None if labels_old is None else int(changed.sum())
+
+
+def update_masked_tree(X, labels, sample_weight, sums, weights, labels_old=None):
+    """Seed 002 appendix: per block and cluster a masked tree sum, then halving passes."""
+    cp = cupy_module()
+    XT, n, d, k = _prepare(X, sums, weights)
+    length = _blocks(n)
+    partial = cp.empty((k, length, d + 1), dtype=cp.float64)
+    launch(get_kernel(_UPDATE, "masked_tree_cluster", X.dtype), length, _BLOCK,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), partial))
+    summation = get_kernel(_UPDATE, "masked_tree_summation")
+    while length > 1:
+        out_length = _blocks(length, 2 * _BLOCK)
+        reduced = cp.empty((k, out_length, d + 1), dtype=cp.float64)
+        launch(summation, out_length, _BLOCK,
+               (partial, np.int64(length), np.int32(d), np.int32(k), reduced))
+        partial, length = reduced, out_length
+    sums[...] = partial[:, 0, :d]
+    weights[...] = partial[:, 0, d]
+
+
+class _Hybrid:
+    """Seed 000/002's hybrid scheme: labels to the host, sums on the CPU, centroids back.
+
+    X and the weights are copied to the host once per fit (:meth:`bind`); each
+    iteration moves n labels down and k x (d + 1) sums up.
+    """
+
+    def bind(self, X, sample_weight):
+        from gpumine.kmeans.reference import update_numpy
+
+        cp = cupy_module()
+        X_host = cp.asnumpy(X)
+        weight_host = cp.asnumpy(sample_weight)
+
+        def update(X, labels, sample_weight, sums, weights, labels_old=None):
+            sums_host = np.empty(sums.shape, dtype=np.float64)
+            weights_host = np.empty(weights.shape, dtype=np.float64)
+            update_numpy(X_host, cp.asnumpy(labels), weight_host, sums_host, weights_host)
+            sums.set(sums_host)
+            weights.set(weights_host)
+
+        return update
+
+    def __call__(self, X, labels, sample_weight, sums, weights, labels_old=None):
+        return self.bind(X, sample_weight)(X, labels, sample_weight, sums, weights)
+
+
+hybrid = _Hybrid()

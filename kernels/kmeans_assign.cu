@@ -1,0 +1,96 @@
+// k-means assignment kernels. X is column-major: feature j of point i at XT[j * n + i].
+#include "common.cuh"
+
+// Seed paper 002 §5.5: one thread per point; the centroids are streamed through shared
+// memory in portions of KT centroids x dt features, so any k and any d fit. Each thread
+// keeps KT running squared distances in registers and the best (distance, index) so far;
+// distances are computed directly as sum (x - c)^2 in T (exact FP32 for float), ties go to
+// the lowest index. Shared memory: KT * dt * sizeof(T) bytes (dynamic).
+template <typename T, int KT>
+__global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) points
+                             const T* __restrict__ centers,  // IN  (k, d) centroids
+                             index_t n,                      // IN
+                             int d,                          // IN
+                             int k,                          // IN
+                             int dt,                         // IN  features per portion
+                             int* __restrict__ labels,       // OUT (n)
+                             T* __restrict__ best_distance)  // OUT (n), may be null
+{
+    extern __shared__ unsigned char shared_raw[];
+    T* tile = reinterpret_cast<T*>(shared_raw);
+    const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool active = i < n;
+    T best = max_value<T>();
+    int best_index = 0;
+    for (int k0 = 0; k0 < k; k0 += KT) {
+        const int kc = min(KT, k - k0);
+        T acc[KT];
+#pragma unroll
+        for (int c = 0; c < KT; ++c) acc[c] = T(0);
+        for (int j0 = 0; j0 < d; j0 += dt) {
+            const int jc = min(dt, d - j0);
+            __syncthreads();
+            for (int t = threadIdx.x; t < kc * jc; t += blockDim.x) {
+                const int c = t / jc, j = t - c * jc;
+                tile[c * dt + j] = centers[(index_t)(k0 + c) * d + j0 + j];
+            }
+            __syncthreads();
+            if (active) {
+                for (int j = 0; j < jc; ++j) {
+                    const T x = XT[(index_t)(j0 + j) * n + i];
+#pragma unroll
+                    for (int c = 0; c < KT; ++c) {
+                        const T diff = x - tile[c * dt + j];
+                        acc[c] += diff * diff;
+                    }
+                }
+            }
+        }
+        if (active) {
+#pragma unroll
+            for (int c = 0; c < KT; ++c) {
+                if (c < kc && acc[c] < best) {
+                    best = acc[c];
+                    best_index = k0 + c;
+                }
+            }
+        }
+    }
+    if (active) {
+        labels[i] = best_index;
+        if (best_distance != nullptr) best_distance[i] = best;
+    }
+}
+
+// Epilogue of the GEMM assignment: for a tile of rows of G = X_tile . C^T (rows x k,
+// row-major), label = argmin_j (||c_j||^2 - 2 G[r, j]). One warp per row; ties go to the
+// lowest index. Only this tile of the n x k matrix ever exists.
+template <typename T>
+__global__ void argmin_epilogue(const T* __restrict__ products,        // IN  (rows, k)
+                                const T* __restrict__ center_norms,    // IN  (k) ||c||^2
+                                index_t rows,                          // IN
+                                int k,                                 // IN
+                                int* __restrict__ labels)              // OUT (rows)
+{
+    const int lane = threadIdx.x & 31;
+    const index_t row = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (row >= rows) return;
+    T best = max_value<T>();
+    int best_index = 0x7fffffff;
+    for (int j = lane; j < k; j += 32) {
+        const T value = center_norms[j] - T(2) * products[row * k + j];
+        if (value < best) {
+            best = value;
+            best_index = j;
+        }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const T other = __shfl_down_sync(0xffffffffu, best, offset);
+        const int other_index = __shfl_down_sync(0xffffffffu, best_index, offset);
+        if (other < best || (other == best && other_index < best_index)) {
+            best = other;
+            best_index = other_index;
+        }
+    }
+    if (lane == 0) labels[row] = best_index;
+}

@@ -1,0 +1,493 @@
+// k-means update kernels: per-cluster weighted sums (k x d) and weights (k), accumulated in
+// double whatever T is (a float32 running sum over a million points would lose ~1e-4).
+// X is column-major: feature j of point i at XT[j * n + i]. sums and weights are zeroed by
+// the caller unless a kernel says otherwise.
+#include "common.cuh"
+
+// ---------------------------------------------------------------------------------------
+// atomic (NVIDIA's kmeans sample): global atomics, or shared-memory privatized atomics
+// when k * (d + 1) doubles fit in a block's shared memory.
+template <typename T>
+__global__ void update_atomic_global(const T* __restrict__ XT,            // IN  (d, n)
+                                     const int* __restrict__ labels,      // IN  (n)
+                                     const T* __restrict__ sample_weight, // IN  (n)
+                                     index_t n, int d,                    // IN
+                                     double* __restrict__ sums,           // INOUT (k, d)
+                                     double* __restrict__ weights)        // INOUT (k)
+{
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * blockDim.x) {
+        const int label = labels[i];
+        const double w = sample_weight[i];
+        atomicAdd(&weights[label], w);
+        for (int j = 0; j < d; ++j)
+            atomicAdd(&sums[(index_t)label * d + j], (double)XT[(index_t)j * n + i] * w);
+    }
+}
+
+template <typename T>
+__global__ void update_atomic_shared(const T* __restrict__ XT,            // IN  (d, n)
+                                     const int* __restrict__ labels,      // IN  (n)
+                                     const T* __restrict__ sample_weight, // IN  (n)
+                                     index_t n, int d, int k,             // IN
+                                     double* __restrict__ sums,           // INOUT (k, d)
+                                     double* __restrict__ weights)        // INOUT (k)
+{
+    extern __shared__ double shared_acc[];  // k * d sums, then k weights
+    double* shared_weights = shared_acc + (index_t)k * d;
+    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) shared_acc[t] = 0.0;
+    __syncthreads();
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * blockDim.x) {
+        const int label = labels[i];
+        const double w = sample_weight[i];
+        atomicAdd(&shared_weights[label], w);
+        for (int j = 0; j < d; ++j)
+            atomicAdd(&shared_acc[label * d + j], (double)XT[(index_t)j * n + i] * w);
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) {
+        const double value = shared_acc[t];
+        if (value != 0.0) {
+            if (t < k * d) atomicAdd(&sums[t], value);
+            else atomicAdd(&weights[t - k * d], value);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Seed paper 004 §5.1, GM-CL: one thread per point, one spinlock per cluster, sums and
+// weights in global memory; the critical section adds the point's d features one by one.
+template <typename T>
+__global__ void update_gm_cl(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d,                    // IN
+                             volatile double* sums,               // INOUT (k, d)
+                             volatile double* weights,            // INOUT (k)
+                             int* locks)                          // INOUT (k), zeroed
+{
+    const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int label = labels[i];
+    const double w = sample_weight[i];
+    with_lock(&locks[label], [&]() {
+        for (int j = 0; j < d; ++j)
+            sums[(index_t)label * d + j] += (double)XT[(index_t)j * n + i] * w;
+        weights[label] += w;
+    });
+}
+
+// Seed paper 004 §5.2, GM-DL: one thread per (point, feature), one spinlock per
+// (cluster, feature); the thread of feature 0 also adds the point's weight.
+// Threads are numbered t = j * n + i so a warp reads consecutive points of one feature.
+template <typename T>
+__global__ void update_gm_dl(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d,                    // IN
+                             volatile double* sums,               // INOUT (k, d)
+                             volatile double* weights,            // INOUT (k)
+                             int* locks)                          // INOUT (k, d), zeroed
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * d) return;
+    const int j = (int)(t / n);
+    const index_t i = t - (index_t)j * n;
+    const int label = labels[i];
+    const double w = sample_weight[i];
+    const index_t slot = (index_t)label * d + j;
+    with_lock(&locks[slot], [&]() {
+        sums[slot] += (double)XT[t] * w;
+        if (j == 0) weights[label] += w;
+    });
+}
+
+// Seed paper 004 §5.3, SM-CL: per block, clusters [c0, c0 + chunk) live in shared memory
+// with one shared spinlock each; threads whose point falls in the chunk add it under the
+// lock, the others wait for the next chunk. Then one thread of the block adds the block's
+// non-empty clusters to global memory under GM-CL's global locks.
+// Shared memory: chunk * (d + 1) doubles + 2 * chunk ints.
+template <typename T>
+__global__ void update_sm_cl(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d, int k, int chunk,  // IN
+                             volatile double* sums,               // INOUT (k, d)
+                             volatile double* weights,            // INOUT (k)
+                             int* locks)                          // INOUT (k), zeroed
+{
+    extern __shared__ double shared_raw_cl[];
+    volatile double* s_sums = shared_raw_cl;
+    volatile double* s_weights = shared_raw_cl + (index_t)chunk * d;
+    int* s_locks = reinterpret_cast<int*>(shared_raw_cl + (index_t)chunk * (d + 1));
+    int* s_used = s_locks + chunk;
+    const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int label = i < n ? labels[i] : -1;
+    const double w = i < n ? (double)sample_weight[i] : 0.0;
+    for (int c0 = 0; c0 < k; c0 += chunk) {
+        const int cc = min(chunk, k - c0);
+        for (int t = threadIdx.x; t < cc * (d + 1); t += blockDim.x) s_sums[t] = 0.0;
+        for (int t = threadIdx.x; t < cc; t += blockDim.x) s_locks[t] = s_used[t] = 0;
+        __syncthreads();
+        if (label >= c0 && label < c0 + cc) {
+            const int c = label - c0;
+            s_used[c] = 1;
+            with_shared_lock(&s_locks[c], [&]() {
+                for (int j = 0; j < d; ++j) s_sums[c * d + j] += (double)XT[(index_t)j * n + i] * w;
+                s_weights[c] += w;
+            });
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int c = 0; c < cc; ++c) {
+                if (!s_used[c]) continue;
+                const int cluster = c0 + c;
+                with_lock(&locks[cluster], [&]() {
+                    for (int j = 0; j < d; ++j) sums[(index_t)cluster * d + j] += s_sums[c * d + j];
+                    weights[cluster] += s_weights[c];
+                });
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Seed paper 004 §5.4, SM-DL: SM-CL with one thread per (point, feature) and one shared
+// lock per (cluster, feature). A block covers blockDim consecutive points of one feature
+// (t = j * n + i), so the flush adds that block's touched (cluster, feature) entries.
+// Shared memory: chunk * d doubles + chunk doubles + chunk * d ints + chunk ints.
+template <typename T>
+__global__ void update_sm_dl(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d, int k, int chunk,  // IN
+                             volatile double* sums,               // INOUT (k, d)
+                             volatile double* weights,            // INOUT (k)
+                             int* locks)                          // INOUT (k, d), zeroed
+{
+    extern __shared__ double shared_raw_dl[];
+    volatile double* s_sums = shared_raw_dl;
+    volatile double* s_weights = shared_raw_dl + (index_t)chunk * d;
+    int* s_locks = reinterpret_cast<int*>(shared_raw_dl + (index_t)chunk * (d + 1));
+    int* s_used = s_locks + (index_t)chunk * d;
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool active = t < n * d;
+    const int j = active ? (int)(t / n) : 0;
+    const index_t i = active ? t - (index_t)j * n : 0;
+    const int label = active ? labels[i] : -1;
+    const double w = active ? (double)sample_weight[i] : 0.0;
+    for (int c0 = 0; c0 < k; c0 += chunk) {
+        const int cc = min(chunk, k - c0);
+        for (int s = threadIdx.x; s < cc * (d + 1); s += blockDim.x) s_sums[s] = 0.0;
+        for (int s = threadIdx.x; s < cc * d; s += blockDim.x) s_locks[s] = 0;
+        for (int s = threadIdx.x; s < cc; s += blockDim.x) s_used[s] = 0;
+        __syncthreads();
+        if (label >= c0 && label < c0 + cc) {
+            const int c = label - c0;
+            s_used[c] = 1;
+            with_shared_lock(&s_locks[c * d + j], [&]() {
+                s_sums[c * d + j] += (double)XT[t] * w;
+                if (j == 0) s_weights[c] += w;
+            });
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int c = 0; c < cc; ++c) {
+                if (!s_used[c]) continue;
+                const int cluster = c0 + c;
+                with_lock(&locks[(index_t)cluster * d], [&]() {
+                    for (int f = 0; f < d; ++f) sums[(index_t)cluster * d + f] += s_sums[c * d + f];
+                    weights[cluster] += s_weights[c];
+                });
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Seed paper 004 §5.5, shared-nothing: a thread owns a cluster (CT) or a (cluster, feature)
+// pair (DT) and scans every point, so no two threads write the same value.
+
+// GM-CT: one thread per cluster, running sums in global memory.
+template <typename T>
+__global__ void update_gm_ct(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d, int k,             // IN
+                             double* __restrict__ sums,           // OUT (k, d)
+                             double* __restrict__ weights)        // OUT (k)
+{
+    const int cluster = blockIdx.x * blockDim.x + threadIdx.x;
+    if (cluster >= k) return;
+    for (index_t i = 0; i < n; ++i) {
+        if (labels[i] != cluster) continue;
+        const double w = sample_weight[i];
+        for (int j = 0; j < d; ++j) sums[(index_t)cluster * d + j] += (double)XT[(index_t)j * n + i] * w;
+        weights[cluster] += w;
+    }
+}
+
+// GM-DT: one thread per (cluster, feature); the feature-0 thread also sums the weight.
+template <typename T>
+__global__ void update_gm_dt(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d, int k,             // IN
+                             double* __restrict__ sums,           // OUT (k, d)
+                             double* __restrict__ weights)        // OUT (k)
+{
+    const index_t slot = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (slot >= (index_t)k * d) return;
+    const int cluster = (int)(slot / d), j = (int)(slot - (index_t)cluster * d);
+    const T* column = XT + (index_t)j * n;
+    for (index_t i = 0; i < n; ++i) {
+        if (labels[i] != cluster) continue;
+        const double w = sample_weight[i];
+        sums[slot] += (double)column[i] * w;
+        if (j == 0) weights[cluster] += w;
+    }
+}
+
+// SM-CT: GM-CT with each thread's running sums in shared memory, dt features at a time
+// (the points are scanned once per portion of features).
+// Shared memory: blockDim * (dt + 1) doubles.
+template <typename T>
+__global__ void update_sm_ct(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d, int k, int dt,     // IN
+                             double* __restrict__ sums,           // OUT (k, d)
+                             double* __restrict__ weights)        // OUT (k)
+{
+    extern __shared__ double shared_ct[];
+    double* mine = shared_ct + (index_t)threadIdx.x * (dt + 1);
+    const int cluster = blockIdx.x * blockDim.x + threadIdx.x;
+    if (cluster >= k) return;
+    for (int j0 = 0; j0 < d; j0 += dt) {
+        const int jc = min(dt, d - j0);
+        for (int j = 0; j <= jc; ++j) mine[j] = 0.0;
+        for (index_t i = 0; i < n; ++i) {
+            if (labels[i] != cluster) continue;
+            const double w = sample_weight[i];
+            for (int j = 0; j < jc; ++j) mine[j] += (double)XT[(index_t)(j0 + j) * n + i] * w;
+            mine[jc] += w;
+        }
+        for (int j = 0; j < jc; ++j) sums[(index_t)cluster * d + j0 + j] = mine[j];
+        if (j0 == 0) weights[cluster] = mine[jc];
+    }
+}
+
+// SM-DT: GM-DT with each thread's running sum and weight in shared memory.
+// Shared memory: 2 * blockDim doubles.
+template <typename T>
+__global__ void update_sm_dt(const T* __restrict__ XT,            // IN  (d, n)
+                             const int* __restrict__ labels,      // IN  (n)
+                             const T* __restrict__ sample_weight, // IN  (n)
+                             index_t n, int d, int k,             // IN
+                             double* __restrict__ sums,           // OUT (k, d)
+                             double* __restrict__ weights)        // OUT (k)
+{
+    extern __shared__ double shared_dt[];
+    double* my_sum = shared_dt + threadIdx.x;
+    double* my_weight = shared_dt + blockDim.x + threadIdx.x;
+    const index_t slot = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (slot >= (index_t)k * d) return;
+    const int cluster = (int)(slot / d), j = (int)(slot - (index_t)cluster * d);
+    const T* column = XT + (index_t)j * n;
+    *my_sum = 0.0;
+    *my_weight = 0.0;
+    for (index_t i = 0; i < n; ++i) {
+        if (labels[i] != cluster) continue;
+        const double w = sample_weight[i];
+        *my_sum += (double)column[i] * w;
+        *my_weight += w;
+    }
+    sums[slot] = *my_sum;
+    if (j == 0) weights[cluster] = *my_weight;
+}
+
+// ---------------------------------------------------------------------------------------
+// sort (flash-kmeans): points ordered by label (a stable radix sort done by the caller);
+// one block per (cluster, feature or weight) reduces its segment in a fixed order, so the
+// result is bit-identical run to run. Column j == d is the weight.
+template <typename T>
+__global__ void update_sorted_segments(const T* __restrict__ XT,            // IN (d, n)
+                                       const T* __restrict__ sample_weight, // IN (n)
+                                       const index_t* __restrict__ order,   // IN (n) by label
+                                       const index_t* __restrict__ offsets, // IN (k + 1)
+                                       index_t n, int d,                    // IN
+                                       double* __restrict__ sums,           // OUT (k, d)
+                                       double* __restrict__ weights)        // OUT (k)
+{
+    __shared__ double partial[256];
+    const int cluster = blockIdx.x, j = blockIdx.y;
+    const index_t begin = offsets[cluster], end = offsets[cluster + 1];
+    double acc = 0.0;
+    for (index_t s = begin + threadIdx.x; s < end; s += blockDim.x) {
+        const index_t i = order[s];
+        const double w = sample_weight[i];
+        acc += j < d ? (double)XT[(index_t)j * n + i] * w : w;
+    }
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (j < d) sums[(index_t)cluster * d + j] = partial[0];
+        else weights[cluster] = partial[0];
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Seed paper 000 §6-7 (Listing 2), irregular reduction. Per work-group of G points:
+// each work item takes id_within_cluster = atomic add(1, index[c]); the first item of each
+// cluster takes the cluster's offset = atomic add(size, global_offset); index[offset + id]
+// = work item, so each cluster's items are consecutive in index[]; then a log2 tree
+// reduction per cluster reads values through index[]. The group writes the k * (d + 1)
+// partial sums (feature sums, weight) of the clusters it holds (the caller zeroes the rest)
+// and its count of points whose label changed; irregular_finish adds the groups.
+// index[] has G entries, so a cluster is counted at the slot of its lowest work item in
+// the group (k may exceed G). G is a power of two, LOG_G its log2.
+template <typename T, int G, int LOG_G>
+__global__ void irregular_partial(const T* __restrict__ XT,            // IN  (d, n)
+                                  const int* __restrict__ labels,      // IN  (n)
+                                  const int* __restrict__ labels_old,  // IN  (n), may be null
+                                  const T* __restrict__ sample_weight, // IN  (n)
+                                  index_t n, int d, int k,             // IN
+                                  index_t group0,                      // IN  first group
+                                  double* __restrict__ partial,        // OUT (groups, k, d+1)
+                                  int* __restrict__ changed)           // OUT (groups)
+{
+    __shared__ int group_labels[G];
+    __shared__ int index[G];
+    __shared__ int offsets[G];
+    __shared__ double values[G];
+    __shared__ int global_offset;
+    __shared__ int changed_count;
+    const int tid = threadIdx.x;
+    const index_t group = group0 + blockIdx.x;
+    const index_t i = group * G + tid;
+    const bool active = i < n;
+    const int c = active ? labels[i] : -1;
+    group_labels[tid] = c;
+    index[tid] = 0;
+    if (tid == 0) { global_offset = 0; changed_count = 0; }
+    __syncthreads();
+    int slot = tid;  // the cluster's counter: its lowest work item in this group
+    for (int other = 0; active && other < tid; ++other)
+        if (group_labels[other] == c) { slot = other; break; }
+    const int id_within_cluster = active ? atomicAdd(&index[slot], 1) : 0;
+    __syncthreads();
+    const int reduce_array_size = active ? index[slot] : 0;
+    if (active && id_within_cluster == 0) offsets[slot] = atomicAdd(&global_offset, reduce_array_size);
+    if (active && labels_old != nullptr && labels_old[i] != c) atomicAdd(&changed_count, 1);
+    __syncthreads();
+    const int new_id = (active ? offsets[slot] : 0) + id_within_cluster;
+    if (active) index[new_id] = tid;
+    __syncthreads();
+    const double w = active ? (double)sample_weight[i] : 0.0;
+    for (int j = 0; j <= d; ++j) {
+        values[tid] = active ? (j < d ? (double)XT[(index_t)j * n + i] * w : w) : 0.0;
+        __syncthreads();
+        int size = reduce_array_size;
+        for (int step = 0; step < LOG_G; ++step) {  // uniform trip count for the barrier
+            const int half = (size + 1) >> 1;
+            if (active && id_within_cluster < (size >> 1))
+                values[index[new_id]] += values[index[new_id + half]];
+            size = half;
+            __syncthreads();
+        }
+        if (active && id_within_cluster == 0)
+            partial[((index_t)blockIdx.x * k + c) * (d + 1) + j] = values[tid];
+        __syncthreads();
+    }
+    if (tid == 0) changed[blockIdx.x] = changed_count;
+}
+
+// Adds the groups' partial sums: one block per cluster, 256 threads striding over groups,
+// then a tree in shared memory. Column d of each partial is the weight.
+__global__ void irregular_finish(const double* __restrict__ partial,  // IN  (groups, k, d+1)
+                                 index_t groups, int d, int k,        // IN
+                                 double* __restrict__ sums,           // INOUT (k, d)
+                                 double* __restrict__ weights)        // INOUT (k)
+{
+    __shared__ double acc[256];
+    const int cluster = blockIdx.x;
+    for (int j = 0; j <= d; ++j) {
+        double value = 0.0;
+        for (index_t g = threadIdx.x; g < groups; g += blockDim.x)
+            value += partial[(g * k + cluster) * (d + 1) + j];
+        acc[threadIdx.x] = value;
+        __syncthreads();
+        for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+            if (threadIdx.x < stride) acc[threadIdx.x] += acc[threadIdx.x + stride];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            if (j < d) sums[(index_t)cluster * d + j] += acc[0];
+            else weights[cluster] += acc[0];
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Seed paper 002 appendix, masked tree: kernel `cluster` writes, per block and cluster, the
+// block's masked tree reduction (each thread contributes its point if it belongs to the
+// cluster, else 0); kernel `summation` halves the number of per-block partials per pass
+// (2 * blockDim partials per block) until one remains. Layout: partial[(c * len + b) *
+// (d + 1) + j], column d the weight.
+template <typename T>
+__global__ void masked_tree_cluster(const T* __restrict__ XT,            // IN  (d, n)
+                                    const int* __restrict__ labels,      // IN  (n)
+                                    const T* __restrict__ sample_weight, // IN  (n)
+                                    index_t n, int d, int k,             // IN
+                                    double* __restrict__ partial)        // OUT (k, blocks, d+1)
+{
+    __shared__ double tree[256];
+    const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int label = i < n ? labels[i] : -1;
+    const double w = i < n ? (double)sample_weight[i] : 0.0;
+    for (int c = 0; c < k; ++c) {
+        for (int j = 0; j <= d; ++j) {
+            tree[threadIdx.x] = label == c ? (j < d ? (double)XT[(index_t)j * n + i] * w : w) : 0.0;
+            __syncthreads();
+            for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+                if (threadIdx.x < stride) tree[threadIdx.x] += tree[threadIdx.x + stride];
+                __syncthreads();
+            }
+            if (threadIdx.x == 0)
+                partial[((index_t)c * gridDim.x + blockIdx.x) * (d + 1) + j] = tree[0];
+            __syncthreads();
+        }
+    }
+}
+
+__global__ void masked_tree_summation(const double* __restrict__ partial,  // IN  (k, len, d+1)
+                                      index_t len, int d, int k,            // IN
+                                      double* __restrict__ partial_out)     // OUT (k, out, d+1)
+{
+    __shared__ double tree[512];
+    const index_t out_len = gridDim.x;
+    for (int c = 0; c < k; ++c) {
+        for (int j = 0; j <= d; ++j) {
+            const index_t b0 = (index_t)blockIdx.x * 2 * blockDim.x + threadIdx.x;
+            const index_t b1 = b0 + blockDim.x;
+            tree[threadIdx.x] = b0 < len ? partial[((index_t)c * len + b0) * (d + 1) + j] : 0.0;
+            tree[threadIdx.x + blockDim.x] =
+                b1 < len ? partial[((index_t)c * len + b1) * (d + 1) + j] : 0.0;
+            __syncthreads();
+            for (int stride = blockDim.x; stride > 0; stride >>= 1) {
+                if (threadIdx.x < stride) tree[threadIdx.x] += tree[threadIdx.x + stride];
+                __syncthreads();
+            }
+            if (threadIdx.x == 0)
+                partial_out[((index_t)c * out_len + blockIdx.x) * (d + 1) + j] = tree[0];
+            __syncthreads();
+        }
+    }
+}

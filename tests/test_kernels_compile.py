@@ -1,0 +1,37 @@
+"""Every kernel instantiation a strategy uses compiles with nvcc for sm_90 (no GPU needed)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import defaultdict
+
+import pytest
+
+import gpumine.kmeans.gpu  # noqa: F401  (declares its instantiations)
+from gpumine.kernels import KERNEL_DIR, declared_instantiations, kernel_sources
+
+NVCC = shutil.which("nvcc")
+
+
+def test_every_source_has_declared_instantiations():
+    declared = {item.source for item in declared_instantiations()}
+    sources = {p.name for p in kernel_sources() if p.suffix == ".cu"}
+    assert sources == declared
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("source", sorted({i.source for i in declared_instantiations()}))
+def test_nvcc_compiles(source, tmp_path):
+    by_source = defaultdict(list)
+    for item in declared_instantiations():
+        by_source[item.source].append(item)
+    lines = [f'#include "{KERNEL_DIR / source}"', "void* gpumine_instantiations[] = {"]
+    lines += [f"    (void*)&{item.expression}," for item in by_source[source]]
+    lines.append("};")
+    unit = tmp_path / f"instantiate_{source}"
+    unit.write_text("\n".join(lines) + "\n")
+    result = subprocess.run([NVCC, "-arch=sm_90", "-std=c++17", f"-I{KERNEL_DIR}", "-c",
+                             str(unit), "-o", str(tmp_path / "out.o")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,190 @@
+"""GPU k-means strategies against the FP64 NumPy reference (marked ``gpu``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpumine import GPUKMeans, registry
+
+pytestmark = pytest.mark.gpu
+
+EPS = {np.float32: float(np.finfo(np.float32).eps), np.float64: float(np.finfo(np.float64).eps)}
+UPDATES = [s.name for s in registry.list_strategies("kmeans.update", backend="gpu")]
+ASSIGNS = [s.name for s in registry.list_strategies("kmeans.assign", backend="gpu")]
+DTYPES = [np.float32, np.float64]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    from gpumine.backend import cupy_module
+
+    return cupy_module()
+
+
+def _device_columns(cp, X):
+    return cp.ascontiguousarray(cp.asarray(X).T).T
+
+
+def _reference_sums(X, labels, weight, k):
+    sums = np.zeros((k, X.shape[1]))
+    for j in range(X.shape[1]):
+        sums[:, j] = np.bincount(labels, weights=X[:, j].astype(np.float64) * weight, minlength=k)
+    return sums, np.bincount(labels, weights=weight.astype(np.float64), minlength=k)
+
+
+def _check_update(cp, name, X, labels, weight, k):
+    update = registry.load_strategy("kmeans.update", name)
+    if hasattr(update, "bind"):
+        update = update.bind(_device_columns(cp, X), cp.asarray(weight))
+    sums = cp.full((k, X.shape[1]), np.nan)  # poison: every element must be written
+    weights = cp.full(k, np.nan)
+    update(_device_columns(cp, X), cp.asarray(labels), cp.asarray(weight), sums, weights)
+    expected_sums, expected_weights = _reference_sums(X, labels, weight, k)
+    got_sums, got_weights = cp.asnumpy(sums), cp.asnumpy(weights)
+    assert np.isfinite(got_sums).all() and np.isfinite(got_weights).all(), "unwritten output"
+    scale = max(1.0, np.linalg.norm(expected_sums))
+    assert np.linalg.norm(got_sums - expected_sums) <= 1e-9 * scale, name
+    np.testing.assert_allclose(got_weights, expected_weights, rtol=1e-9, atol=1e-9)
+
+
+SHAPES = [  # (n, d, k): n=1, k=1, k=2, k=n, d=1, d=3, d=300, n not a multiple of 256
+    (1, 1, 1), (1, 3, 1), (257, 1, 2), (1000, 3, 1000), (999, 300, 7), (4099, 3, 64),
+    (10001, 8, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n", "d", "k"), SHAPES)
+@pytest.mark.parametrize("name", UPDATES)
+def test_update_matches_fp64_reference(cp, name, n, d, k, dtype, rng):
+    X = rng.normal(size=(n, d)).astype(dtype)
+    labels = rng.randint(0, k, size=n).astype(np.int32)
+    if k > 3:
+        labels[labels == 2] = 0  # an empty cluster
+    weight = rng.uniform(0.1, 2.0, size=n).astype(dtype)
+    _check_update(cp, name, X, labels, weight, k)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [5000, 50000])
+@pytest.mark.parametrize("name", UPDATES)
+def test_update_seed004_grid(cp, name, n, rng):
+    """Seed 004's grid: uniform data, d = 32, k = 2 ... 32768."""
+    X = rng.random_sample((n, 32)).astype(np.float32)
+    weight = np.ones(n, dtype=np.float32)
+    for k in [2**p for p in range(1, 16)]:
+        labels = rng.randint(0, k, size=n).astype(np.int32)
+        _check_update(cp, name, X, labels, weight, k)
+
+
+@pytest.mark.parametrize("name", ["gm-cl", "gm-dl", "sm-cl", "sm-dl"])
+def test_lock_kernels_finish_under_full_contention(cp, name, rng):
+    """k = 1 with 10^6 points: every thread wants the same lock."""
+    X = rng.random_sample((1_000_000, 4)).astype(np.float32)
+    _check_update(cp, name, X, np.zeros(len(X), dtype=np.int32), np.ones(len(X), np.float32), 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (300, 1, 5), (5000, 3, 2), (4099, 300, 17),
+                                           (2000, 8, 2000), (50000, 32, 2048)])
+@pytest.mark.parametrize("name", ASSIGNS)
+def test_assign_matches_fp64_up_to_rounding(cp, name, n, d, k, dtype, rng):
+    X = rng.normal(size=(n, d)).astype(dtype)
+    centers = rng.normal(size=(k, d)).astype(dtype)
+    labels = cp.full(n, -7, dtype=cp.int32)  # poison
+    registry.load_strategy("kmeans.assign", name)(_device_columns(cp, X), cp.asarray(centers),
+                                                  labels)
+    got = cp.asnumpy(labels)
+    assert got.min() >= 0 and got.max() < k
+    X64, C64 = X.astype(np.float64), centers.astype(np.float64)
+    d2 = (X64**2).sum(1)[:, None] - 2 * X64 @ C64.T + (C64**2).sum(1)[None, :]
+    rows = np.arange(n)
+    best = d2.argmin(1)
+    gap = d2[rows, got] - d2[rows, best]
+    # rounding bound of either formula in dtype: (d + 2) ulps of the terms' magnitude
+    bound = 4 * (d + 2) * EPS[dtype] * ((X64**2).sum(1) + (C64**2).sum(1).max())
+    assert np.all(gap <= bound), f"{np.sum(gap > bound)} labels beyond the rounding bound"
+
+
+def test_assign_update_pairs_fit_like_cpu(rng):
+    """Every assign x update pair fits well-separated blobs exactly like the CPU path."""
+    centres = rng.uniform(-50, 50, size=(12, 5))
+    X = (centres[rng.randint(0, 12, 30000)] + rng.normal(size=(30000, 5))).astype(np.float32)
+    init = X[:12].copy()
+    cpu = GPUKMeans(12, init=init, device="cpu").fit(X)
+    for assign in ASSIGNS:
+        for update in UPDATES:
+            gpu = GPUKMeans(12, init=init, device="gpu", assign=assign, update=update).fit(X)
+            assert gpu.n_iter_ == cpu.n_iter_, (assign, update)
+            np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+            assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
+            assert gpu.device_ == "gpu"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("subset", ["color", "edge"])
+def test_gpu_fit_matches_cpu_on_corel(subset, dtype, corel):
+    X = corel(subset).astype(dtype)
+    init = X[np.random.RandomState(0).choice(len(X), 16, replace=False)]
+    cpu = GPUKMeans(16, init=init, device="cpu").fit(X)
+    gpu = GPUKMeans(16, init=init, device="gpu").fit(X)
+    assert gpu.n_iter_ == cpu.n_iter_
+    differ = np.flatnonzero(gpu.labels_ != cpu.labels_)
+    assert differ.size <= 2, differ.size  # near-ties only: see the assign test's bound
+    assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
+    assert gpu.cluster_centers_.dtype == dtype
+
+
+def test_gpu_init_and_predict(corel):
+    X = corel("edge")
+    a = GPUKMeans(16, random_state=0, device="gpu").fit(X)
+    b = GPUKMeans(16, random_state=0, device="gpu").fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    cpu_inertias = [GPUKMeans(16, random_state=s, device="cpu").fit(X).inertia_ for s in range(5)]
+    assert a.inertia_ <= np.median(cpu_inertias) * 1.02
+    np.testing.assert_array_equal(a.predict(X), a.labels_)
+    assert a.transform(X).shape == (len(X), 16)
+    random = GPUKMeans(16, init="random", n_init=3, random_state=0, device="gpu").fit(X)
+    assert random.inertia_ > 0
+
+
+def test_sort_update_is_bit_reproducible(cp, rng):
+    X = rng.random_sample((200_000, 8)).astype(np.float32)
+    labels = cp.asarray(rng.randint(0, 37, len(X)).astype(np.int32))
+    update = registry.load_strategy("kmeans.update", "sort")
+    outs = []
+    for _ in range(3):
+        sums, weights = cp.empty((37, 8)), cp.empty(37)
+        update(_device_columns(cp, X), labels, cp.ones(len(X), cp.float32), sums, weights)
+        outs.append(cp.asnumpy(sums))
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+def test_irregular_reduction_counts_changed_points(cp, rng):
+    X = rng.random_sample((5000, 4)).astype(np.float32)
+    labels = rng.randint(0, 9, 5000).astype(np.int32)
+    old = labels.copy()
+    old[:123] = (old[:123] + 1) % 9
+    update = registry.load_strategy("kmeans.update", "irregular-reduction")
+    changed = update(_device_columns(cp, X), cp.asarray(labels), cp.ones(5000, cp.float32),
+                     cp.empty((9, 4)), cp.empty(9), labels_old=cp.asarray(old))
+    assert changed == 123
+
+
+@pytest.mark.slow
+def test_64bit_indexing_fit(cp):
+    """n * d > 2**31 elements: 70M x 32 float32 with the default strategies."""
+    n, d, k = 70_000_000, 32, 8
+    X = np.random.default_rng(0).random((n, d), dtype=np.float32)
+    assert n * d > 2**31
+    model = GPUKMeans(k, max_iter=3, n_init=1, random_state=0, device="gpu", copy_x=False).fit(X)
+    tail = slice(n - 100_000, n)
+    X64 = X[tail].astype(np.float64)
+    C64 = model.cluster_centers_.astype(np.float64)
+    d2 = (X64**2).sum(1)[:, None] - 2 * X64 @ C64.T + (C64**2).sum(1)[None, :]
+    got = model.labels_[tail]
+    gap = d2[np.arange(len(got)), got] - d2.min(1)
+    assert np.all(gap <= 4 * (d + 2) * EPS[np.float32] * ((X64**2).sum(1) + (C64**2).sum(1).max()))
+    counts = np.bincount(model.labels_, minlength=k)
+    assert counts.sum() == n and (counts > 0).all()
