@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+# ../shared/datasets beside the checkout; GPUMINE_SHARED_DATASETS points elsewhere (the GPU
+# machine receives a copy inside the working tree).
+SHARED_DATASETS = Path(os.environ.get("GPUMINE_SHARED_DATASETS",
+                                      REPO_ROOT.parent / "shared" / "datasets"))
 
 
 def pytest_collection_modifyitems(config, items):
