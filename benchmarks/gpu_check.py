@@ -28,6 +28,23 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 
+def read_junit(paths) -> dict:
+    """Outcome of every test case in pytest JUnit XML reports."""
+    outcomes = {}
+    for path in paths:
+        for case in ET.parse(path).getroot().iter("testcase"):
+            name = f"{case.get('classname')}::{case.get('name')}"
+            status = "passed"
+            for tag in ("failure", "error", "skipped"):
+                if case.find(tag) is not None:
+                    status = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+            outcomes[name] = status
+    counts = {s: sum(v == s for v in outcomes.values())
+              for s in ("passed", "failed", "error", "skipped")}
+    ok = counts["failed"] == counts["error"] == 0 and counts["passed"] > 0
+    return {"exit_code": 0 if ok else 1, "outcomes": outcomes, "counts": counts}
+
+
 def run_gpu_tests(extra_args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
@@ -36,18 +53,9 @@ def run_gpu_tests(extra_args) -> dict:
                               cwd=REPO, capture_output=True, text=True)
         sys.stdout.write(proc.stdout[-6000:])
         sys.stderr.write(proc.stderr[-3000:])
-        outcomes = {}
-        if junit.exists():
-            for case in ET.parse(junit).getroot().iter("testcase"):
-                name = f"{case.get('classname')}::{case.get('name')}"
-                status = "passed"
-                for tag in ("failure", "error", "skipped"):
-                    if case.find(tag) is not None:
-                        status = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
-                outcomes[name] = status
-    return {"exit_code": proc.returncode, "outcomes": outcomes,
-            "counts": {s: sum(v == s for v in outcomes.values())
-                       for s in ("passed", "failed", "error", "skipped")}}
+        result = read_junit([junit]) if junit.exists() else {"outcomes": {}, "counts": {}}
+    result["exit_code"] = proc.returncode
+    return result
 
 
 def _time(cp, fn, repeats=10):
@@ -163,7 +171,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--commit", default=os.environ.get("GPUMINE_COMMIT"))
-    parser.add_argument("--skip-tests", action="store_true")
+    parser.add_argument("--junit", nargs="*", default=None,
+                        help="use these JUnit reports of `pytest -m gpu` runs on this machine "
+                             "kind instead of running the tests now (runs split across calls)")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     from gpumine.backend import cupy_module
@@ -184,7 +194,10 @@ def main() -> int:
         "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
         "cupy": cp.__version__, "numpy": np.__version__, "commit": commit,
     }
-    if not args.skip_tests:
+    if args.junit:
+        record["tests"] = read_junit(args.junit)
+        record["tests"]["from_reports"] = [Path(p).name for p in args.junit]
+    else:
         record["tests"] = run_gpu_tests(args.pytest_args)
     record["timings"] = timings(cp)
     out = Path(args.out)

@@ -10,34 +10,44 @@ template <> __device__ __forceinline__ float max_value<float>() { return 3.40282
 template <> __device__ __forceinline__ double max_value<double>() { return 1.7976931348623157e+308; }
 
 // Seed paper 004 §3: the warp-divergence-safe spinlock. A thread that fails to take the
-// lock does not spin on it: it falls through, lets the threads of its warp that did take a
-// lock finish their critical sections and release, and tries again on the next trip.
-// `critical` runs with the lock held; the fence publishes its writes before the release.
-template <typename Critical>
-__device__ __forceinline__ void with_lock(int* lock, Critical critical) {
+// lock does not spin on it: it passes over the critical section, the warp waits until the
+// lanes that did take a lock have finished theirs and released (__syncwarp), and then all
+// lanes still without their lock try again. Every lane that entered stays in the loop until
+// the whole group is done, so the warp-synchronous calls see the same mask each trip.
+// `critical` runs with the lock held and writes through volatile pointers (L2, never a
+// stale L1 line); the fence before the release publishes its writes.
+// Global locks (kGlobal): when no lane of the warp got its lock in a trip, the warp backs
+// off exponentially with jitter (up to ~16 us), so that the ~8000 resident warps under
+// full contention (k = 1) neither poll the lock's L2 line so often that the holder's
+// release queues behind them nor wake in lockstep and leave the lock idle. Sleeping only
+// in trips where no lane holds a lock never delays a holder.
+template <bool kGlobal, typename Critical>
+__device__ __forceinline__ void lock_and_run(int* lock, Critical critical) {
+    const unsigned mask = __activemask();
     bool done = false;
-    while (!done) {
-        if (atomicCAS(lock, 0, 1) == 0) {
-            __threadfence();
+    unsigned backoff = 32;
+    while (__any_sync(mask, !done)) {
+        bool took = false;
+        if (!done && *(volatile int*)lock == 0 && atomicCAS(lock, 0, 1) == 0) {
             critical();
-            __threadfence();
+            if (kGlobal) __threadfence(); else __threadfence_block();
             atomicExch(lock, 0);
-            done = true;
+            done = took = true;
+        }
+        __syncwarp(mask);
+        if (kGlobal && !__any_sync(mask, took)) {
+            __nanosleep(backoff / 2 + (unsigned)(clock() & (backoff / 2 - 1)));
+            backoff = backoff < (1u << 14) ? 2 * backoff : (1u << 14);
         }
     }
 }
 
-// The same for locks in shared memory: fences at block scope.
+template <typename Critical>
+__device__ __forceinline__ void with_lock(int* lock, Critical critical) {
+    lock_and_run<true>(lock, critical);
+}
+
 template <typename Critical>
 __device__ __forceinline__ void with_shared_lock(int* lock, Critical critical) {
-    bool done = false;
-    while (!done) {
-        if (atomicCAS(lock, 0, 1) == 0) {
-            __threadfence_block();
-            critical();
-            __threadfence_block();
-            atomicExch(lock, 0);
-            done = true;
-        }
-    }
+    lock_and_run<false>(lock, critical);
 }

@@ -78,6 +78,8 @@ def test_update_seed004_grid(cp, name, n, rng):
         _check_update(cp, name, X, labels, weight, k)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", ["gm-cl", "gm-dl", "sm-cl", "sm-dl"])
 def test_lock_kernels_finish_under_full_contention(cp, name, rng):
     """k = 1 with 10^6 points: every thread wants the same lock."""
@@ -117,9 +119,26 @@ def test_assign_update_pairs_fit_like_cpu(rng):
         for update in UPDATES:
             gpu = GPUKMeans(12, init=init, device="gpu", assign=assign, update=update).fit(X)
             assert gpu.n_iter_ == cpu.n_iter_, (assign, update)
-            np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+            _assert_labels_differ_only_at_near_ties(X, gpu.labels_, cpu.labels_,
+                                                    gpu.cluster_centers_)
             assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
             assert gpu.device_ == "gpu"
+
+
+def _assert_labels_differ_only_at_near_ties(X, labels, other, centers):
+    """Points labelled differently must be (near-)equidistant from both centres in FP64.
+
+    The CPU path iterates its centres in float64, the GPU path in the data's dtype, so
+    the bound is float32 rounding of the distance terms plus of the centres themselves.
+    """
+    differ = np.flatnonzero(labels != other)
+    x = X[differ].astype(np.float64)
+    c = centers.astype(np.float64)
+    d_mine = ((x - c[labels[differ]]) ** 2).sum(1)
+    d_other = ((x - c[other[differ]]) ** 2).sum(1)
+    scale = (x**2).sum(1) + (c**2).sum(1).max()
+    bound = 8 * (X.shape[1] + 2) * EPS[np.float32] * scale
+    assert np.all(np.abs(d_mine - d_other) <= bound), (differ.size, np.abs(d_mine - d_other).max())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -130,8 +149,7 @@ def test_gpu_fit_matches_cpu_on_corel(subset, dtype, corel):
     cpu = GPUKMeans(16, init=init, device="cpu").fit(X)
     gpu = GPUKMeans(16, init=init, device="gpu").fit(X)
     assert gpu.n_iter_ == cpu.n_iter_
-    differ = np.flatnonzero(gpu.labels_ != cpu.labels_)
-    assert differ.size <= 2, differ.size  # near-ties only: see the assign test's bound
+    _assert_labels_differ_only_at_near_ties(X, gpu.labels_, cpu.labels_, gpu.cluster_centers_)
     assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
     assert gpu.cluster_centers_.dtype == dtype
 
