@@ -127,8 +127,11 @@ __global__ void update_sm_cl(const T* __restrict__ XT,            // IN  (d, n)
     const double w = i < n ? (double)sample_weight[i] : 0.0;
     for (int c0 = 0; c0 < k; c0 += chunk) {
         const int cc = min(chunk, k - c0);
-        for (int t = threadIdx.x; t < cc * (d + 1); t += blockDim.x) s_sums[t] = 0.0;
-        for (int t = threadIdx.x; t < cc; t += blockDim.x) s_locks[t] = s_used[t] = 0;
+        for (int t = threadIdx.x; t < cc * d; t += blockDim.x) s_sums[t] = 0.0;
+        for (int t = threadIdx.x; t < cc; t += blockDim.x) {
+            s_weights[t] = 0.0;
+            s_locks[t] = s_used[t] = 0;
+        }
         __syncthreads();
         if (label >= c0 && label < c0 + cc) {
             const int c = label - c0;
@@ -179,9 +182,14 @@ __global__ void update_sm_dl(const T* __restrict__ XT,            // IN  (d, n)
     const double w = active ? (double)sample_weight[i] : 0.0;
     for (int c0 = 0; c0 < k; c0 += chunk) {
         const int cc = min(chunk, k - c0);
-        for (int s = threadIdx.x; s < cc * (d + 1); s += blockDim.x) s_sums[s] = 0.0;
-        for (int s = threadIdx.x; s < cc * d; s += blockDim.x) s_locks[s] = 0;
-        for (int s = threadIdx.x; s < cc; s += blockDim.x) s_used[s] = 0;
+        for (int s = threadIdx.x; s < cc * d; s += blockDim.x) {
+            s_sums[s] = 0.0;
+            s_locks[s] = 0;
+        }
+        for (int s = threadIdx.x; s < cc; s += blockDim.x) {
+            s_weights[s] = 0.0;
+            s_used[s] = 0;
+        }
         __syncthreads();
         if (label >= c0 && label < c0 + cc) {
             const int c = label - c0;

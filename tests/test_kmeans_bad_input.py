@@ -56,7 +56,7 @@ def test_bad_X(data, match):
     ({"init": np.array([[np.nan, 0, 0], [0, 0, 0]])}, "NaN"),
     ({"init": lambda X, k, random_state: X[:k + 1]}, "does not match the number of clusters"),
     ({"init": "nope"}, "unknown kmeans.init strategy 'nope'; known: k-means\\+\\+, random"),
-    ({"assign": "nope"}, "unknown kmeans.assign strategy 'nope'; known: numpy"),
+    ({"assign": "nope"}, "unknown kmeans.assign strategy 'nope'; known: gemm, numpy, tiled"),
     ({"update": "nope"}, "unknown kmeans.update strategy 'nope'"),
 ])
 def test_bad_parameters(params, match):

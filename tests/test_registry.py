@@ -18,7 +18,11 @@ def test_builtin_catalogue():
     for strategy in registry.list_strategies():
         assert strategy.origin == "gpumine"
         assert callable(strategy.load()), strategy
-    assert [s.name for s in registry.list_strategies("kmeans.update", backend="gpu")] == []
+    gpu_updates = {s.name for s in registry.list_strategies("kmeans.update", backend="gpu")}
+    assert gpu_updates == {"hybrid", "irregular-reduction", "masked-tree", "gm-cl", "gm-dl",
+                           "sm-cl", "sm-dl", "gm-ct", "gm-dt", "sm-ct", "sm-dt", "atomic",
+                           "sort"}
+    assert all(s.description for s in registry.list_strategies())
     assert registry.list_strategies("wavecluster.label") == []
 
 
@@ -27,9 +31,11 @@ def test_unknown_kind_and_name():
         registry.list_strategies("kmeans.nope")
     with pytest.raises(UnknownStrategy, match="known: numpy"):
         registry.get_strategy("kmeans.update", "gm-cl")
-    with pytest.raises(UnknownStrategy, match=r"no kmeans\.update strategy is available"):
-        registry.resolve_strategy("kmeans.update", "auto", "gpu")
+    with pytest.raises(UnknownStrategy, match=r"no wavecluster\.label strategy is available"):
+        registry.resolve_strategy("wavecluster.label", "auto", "cpu")
     assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == "numpy"
+    assert registry.resolve_strategy("kmeans.update", "auto", "gpu").name == "atomic"
+    assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"
 
 
 @pytest.mark.parametrize("field", [
