@@ -39,7 +39,8 @@ BUILTIN_STRATEGIES = (
         kind="kmeans.assign", name="tiled", backend="gpu", target=f"{_GPU}:assign_tiled",
         paper="002 §5.5",
         description="one thread per point, centroids streamed through shared memory in "
-                    "portions (any k, any d), direct sum (x-c)^2 in the data's precision",
+                    "portions (any k, any d), direct sum (x-c)^2 in the data's precision; "
+                    "specialized on d <= 32 with the point in registers",
     ),
     Strategy(
         kind="kmeans.assign", name="gemm", backend="gpu", target=f"{_GPU}:assign_gemm",
@@ -89,7 +90,7 @@ BUILTIN_STRATEGIES = (
     Strategy(
         kind="kmeans.update", name="atomic", backend="gpu", target=f"{_GPU}:update_atomic",
         paper="NVIDIA kmeans",
-        description="shared-memory privatized atomicAdd when k(d+1) doubles fit a block, "
+        description="shared-memory privatized atomicAdd when k(d+1) values fit a block, "
                     "else global atomics",
     ),
     Strategy(

@@ -62,6 +62,56 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
     }
 }
 
+// assign_tiled for d <= DMAX (runtime specialization on d, as seed 000 §7 does): the point
+// stays in registers, loaded once; centroid tiles of KT x DMAX are zero-padded past d, so
+// the padded features add (0 - 0)^2 = 0 and the loops unroll fully.
+// Shared memory: KT * DMAX * sizeof(T) bytes (dynamic).
+template <typename T, int KT, int DMAX>
+__global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) points
+                                 const T* __restrict__ centers,  // IN  (k, d) centroids
+                                 index_t n,                      // IN
+                                 int d,                          // IN  d <= DMAX
+                                 int k,                          // IN
+                                 int* __restrict__ labels,       // OUT (n)
+                                 T* __restrict__ best_distance)  // OUT (n), may be null
+{
+    extern __shared__ unsigned char shared_raw[];
+    T* tile = reinterpret_cast<T*>(shared_raw);
+    const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool active = i < n;
+    T x[DMAX];
+#pragma unroll
+    for (int j = 0; j < DMAX; ++j) x[j] = (active && j < d) ? XT[(index_t)j * n + i] : T(0);
+    T best = max_value<T>();
+    int best_index = 0;
+    for (int k0 = 0; k0 < k; k0 += KT) {
+        const int kc = min(KT, k - k0);
+        __syncthreads();
+        for (int t = threadIdx.x; t < KT * DMAX; t += blockDim.x) {
+            const int c = t / DMAX, j = t - c * DMAX;
+            tile[t] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j] : T(0);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int c = 0; c < KT; ++c) {
+            T acc = T(0);
+#pragma unroll
+            for (int j = 0; j < DMAX; ++j) {
+                const T diff = x[j] - tile[c * DMAX + j];
+                acc += diff * diff;
+            }
+            if (c < kc && acc < best) {
+                best = acc;
+                best_index = k0 + c;
+            }
+        }
+    }
+    if (active) {
+        labels[i] = best_index;
+        if (best_distance != nullptr) best_distance[i] = best;
+    }
+}
+
 // Epilogue of the GEMM assignment: for a tile of rows of G = X_tile . C^T (rows x k,
 // row-major), label = argmin_j (||c_j||^2 - 2 G[r, j]). One warp per row; ties go to the
 // lowest index. Only this tile of the n x k matrix ever exists.

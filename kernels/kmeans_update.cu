@@ -25,7 +25,11 @@ __global__ void update_atomic_global(const T* __restrict__ XT,            // IN 
     }
 }
 
-template <typename T>
+// Shared accumulators are of type A: float for float data (a block's partial sums cover a
+// few thousand points, and shared-memory float atomics are native where double ones are a
+// compare-and-swap loop), double for double data; they are flushed into the double
+// global sums.
+template <typename T, typename A>
 __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN  (d, n)
                                      const int* __restrict__ labels,      // IN  (n)
                                      const T* __restrict__ sample_weight, // IN  (n)
@@ -33,21 +37,22 @@ __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN 
                                      double* __restrict__ sums,           // INOUT (k, d)
                                      double* __restrict__ weights)        // INOUT (k)
 {
-    extern __shared__ double shared_acc[];  // k * d sums, then k weights
-    double* shared_weights = shared_acc + (index_t)k * d;
-    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) shared_acc[t] = 0.0;
+    extern __shared__ unsigned char shared_atomic_raw[];
+    A* shared_acc = reinterpret_cast<A*>(shared_atomic_raw);  // k * d sums, then k weights
+    A* shared_weights = shared_acc + (index_t)k * d;
+    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) shared_acc[t] = A(0);
     __syncthreads();
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
         const int label = labels[i];
-        const double w = sample_weight[i];
+        const A w = (A)sample_weight[i];
         atomicAdd(&shared_weights[label], w);
         for (int j = 0; j < d; ++j)
-            atomicAdd(&shared_acc[label * d + j], (double)XT[(index_t)j * n + i] * w);
+            atomicAdd(&shared_acc[label * d + j], (A)XT[(index_t)j * n + i] * w);
     }
     __syncthreads();
     for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) {
-        const double value = shared_acc[t];
+        const double value = (double)shared_acc[t];
         if (value != 0.0) {
             if (t < k * d) atomicAdd(&sums[t], value);
             else atomicAdd(&weights[t - k * d], value);

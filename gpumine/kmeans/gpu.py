@@ -44,11 +44,15 @@ _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
 
 # Declared for the nvcc compile test in CI (no GPU needed to compile).
+_REGISTER_DIMS = (4, 8, 16, 32)
 for _t in ("float", "double"):
+    instantiation(_UPDATE, "update_atomic_shared", _t, _t)
     for _kt in _TILE_SIZES:
         instantiation(_ASSIGN, "assign_tiled", _t, _kt)
+        for _dmax in _REGISTER_DIMS:
+            instantiation(_ASSIGN, "assign_registers", _t, _kt, _dmax)
     instantiation(_ASSIGN, "argmin_epilogue", _t)
-    for _name in ("update_atomic_global", "update_atomic_shared", "update_gm_cl",
+    for _name in ("update_atomic_global", "update_gm_cl",
                   "update_gm_dl", "update_sm_cl", "update_sm_dl", "update_gm_ct",
                   "update_gm_dt", "update_sm_ct", "update_sm_dt", "update_sorted_segments",
                   "masked_tree_cluster"):
@@ -88,15 +92,26 @@ def _null():
 
 # -- assignment --------------------------------------------------------------------------
 def assign_tiled(X, centers, labels):
-    """Seed 002 §5.5: one thread per point, centroids through shared memory in portions."""
+    """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
+
+    For d <= 32 the kernel is specialized on d (seed 000 §7's runtime specialization): the
+    point stays in registers and the loops unroll.
+    """
     cp = cupy_module()
     XT = _columns(X)
     n, d = X.shape
     k = centers.shape[0]
     tile = next(t for t in _TILE_SIZES if t >= min(k, _TILE_SIZES[-1]))
     itemsize = X.dtype.itemsize
-    dt = max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
+    if d <= _REGISTER_DIMS[-1]:
+        dmax = next(m for m in _REGISTER_DIMS if m >= d)
+        kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
+        launch(kernel, _blocks(n), _BLOCK,
+               (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels, _null()),
+               shared_mem=tile * dmax * itemsize)
+        return
+    dt = max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
     launch(kernel, _blocks(n), _BLOCK,
            (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels, _null()),
@@ -133,13 +148,17 @@ def _prepare(X, sums, weights):
 
 
 def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
-    """Shared-memory privatized atomicAdd when k*(d+1) doubles fit a block, else global."""
+    """Shared-memory privatized atomicAdd when k*(d+1) values fit a block, else global.
+
+    Shared partial sums are in the data's precision (a block's share of the points),
+    the global sums in double.
+    """
     cp = cupy_module()
     XT, n, d, k = _prepare(X, sums, weights)
-    shared = k * (d + 1) * 8
+    shared = k * (d + 1) * X.dtype.itemsize
     if shared <= _DEFAULT_SHARED:
         blocks = min(_blocks(n), cp.cuda.Device().attributes["MultiProcessorCount"] * 8)
-        launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype), blocks, _BLOCK,
+        launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, X.dtype), blocks, _BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
                 weights), shared_mem=shared)
     else:
