@@ -167,6 +167,16 @@ def timings(cp) -> dict:
     return result
 
 
+def _nvidia_driver() -> str:
+    """The NVIDIA driver version as nvidia-smi reports it."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True).stdout
+        return out.strip().splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return "unknown"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results")
@@ -190,7 +200,8 @@ def main() -> int:
     record = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
-        "driver": cp.cuda.runtime.driverGetVersion(),
+        "driver": _nvidia_driver(),
+        "cuda_driver_api": cp.cuda.runtime.driverGetVersion(),
         "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
         "cupy": cp.__version__, "numpy": np.__version__, "commit": commit,
     }
