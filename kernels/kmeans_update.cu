@@ -108,6 +108,28 @@ __global__ void update_gm_dl(const T* __restrict__ XT,            // IN  (d, n)
     });
 }
 
+// SM-CL / SM-DL's merge (seed 004 §5.3): one thread of the block adds the chunk's used
+// clusters to the global sums, each under its GM-CL lock (locks[cluster * lock_stride]).
+__device__ __forceinline__ void merge_chunk(int c0, int cc, int d,
+                                            const volatile double* s_sums,     // IN (cc, d)
+                                            const volatile double* s_weights,  // IN (cc)
+                                            const int* s_used,                 // IN (cc)
+                                            volatile double* sums,             // INOUT (k, d)
+                                            volatile double* weights,          // INOUT (k)
+                                            int* locks,                        // INOUT
+                                            int lock_stride)                   // IN
+{
+    if (threadIdx.x != 0) return;
+    for (int c = 0; c < cc; ++c) {
+        if (!s_used[c]) continue;
+        const int cluster = c0 + c;
+        with_lock(&locks[(index_t)cluster * lock_stride], [&]() {
+            for (int j = 0; j < d; ++j) sums[(index_t)cluster * d + j] += s_sums[c * d + j];
+            weights[cluster] += s_weights[c];
+        });
+    }
+}
+
 // Seed paper 004 §5.3, SM-CL: per block, clusters [c0, c0 + chunk) live in shared memory
 // with one shared spinlock each; threads whose point falls in the chunk add it under the
 // lock, the others wait for the next chunk. Then one thread of the block adds the block's
@@ -147,16 +169,7 @@ __global__ void update_sm_cl(const T* __restrict__ XT,            // IN  (d, n)
             });
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int c = 0; c < cc; ++c) {
-                if (!s_used[c]) continue;
-                const int cluster = c0 + c;
-                with_lock(&locks[cluster], [&]() {
-                    for (int j = 0; j < d; ++j) sums[(index_t)cluster * d + j] += s_sums[c * d + j];
-                    weights[cluster] += s_weights[c];
-                });
-            }
-        }
+        merge_chunk(c0, cc, d, s_sums, s_weights, s_used, sums, weights, locks, 1);
         __syncthreads();
     }
 }
@@ -205,16 +218,7 @@ __global__ void update_sm_dl(const T* __restrict__ XT,            // IN  (d, n)
             });
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int c = 0; c < cc; ++c) {
-                if (!s_used[c]) continue;
-                const int cluster = c0 + c;
-                with_lock(&locks[(index_t)cluster * d], [&]() {
-                    for (int f = 0; f < d; ++f) sums[(index_t)cluster * d + f] += s_sums[c * d + f];
-                    weights[cluster] += s_weights[c];
-                });
-            }
-        }
+        merge_chunk(c0, cc, d, s_sums, s_weights, s_used, sums, weights, locks, d);
         __syncthreads();
     }
 }

@@ -209,3 +209,16 @@ def test_64bit_indexing_fit(cp):
     assert np.all(gap <= 4 * (d + 2) * EPS[np.float32] * ((X64**2).sum(1) + (C64**2).sum(1).max()))
     counts = np.bincount(model.labels_, minlength=k)
     assert counts.sum() == n and (counts > 0).all()
+
+
+def test_compile_error_carries_the_nvrtc_log(tmp_path, monkeypatch):
+    import gpumine.kernels as kernels
+    from gpumine.exceptions import KernelCompileError
+
+    (tmp_path / "broken.cu").write_text(
+        "template <typename T> __global__ void broken(T* out) { out[0] = undeclared_name; }\n")
+    monkeypatch.setattr(kernels, "KERNEL_DIR", tmp_path)
+    monkeypatch.setattr(kernels, "_DECLARED", list(kernels._DECLARED))  # keep the probe out
+    with pytest.raises(KernelCompileError, match="undeclared_name") as info:
+        kernels.get_kernel("broken.cu", "broken", np.float32)
+    assert "broken<float>" in str(info.value)
