@@ -19,6 +19,7 @@ from gpumine.exceptions import (
 )
 from gpumine.kmeans import GPUKMeans
 from gpumine.registry import list_strategies
+from gpumine.wavecluster import WaveCluster
 
 try:
     __version__ = _metadata.version("gpumine")
@@ -31,6 +32,7 @@ __all__ = [
     "GpumineError",
     "KernelCompileError",
     "UnknownStrategy",
+    "WaveCluster",
     "__version__",
     "get_backend",
     "list_strategies",

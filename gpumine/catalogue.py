@@ -94,6 +94,28 @@ BUILTIN_STRATEGIES = (
                     "else global atomics",
     ),
     Strategy(
+        kind="wavecluster.label", name="union-find", backend="cpu",
+        target="gpumine.wavecluster.labeling:label_union_find", paper="003 §3.2 (baseline)",
+        description="union-find over foreground cells: hook to the smaller root, pointer "
+                    "jumping, vectorized over neighbour offsets",
+    ),
+    Strategy(
+        kind="wavecluster.label", name="scipy", backend="cpu",
+        target="gpumine.wavecluster.labeling:label_scipy",
+        description="scipy.ndimage.label with the matching structuring element",
+    ),
+    Strategy(
+        kind="wavecluster.wavelet", name="haar", backend="any",
+        target="gpumine.wavecluster.wavelet:HAAR", paper="003 Algorithm 1",
+        description="2^d-block low-pass per level (PyWavelets haar, mode zero)",
+    ),
+    Strategy(
+        kind="wavecluster.wavelet", name="bior2.2", backend="any",
+        target="gpumine.wavecluster.wavelet:BIOR22", paper="WaveCluster (VLDB'98)",
+        description="CDF(2,2) low-pass of the original WaveCluster paper (PyWavelets "
+                    "bior2.2, mode zero)",
+    ),
+    Strategy(
         kind="kmeans.update", name="sort", backend="gpu", target=f"{_GPU}:update_sort",
         paper="flash-kmeans",
         description="stable sort by label, fixed-order segmented reduction; bit-reproducible",

@@ -313,6 +313,7 @@ _AUTO_DEFAULTS = {
     ("kmeans.update", "cpu"): "numpy",
     ("kmeans.assign", "gpu"): "tiled",
     ("kmeans.update", "gpu"): "atomic",
+    ("wavecluster.label", "cpu"): "scipy",
 }
 
 

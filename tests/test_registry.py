@@ -14,7 +14,7 @@ from gpumine.exceptions import StrategyLoadError, UnknownStrategy
 
 def test_builtin_catalogue():
     kinds = {s.kind for s in registry.list_strategies()}
-    assert kinds == {"kmeans.init", "kmeans.assign", "kmeans.update"}
+    assert kinds == set(registry.KINDS)
     for strategy in registry.list_strategies():
         assert strategy.origin == "gpumine"
         assert callable(strategy.load()), strategy
@@ -23,7 +23,9 @@ def test_builtin_catalogue():
                            "sm-cl", "sm-dl", "gm-ct", "gm-dt", "sm-ct", "sm-dt", "atomic",
                            "sort"}
     assert all(s.description for s in registry.list_strategies())
-    assert registry.list_strategies("wavecluster.label") == []
+    assert [s.name for s in registry.list_strategies("wavecluster.label")] == [
+        "scipy", "union-find"]
+    assert registry.list_strategies("wavecluster.label", backend="gpu") == []
 
 
 def test_unknown_kind_and_name():
@@ -32,7 +34,7 @@ def test_unknown_kind_and_name():
     with pytest.raises(UnknownStrategy, match=r"known: atomic, gm-cl, .*, numpy, .*sort"):
         registry.get_strategy("kmeans.update", "gm-cl-typo")
     with pytest.raises(UnknownStrategy, match=r"no wavecluster\.label strategy is available"):
-        registry.resolve_strategy("wavecluster.label", "auto", "cpu")
+        registry.resolve_strategy("wavecluster.label", "auto", "gpu")
     assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == "numpy"
     assert registry.resolve_strategy("kmeans.update", "auto", "gpu").name == "atomic"
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"

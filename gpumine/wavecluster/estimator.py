@@ -1,0 +1,281 @@
+"""``WaveCluster``: grid- and wavelet-based clustering with noise, scikit-learn compatible."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from gpumine import registry
+from gpumine.backend import DEVICES, get_backend
+from gpumine.exceptions import BackendUnavailable, InvalidInputError
+from gpumine.wavecluster import engine
+from gpumine.wavecluster.wavelet import coarse_shape
+
+__all__ = ["WaveCluster"]
+
+
+def _available_memory() -> int:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 34
+
+
+class WaveCluster(ClusterMixin, BaseEstimator):
+    """WaveCluster: quantize into a grid, wavelet low-pass, threshold, connected components.
+
+    Points are binned into a grid; ``levels`` levels of the wavelet's low-pass
+    filter smooth the density and shrink the grid; cells at or above
+    ``threshold`` are foreground and their connected components are the
+    clusters; each point takes its cell's cluster, or -1 (noise) when the cell
+    is background or its cluster is smaller than ``min_cluster_size``. Works for
+    any d whose grid fits in memory (d = 1..4 typically).
+
+    Parameters
+    ----------
+    grid_size : "auto", int or tuple of int, default="auto"
+        Fine-grid cells per feature. ``"auto"``: about two coarse cells per point
+        (see :mod:`gpumine.wavecluster.engine`).
+    levels : int, default=1
+        Wavelet levels; each halves the grid (``haar``).
+    wavelet : {"haar", "bior2.2"}, default="haar"
+        ``haar``: seed 003's 2^d-block low-pass; ``bior2.2``: the CDF(2,2)
+        low-pass of the original WaveCluster paper. Both equal PyWavelets'
+        ``dwtn`` approximation (mode ``"zero"``).
+    threshold : "auto" or float, default="auto"
+        Minimum transformed density of a foreground cell. ``"auto"``: a tenth of
+        the mean over the non-empty coarse cells.
+    connectivity : int or None, default=None
+        1..d as in scikit-image (1: cells sharing a face, d: all 3^d - 1
+        neighbours); None means d.
+    min_cluster_size : "auto" or float, default="auto"
+        Components with less weight (points, when unweighted) become noise.
+        ``"auto"``: 1 % of the total weight.
+    bounds : None or array-like of shape (2, n_features), default=None
+        Grid bounds; None takes the data's min and max.
+    device : {"auto", "cpu", "gpu"}, default="auto"
+    label : str, default="auto"
+        ``wavecluster.label`` strategy (``union-find``, ``scipy``, ...).
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,), int64
+        Cluster of each training point, -1 for noise; ids 0..n_clusters_-1 by decreasing size.
+    n_clusters_ : int
+    grid_labels_ : ndarray, int64
+        Labels of the coarse grid's cells (-1: background or dropped).
+    grid_shape_ : tuple of int
+        Fine-grid shape.
+    bounds_ : ndarray of shape (2, n_features)
+    threshold_ : float
+        The threshold applied (resolved when ``"auto"``).
+    n_features_in_ : int
+    feature_names_in_ : ndarray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine import WaveCluster
+    >>> rng = np.random.RandomState(0)
+    >>> X = np.vstack([rng.normal(0, 0.3, (300, 2)), rng.normal(5, 0.3, (300, 2))])
+    >>> wc = WaveCluster(device="cpu").fit(X)
+    >>> wc.n_clusters_
+    2
+    >>> bool((wc.labels_[:300] == wc.labels_[0]).mean() > 0.9)
+    True
+    """
+
+    def __init__(self, grid_size="auto", *, levels=1, wavelet="haar", threshold="auto",
+                 connectivity=None, min_cluster_size="auto", bounds=None, device="auto",
+                 label="auto"):
+        self.grid_size = grid_size
+        self.levels = levels
+        self.wavelet = wavelet
+        self.threshold = threshold
+        self.connectivity = connectivity
+        self.min_cluster_size = min_cluster_size
+        self.bounds = bounds
+        self.device = device
+        self.label = label
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "grid_labels_")
+
+    def _validate_X(self, X, reset):
+        try:
+            return validate_data(self, X, reset=reset, dtype=np.float64, order="C")
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from exc
+
+    def _check_params(self, n_features):
+        if not isinstance(self.levels, numbers.Integral) or self.levels < 1:
+            raise ValueError(f"levels must be an integer >= 1, got {self.levels!r}")
+        if not isinstance(self.wavelet, str):
+            raise ValueError(f"wavelet must be a strategy name, got {self.wavelet!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        connectivity = n_features if self.connectivity is None else self.connectivity
+        if (not isinstance(connectivity, numbers.Integral)
+                or not 1 <= connectivity <= n_features):
+            raise ValueError(f"connectivity must be an integer in 1..{n_features} (the number "
+                             f"of features), got {self.connectivity!r}")
+        if not (self.threshold == "auto" or (isinstance(self.threshold, numbers.Real)
+                                             and np.isfinite(self.threshold))):
+            raise ValueError(f"threshold must be 'auto' or a finite number, got "
+                             f"{self.threshold!r}")
+        if not (self.min_cluster_size == "auto" or (
+                isinstance(self.min_cluster_size, numbers.Real) and self.min_cluster_size >= 0)):
+            raise ValueError("min_cluster_size must be 'auto' or a number >= 0, got "
+                             f"{self.min_cluster_size!r}")
+        return int(connectivity)
+
+    def _grid_shape(self, total_weight, n_features, wavelet):
+        if isinstance(self.grid_size, str):
+            if self.grid_size != "auto":
+                raise ValueError(f"grid_size must be 'auto', an int or one int per feature, "
+                                 f"got {self.grid_size!r}")
+            shape = engine.auto_grid_shape(total_weight, n_features, self.levels)
+        elif isinstance(self.grid_size, numbers.Integral):
+            shape = (int(self.grid_size),) * n_features
+        else:
+            shape = tuple(int(s) for s in self.grid_size)
+            if len(shape) != n_features:
+                raise ValueError(f"grid_size has {len(shape)} entries for {n_features} "
+                                 "features")
+        if min(shape) < 2:
+            raise ValueError(f"grid_size must be >= 2 per feature, got {shape}")
+        coarse = coarse_shape(shape, wavelet, self.levels)
+        if any(2 * 2 ** self.levels > s for s in shape):
+            raise ValueError(f"levels={self.levels} shrinks the grid {shape} to {coarse}: the "
+                             f"grid vanishes; use fewer levels or a finer grid_size")
+        needed = engine.required_bytes(shape)
+        available = _available_memory()
+        if needed > available:
+            raise MemoryError(
+                f"a {'x'.join(map(str, shape))} grid ({math.prod(shape):,} cells for "
+                f"{n_features} features) needs about {needed / 2**30:.1f} GiB, more than the "
+                f"{available / 2**30:.1f} GiB available; lower grid_size or the number of "
+                "features")
+        return shape
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Cluster X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each point in the density grid.
+
+        Returns
+        -------
+        self : WaveCluster
+        """
+        previous_state = dict(self.__dict__)
+        try:
+            return self._fit(X, sample_weight)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(previous_state)
+            raise
+
+    def _fit(self, X, sample_weight):
+        X = self._validate_X(X, reset=True)
+        n_samples, n_features = X.shape
+        if n_samples < 2:
+            raise InvalidInputError(f"WaveCluster needs at least 2 samples, got {n_samples} "
+                                    "sample")
+        connectivity = self._check_params(n_features)
+        wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
+        weight = self._sample_weight(sample_weight, n_samples)
+        bounds = self._bounds(X, weight)
+        shape = self._grid_shape(float(weight.sum()), n_features, wavelet)
+        min_size = (engine.AUTO_MIN_CLUSTER_FRACTION * float(weight.sum())
+                    if self.min_cluster_size == "auto" else float(self.min_cluster_size))
+        backend = self._backend()
+        label = registry.resolve_strategy("wavecluster.label", self.label, backend.name)
+        result = engine.fit_wavecluster(
+            X, weight, bounds=bounds, grid_shape=shape, levels=self.levels,
+            wavelet=wavelet, threshold=self.threshold, connectivity=connectivity,
+            min_cluster_size=min_size, label=label.load())
+        self.labels_ = result.labels
+        self.n_clusters_ = result.n_clusters
+        self.grid_labels_ = result.grid_labels
+        self.grid_shape_ = result.grid_shape
+        self.bounds_ = result.bounds
+        self.threshold_ = result.threshold
+        self.device_ = backend.name
+        return self
+
+    def _backend(self):
+        """Where to run: the GPU only once GPU WaveCluster strategies exist."""
+        backend = get_backend(self.device)
+        if backend.is_gpu and not registry.list_strategies("wavecluster.label", backend="gpu"):
+            if self.device == "gpu":
+                raise BackendUnavailable("WaveCluster has no GPU labelling strategy yet; use "
+                                         "device='cpu' (or 'auto')")
+            backend = get_backend("cpu")
+        return backend
+
+    @staticmethod
+    def _sample_weight(sample_weight, n_samples):
+        if sample_weight is None:
+            return np.ones(n_samples)
+        try:
+            weight = np.asarray(sample_weight, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"sample_weight must be numeric: {exc}") from exc
+        if weight.ndim == 0:
+            weight = np.full(n_samples, float(weight))
+        if weight.shape != (n_samples,):
+            raise InvalidInputError(f"sample_weight must have shape ({n_samples},), got "
+                                    f"{weight.shape}")
+        if not np.all(np.isfinite(weight)) or np.any(weight < 0):
+            raise InvalidInputError("sample_weight must be finite and non-negative")
+        if not weight.sum() > 0:
+            raise InvalidInputError("sample_weight sums to zero")
+        return weight
+
+    def _bounds(self, X, weight):
+        if self.bounds is not None:
+            bounds = np.asarray(self.bounds, dtype=np.float64)
+            if bounds.shape != (2, X.shape[1]) or not np.all(np.isfinite(bounds)):
+                raise ValueError(f"bounds must be finite, of shape (2, {X.shape[1]}), got "
+                                 f"{bounds.shape}")
+        else:
+            weighted = X[weight > 0]
+            bounds = np.stack([weighted.min(axis=0), weighted.max(axis=0)])
+        constant = np.flatnonzero(bounds[1] <= bounds[0])
+        if constant.size:
+            names = getattr(self, "feature_names_in_", None)
+            which = ", ".join(str(names[j]) if names is not None else f"#{j}" for j in constant)
+            raise InvalidInputError(f"feature {which} has no spread (constant, or bounds with "
+                                    "upper <= lower): WaveCluster cannot grid it; drop it")
+        return bounds
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit and return ``labels_``."""
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def predict(self, X):
+        """Cluster of each point of X through the fitted grid; -1 for noise or outside bounds.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), int64
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
+        return engine.lookup(X, self.grid_labels_, self.bounds_, self.grid_shape_, wavelet,
+                             self.levels)

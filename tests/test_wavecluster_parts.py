@@ -1,0 +1,84 @@
+"""WaveCluster parts: wavelets against PyWavelets, labelling against scipy.ndimage.label."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import pywt  # the dev extra installs PyWavelets: the reference, not a dependency
+from scipy import ndimage
+
+from gpumine import registry
+from gpumine.wavecluster.labeling import label_scipy, label_union_find
+from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
+
+
+@pytest.mark.parametrize("wavelet", ["haar", "bior2.2"])
+@pytest.mark.parametrize("shape", [(17,), (16, 9), (7, 8, 5), (6, 5, 4, 3)])
+@pytest.mark.parametrize("levels", [1, 2, 3])
+def test_lowpass_equals_pywavelets(wavelet, shape, levels, rng):
+    grid = rng.poisson(3.0, size=shape).astype(np.float64)
+    expected = grid
+    for _ in range(levels):
+        expected = pywt.dwtn(expected, wavelet, mode="zero")["a" * grid.ndim]
+    got = lowpass(grid, wavelet, levels)
+    assert got.shape == expected.shape == coarse_shape(shape, wavelet, levels)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("wavelet", ["haar", "bior2.2"])
+@pytest.mark.parametrize("levels", [1, 2])
+def test_cell_to_coarse_cell_alignment(wavelet, levels):
+    """A lone point's mass peaks in the coarse cell the alignment rule names."""
+    shape = (32, 32)
+    for cell in [(0, 0), (5, 17), (31, 31), (10, 3), (1, 2), (9, 30)]:
+        grid = np.zeros(shape)
+        grid[cell] = 1.0
+        coarse = lowpass(grid, wavelet, levels)
+        mapped = tuple(coarse_cells(np.array([cell]), wavelet, levels, shape)[0])
+        assert coarse[mapped] == coarse.max(), (cell, mapped)
+
+
+def _same_partition(a, b, mask):
+    assert ((a > 0) == mask).all() and ((b > 0) == mask).all()
+    pairs = set(zip(a[mask].tolist(), b[mask].tolist(), strict=True))
+    return len(pairs) == len(set(a[mask].tolist())) == len(set(b[mask].tolist()))
+
+
+def _snake(n):
+    mask = np.zeros((n, n), dtype=bool)
+    mask[::2, :] = True
+    for row in range(1, n, 2):
+        mask[row, -1 if (row // 2) % 2 == 0 else 0] = True
+    return mask
+
+
+LABELS = [s.name for s in registry.list_strategies("wavecluster.label", backend="cpu")]
+MASKS = {
+    "snake": lambda rng: _snake(63),
+    "all-foreground": lambda rng: np.ones((20, 30), dtype=bool),
+    "empty": lambda rng: np.zeros((9, 9), dtype=bool),
+    "1d": lambda rng: rng.random_sample(200) < 0.6,
+    **{f"2d-{p}": (lambda rng, p=p: rng.random_sample((64, 48)) < p)
+       for p in (0.2, 0.45, 0.6, 0.8)},
+    **{f"3d-{p}": (lambda rng, p=p: rng.random_sample((16, 12, 10)) < p) for p in (0.2, 0.3, 0.6)},
+    "4d": lambda rng: rng.random_sample((6, 7, 5, 6)) < 0.4,
+}
+
+
+@pytest.mark.parametrize("name", LABELS)
+@pytest.mark.parametrize("mask_name", sorted(MASKS))
+def test_labelling_matches_scipy(name, mask_name, rng):
+    mask = MASKS[mask_name](rng)
+    label = registry.load_strategy("wavecluster.label", name)
+    for connectivity in range(1, mask.ndim + 1):
+        got, n_got = label(mask, connectivity)
+        expected, n_expected = ndimage.label(
+            mask, structure=ndimage.generate_binary_structure(mask.ndim, connectivity))
+        assert n_got == n_expected, (connectivity, n_got, n_expected)
+        assert _same_partition(got, expected, mask)
+
+
+def test_snake_is_one_component():
+    for label in (label_union_find, label_scipy):
+        _, n = label(_snake(63), 1)
+        assert n == 1
