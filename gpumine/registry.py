@@ -3,7 +3,9 @@
 A :class:`Strategy` is metadata -- ``kind``, ``name``, ``backend``, the seed
 ``paper`` it comes from, a one-line ``description`` -- plus ``target``, the
 ``"module:attribute"`` of its implementation, imported only when the strategy
-is chosen. The kinds are :data:`KINDS`.
+is chosen: a callable for every kind but ``wavecluster.wavelet``, whose
+implementation is a :class:`gpumine.wavecluster.wavelet.Wavelet` (its low-pass
+filter and cell alignment). The kinds are :data:`KINDS`.
 
 Built-in strategies are listed in :mod:`gpumine.catalogue`. Third parties add
 theirs through the entry-point group ``gpumine.strategies``; each entry point
