@@ -105,6 +105,18 @@ BUILTIN_STRATEGIES = (
         description="scipy.ndimage.label with the matching structuring element",
     ),
     Strategy(
+        kind="wavecluster.label", name="sliding-window", backend="gpu",
+        target="gpumine.wavecluster.gpu:label_sliding_window", paper="003 Algorithm 2",
+        description="multi-pass 2^d sliding windows (steady, right, down, ...), minimum id "
+                    "propagation until no change",
+    ),
+    Strategy(
+        kind="wavecluster.label", name="union-find-gpu", backend="gpu",
+        target="gpumine.wavecluster.gpu:label_union_find_gpu",
+        description="one-pass atomic union-find: CAS hooking of the larger root, then "
+                    "path compression",
+    ),
+    Strategy(
         kind="wavecluster.wavelet", name="haar", backend="any",
         target="gpumine.wavecluster.wavelet:HAAR", paper="003 Algorithm 1",
         description="2^d-block low-pass per level (PyWavelets haar, mode zero)",

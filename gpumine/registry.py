@@ -316,6 +316,7 @@ _AUTO_DEFAULTS = {
     ("kmeans.assign", "gpu"): "tiled",
     ("kmeans.update", "gpu"): "atomic",
     ("wavecluster.label", "cpu"): "scipy",
+    ("wavecluster.label", "gpu"): "union-find-gpu",
 }
 
 

@@ -28,9 +28,10 @@ def test_builtin_catalogue():
                            "sm-cl", "sm-dl", "gm-ct", "gm-dt", "sm-ct", "sm-dt", "atomic",
                            "sort"}
     assert all(s.description for s in registry.list_strategies())
-    assert [s.name for s in registry.list_strategies("wavecluster.label")] == [
+    assert [s.name for s in registry.list_strategies("wavecluster.label", backend="cpu")] == [
         "scipy", "union-find"]
-    assert registry.list_strategies("wavecluster.label", backend="gpu") == []
+    assert [s.name for s in registry.list_strategies("wavecluster.label", backend="gpu")] == [
+        "sliding-window", "union-find-gpu"]
 
 
 def test_unknown_kind_and_name():
@@ -38,8 +39,8 @@ def test_unknown_kind_and_name():
         registry.list_strategies("kmeans.nope")
     with pytest.raises(UnknownStrategy, match=r"known: atomic, gm-cl, .*, numpy, .*sort"):
         registry.get_strategy("kmeans.update", "gm-cl-typo")
-    with pytest.raises(UnknownStrategy, match=r"no wavecluster\.label strategy is available"):
-        registry.resolve_strategy("wavecluster.label", "auto", "gpu")
+    with pytest.raises(UnknownStrategy, match=r"no kmeans\.init strategy is available"):
+        registry.resolve_strategy("kmeans.init", "auto", "gpu")
     assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == "numpy"
     assert registry.resolve_strategy("kmeans.update", "auto", "gpu").name == "atomic"
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"

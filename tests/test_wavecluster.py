@@ -121,7 +121,7 @@ def test_bad_input(data, params, error, match):
     assert not hasattr(wc, "labels_") and not hasattr(wc, "n_features_in_")
 
 
-def test_gpu_request_without_gpu_strategies_is_clear(monkeypatch):
+def test_device_gpu_without_gpu_is_clear(monkeypatch):
     import sys
 
     from gpumine import backend
@@ -129,8 +129,10 @@ def test_gpu_request_without_gpu_strategies_is_clear(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     backend._probe_gpu.cache_clear()
     try:
-        with pytest.raises(BackendUnavailable):
-            WaveCluster(device="gpu").fit(np.random.RandomState(0).rand(20, 2))
+        wc = WaveCluster(device="gpu")
+        with pytest.raises(BackendUnavailable, match="cuda12"):
+            wc.fit(np.random.RandomState(0).rand(20, 2))
+        assert not hasattr(wc, "labels_")
     finally:
         backend._probe_gpu.cache_clear()
 

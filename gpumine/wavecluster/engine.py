@@ -29,9 +29,11 @@ from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
 __all__ = [
     "WaveClusterResult",
     "auto_grid_shape",
+    "cluster_ids",
     "fit_wavecluster",
     "lookup",
     "quantize",
+    "resolve_threshold",
 ]
 
 AUTO_CELLS_PER_POINT = 2.0
@@ -105,26 +107,43 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     grid = np.bincount(flat, weights=sample_weight[inside],
                        minlength=math.prod(grid_shape)).reshape(grid_shape)
     coarse = lowpass(grid, wavelet, levels)
-    if threshold == "auto":
-        occupied = coarse[coarse > 0]
-        threshold = AUTO_THRESHOLD_FRACTION * float(occupied.mean()) if occupied.size else 0.0
+    threshold = resolve_threshold(threshold, coarse)
     mask = coarse > threshold if threshold == 0 else coarse >= threshold
     components, n_components = label(mask, connectivity)
     point_cells = coarse_cells(cells, wavelet, levels, grid_shape)
     point_components = np.where(inside, components[tuple(point_cells.T)], 0)
-    # Component sizes in weight of the points that fall in them; small ones are noise.
-    sizes = np.bincount(point_components, weights=sample_weight, minlength=n_components + 1)
-    sizes[0] = 0
-    kept = np.flatnonzero(sizes >= max(min_cluster_size, np.finfo(float).tiny))
-    kept = kept[kept > 0]
-    # Consecutive ids by decreasing size (ties: lower component number first).
-    order = kept[np.lexsort((kept, -sizes[kept]))]
-    remap = np.full(n_components + 1, -1, dtype=np.int64)
-    remap[order] = np.arange(order.size)
+    remap = cluster_ids(np.bincount(point_components, weights=sample_weight,
+                                    minlength=n_components + 1), min_cluster_size)
     return WaveClusterResult(
         labels=remap[point_components], grid_labels=remap[components],
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
-        threshold=float(threshold), n_clusters=int(order.size))
+        threshold=float(threshold), n_clusters=int((remap >= 0).sum()))
+
+
+def resolve_threshold(threshold, coarse) -> float:
+    """``threshold`` as a number; ``"auto"``: a tenth of the mean non-empty coarse density."""
+    if threshold != "auto":
+        return float(threshold)
+    occupied = coarse[coarse > 0]
+    return AUTO_THRESHOLD_FRACTION * float(occupied.mean()) if occupied.size else 0.0
+
+
+def cluster_ids(sizes, min_cluster_size):
+    """Map component numbers (0 = background) to cluster ids, -1 for noise.
+
+    ``sizes[c]`` is the weight of the points in component c. Components lighter
+    than ``min_cluster_size`` become noise; the others get ids 0, 1, ... by
+    decreasing size, ties going to the lower component number (components are
+    numbered in raster order of their first cell by every labelling strategy).
+    """
+    sizes = np.asarray(sizes, dtype=np.float64).copy()
+    sizes[0] = 0
+    kept = np.flatnonzero(sizes >= max(min_cluster_size, np.finfo(float).tiny))
+    kept = kept[kept > 0]
+    order = kept[np.lexsort((kept, -sizes[kept]))]
+    remap = np.full(sizes.size, -1, dtype=np.int64)
+    remap[order] = np.arange(order.size)
+    return remap
 
 
 def required_bytes(grid_shape) -> int:

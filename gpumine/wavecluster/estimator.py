@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from gpumine import registry
 from gpumine.backend import DEVICES, get_backend
-from gpumine.exceptions import BackendUnavailable, InvalidInputError
+from gpumine.exceptions import InvalidInputError
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import coarse_shape
 
@@ -59,8 +59,12 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     bounds : None or array-like of shape (2, n_features), default=None
         Grid bounds; None takes the data's min and max.
     device : {"auto", "cpu", "gpu"}, default="auto"
+        On the GPU every stage is a kernel (quantize + histogram, low-pass,
+        threshold, labelling, lookup) with the CPU path's arithmetic.
     label : str, default="auto"
-        ``wavecluster.label`` strategy (``union-find``, ``scipy``, ...).
+        ``wavecluster.label`` strategy: ``scipy`` or ``union-find`` on the CPU
+        (``"auto"``: ``scipy``), ``union-find-gpu`` or ``sliding-window`` on the
+        GPU (``"auto"``: ``union-find-gpu``).
 
     Attributes
     ----------
@@ -194,16 +198,28 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         connectivity = self._check_params(n_features)
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
         weight = self._sample_weight(sample_weight, n_samples)
-        bounds = self._bounds(X, weight)
+        backend = self._backend()
+        if backend.is_gpu:
+            from gpumine.wavecluster import gpu
+
+            X_device = backend.to_device_columns(X)
+            if self.bounds is None and bool((weight > 0).all()):
+                bounds = self._check_bounds(gpu.bounds(X_device.T))  # one fused pass
+            else:
+                bounds = self._bounds(X, weight)
+        else:
+            bounds = self._bounds(X, weight)
         shape = self._grid_shape(float(weight.sum()), n_features, wavelet)
         min_size = (engine.AUTO_MIN_CLUSTER_FRACTION * float(weight.sum())
                     if self.min_cluster_size == "auto" else float(self.min_cluster_size))
-        backend = self._backend()
         label = registry.resolve_strategy("wavecluster.label", self.label, backend.name)
-        result = engine.fit_wavecluster(
-            X, weight, bounds=bounds, grid_shape=shape, levels=self.levels,
-            wavelet=wavelet, threshold=self.threshold, connectivity=connectivity,
-            min_cluster_size=min_size, label=label.load())
+        params = dict(bounds=bounds, grid_shape=shape, levels=self.levels, wavelet=wavelet,
+                      threshold=self.threshold, connectivity=connectivity,
+                      min_cluster_size=min_size, label=label.load())
+        if backend.is_gpu:
+            result = gpu.fit_wavecluster(X_device, backend.to_device(weight), **params)
+        else:
+            result = engine.fit_wavecluster(X, weight, **params)
         self.labels_ = result.labels
         self.n_clusters_ = result.n_clusters
         self.grid_labels_ = result.grid_labels
@@ -214,14 +230,8 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         return self
 
     def _backend(self):
-        """Where to run: the GPU only once GPU WaveCluster strategies exist."""
-        backend = get_backend(self.device)
-        if backend.is_gpu and not registry.list_strategies("wavecluster.label", backend="gpu"):
-            if self.device == "gpu":
-                raise BackendUnavailable("WaveCluster has no GPU labelling strategy yet; use "
-                                         "device='cpu' (or 'auto')")
-            backend = get_backend("cpu")
-        return backend
+        """Where to run (``"auto"``: the GPU when one answers)."""
+        return get_backend(self.device)
 
     @staticmethod
     def _sample_weight(sample_weight, n_samples):
@@ -251,6 +261,9 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         else:
             weighted = X[weight > 0]
             bounds = np.stack([weighted.min(axis=0), weighted.max(axis=0)])
+        return self._check_bounds(bounds)
+
+    def _check_bounds(self, bounds):
         constant = np.flatnonzero(bounds[1] <= bounds[0])
         if constant.size:
             names = getattr(self, "feature_names_in_", None)

@@ -1,0 +1,210 @@
+"""WaveCluster on the GPU: every stage a kernel of ``kernels/wavecluster.cu``.
+
+Each function mirrors its CPU counterpart in :mod:`gpumine.wavecluster.engine`,
+:mod:`~gpumine.wavecluster.wavelet` and :mod:`~gpumine.wavecluster.labeling`
+with the same arithmetic, so the GPU path gives the CPU path's labels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpumine.backend import cupy_module
+from gpumine.kernels import get_kernel, instantiation, launch
+from gpumine.wavecluster.labeling import neighbour_offsets
+from gpumine.wavecluster.wavelet import _get
+
+__all__ = [
+    "bounds",
+    "label_sliding_window",
+    "label_union_find_gpu",
+    "lowpass",
+    "quantize_histogram",
+]
+
+_SOURCE = "wavecluster.cu"
+_BLOCK = 256
+_MAX_DIMS = 4
+_EMPTY = np.iinfo(np.int64).max
+_SHARED_HISTOGRAM = 48 * 1024
+
+for _name in ("minmax_columns", "lowpass_axis", "threshold_ids", "sliding_window", "uf_union",
+              "uf_compress"):
+    instantiation(_SOURCE, _name)
+for _flag in ("true", "false"):
+    instantiation(_SOURCE, "quantize_histogram", _flag)
+
+
+def _blocks(count):
+    return max(1, -(-int(count) // _BLOCK))
+
+
+def _shape_struct(shape):
+    """A grid shape for the kernels: 4 int64 extents on the device, padded with 1s in front."""
+    padded = (1,) * (_MAX_DIMS - len(shape)) + tuple(int(s) for s in shape)
+    return cupy_module().asarray(np.array(padded, dtype=np.int64))
+
+
+def bounds(XT):
+    """Per-feature (min, max) of column-major X in one fused pass: (2, d) on the host."""
+    cp = cupy_module()
+    d, n = XT.shape
+    blocks = min(_blocks(n), 1024)
+    partial = cp.empty((blocks, 2, d), dtype=cp.float64)
+    launch(get_kernel(_SOURCE, "minmax_columns"), blocks, _BLOCK,
+           (XT, np.int64(n), np.int32(d), partial))
+    host = cp.asnumpy(partial)
+    return np.stack([host[:, 0, :].min(axis=0), host[:, 1, :].max(axis=0)])
+
+
+def quantize_histogram(XT, weight, grid_bounds, grid_shape):
+    """Flat fine cell of every point (-1 outside) and the weighted histogram, on the device."""
+    cp = cupy_module()
+    d, n = XT.shape
+    cells = math.prod(grid_shape)
+    histogram = cp.zeros(cells, dtype=cp.float64)
+    point_cell = cp.empty(n, dtype=cp.int64)
+    shared = cells * 8 <= _SHARED_HISTOGRAM
+    kernel = get_kernel(_SOURCE, "quantize_histogram", "true" if shared else "false")
+    blocks = min(_blocks(n), 132 * 8) if shared else _blocks(n)
+    lo = cp.asarray(np.ascontiguousarray(grid_bounds[0], dtype=np.float64))
+    hi = cp.asarray(np.ascontiguousarray(grid_bounds[1], dtype=np.float64))
+    m = cp.asarray(np.asarray(grid_shape, dtype=np.int64))
+    launch(kernel, blocks, _BLOCK, (XT, weight, np.int64(n), np.int32(d), lo, hi, m,
+                                    np.int64(cells), point_cell, histogram),
+           shared_mem=cells * 8 if shared else 0)
+    return point_cell, histogram.reshape(grid_shape)
+
+
+def lowpass(grid, wavelet, levels):
+    """Seed 003 Algorithm 1 / the CPU's :func:`~gpumine.wavecluster.wavelet.lowpass`."""
+    cp = cupy_module()
+    taps_host = np.asarray(_get(wavelet).dec_lo, dtype=np.float64)
+    taps = cp.asarray(taps_host)
+    kernel = get_kernel(_SOURCE, "lowpass_axis")
+    out = cp.ascontiguousarray(grid, dtype=cp.float64)
+    for _ in range(levels):
+        for axis in range(out.ndim):
+            shape = out.shape
+            outer = math.prod(shape[:axis])
+            inner = math.prod(shape[axis + 1:])
+            out_length = (shape[axis] + len(taps_host) - 1) // 2
+            result = cp.empty((*shape[:axis], out_length, *shape[axis + 1:]), dtype=cp.float64)
+            launch(kernel, _blocks(result.size), _BLOCK,
+                   (out, np.int64(outer), np.int64(shape[axis]), np.int64(inner), taps,
+                    np.int32(len(taps_host)), np.int64(out_length), result))
+            out = result
+    return out
+
+
+def _ids(mask):
+    """Flat index of foreground cells, the largest int64 elsewhere (Algorithm 1's output)."""
+    cp = cupy_module()
+    flat = mask.ravel()
+    return cp.where(flat, cp.arange(flat.size, dtype=cp.int64), cp.int64(_EMPTY))
+
+
+def _compact(roots, mask):
+    """Number components 1..n in raster order of their smallest cell; 0 for background."""
+    cp = cupy_module()
+    flat = mask.ravel()
+    labels = cp.zeros(flat.size, dtype=cp.int64)
+    unique, inverse = cp.unique(roots[flat], return_inverse=True)
+    labels[flat] = inverse.ravel() + 1
+    return labels.reshape(mask.shape), int(unique.size)
+
+
+def label_sliding_window(mask, connectivity):
+    """Seed 003 Algorithm 2: multi-pass 2^d sliding windows until no id changes.
+
+    The paper's three 2-D sub-operations (steady, right, down) never put two cells that
+    touch only diagonally across an odd row and column in one window, so every one of the
+    2^d shift patterns is run (in 2-D: steady, right, down, right-down); a round of all of
+    them without a change ends the loop (``ischanged``, a 4-byte readback per pass).
+    """
+    cp = cupy_module()
+    ndim = mask.ndim
+    if ndim > _MAX_DIMS:
+        raise ValueError(f"sliding-window labels grids of up to {_MAX_DIMS} dimensions")
+    ids = _ids(mask)
+    shape = _shape_struct(mask.shape)
+    kernel = get_kernel(_SOURCE, "sliding_window")
+    changed = cp.zeros(1, dtype=cp.int32)
+    while True:
+        any_change = False
+        for shift in range(1 << ndim):
+            shifts = [(shift >> (ndim - 1 - a)) & 1 for a in range(ndim)]
+            per_axis = [max(0, -(-(s - sh) // 2)) for s, sh in zip(mask.shape, shifts,
+                                                                    strict=True)]
+            windows = math.prod(per_axis)
+            if windows == 0:
+                continue
+            # bit b of the mask shifts the b-th of the trailing `ndim` axes
+            bits = sum(sh << a for a, sh in enumerate(shifts))
+            changed.fill(0)
+            launch(kernel, _blocks(windows), _BLOCK,
+                   (ids, shape, np.int32(ndim), np.int32(bits), np.int32(connectivity),
+                    np.int64(windows), _shape_struct(per_axis), changed))
+            any_change |= bool(changed.get()[0])
+        if not any_change:
+            break
+    return _compact(ids, mask)
+
+
+def label_union_find_gpu(mask, connectivity):
+    """One-pass atomic union-find (label equivalence) over the foreground cells."""
+    cp = cupy_module()
+    if mask.ndim > _MAX_DIMS:
+        raise ValueError(f"union-find-gpu labels grids of up to {_MAX_DIMS} dimensions")
+    ids = _ids(mask)
+    parent = cp.arange(ids.size, dtype=cp.int64)
+    offsets = [(0,) * (_MAX_DIMS - mask.ndim) + o
+               for o in neighbour_offsets(mask.ndim, connectivity)]
+    offsets_device = cp.asarray(np.array(offsets or [(0,) * _MAX_DIMS], dtype=np.int32))
+    shape = _shape_struct(mask.shape)
+    launch(get_kernel(_SOURCE, "uf_union"), _blocks(ids.size), _BLOCK,
+           (ids, parent, shape, offsets_device, np.int32(len(offsets)), np.int64(ids.size)))
+    launch(get_kernel(_SOURCE, "uf_compress"), _blocks(ids.size), _BLOCK,
+           (ids, parent, np.int64(ids.size)))
+    return _compact(parent, mask)
+
+
+def point_coarse_cells(point_cell, wavelet, levels, grid_shape):
+    """Coarse cell (per axis, (n, d)) of each point's flat fine cell; the CPU rule."""
+    cp = cupy_module()
+    cells = cp.stack(cp.unravel_index(cp.maximum(point_cell, 0), tuple(grid_shape)), axis=1)
+    shift = _get(wavelet).shift
+    scale = 2 ** levels
+    offset = shift * (scale - 1) + (scale // 2 if shift else 0)
+    from gpumine.wavecluster.wavelet import coarse_shape
+
+    upper = cp.asarray(np.asarray(coarse_shape(grid_shape, wavelet, levels)) - 1)
+    return cp.minimum((cells + offset) // scale, upper)
+
+
+def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, threshold,
+                    connectivity, min_cluster_size, label):
+    """The engine's pipeline on the device (see :func:`gpumine.wavecluster.engine.fit_wavecluster`).
+
+    ``X`` is a device (n, d) view of a column-major buffer; ``sample_weight`` a device
+    float64 array; ``bounds`` a host (2, d) array. Returns host arrays.
+    """
+    from gpumine.wavecluster.engine import WaveClusterResult, cluster_ids, resolve_threshold
+
+    cp = cupy_module()
+    XT = cp.ascontiguousarray(X.T)
+    point_cell, grid = quantize_histogram(XT, sample_weight, bounds, grid_shape)
+    coarse = lowpass(grid, wavelet, levels)
+    threshold = resolve_threshold(threshold, coarse)
+    mask = coarse > threshold if threshold == 0 else coarse >= threshold
+    components, n_components = label(mask, connectivity)
+    coarse_index = point_coarse_cells(point_cell, wavelet, levels, grid_shape)
+    point_components = cp.where(point_cell >= 0, components[tuple(coarse_index.T)], 0)
+    sizes = cp.bincount(point_components, weights=sample_weight, minlength=n_components + 1)
+    remap = cp.asarray(cluster_ids(cp.asnumpy(sizes), min_cluster_size))
+    return WaveClusterResult(
+        labels=cp.asnumpy(remap[point_components]), grid_labels=cp.asnumpy(remap[components]),
+        grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
+        threshold=float(threshold), n_clusters=int((remap >= 0).sum()))

@@ -1,0 +1,242 @@
+// WaveCluster kernels (seed paper 003). Grids are row-major with up to 4 axes; shapes are
+// passed as device arrays of 4 extents padded with 1s at the front. X is column-major: XT[j * n + i].
+#include "common.cuh"
+
+#define WC_MAX_DIMS 4
+
+
+// Fused min/max: one pass over X computes every feature's bounds. Each block reduces its
+// points in shared memory and writes one (min, max) pair per feature; the host reduces the
+// few per-block partials. partial: (blocks, 2, d).
+__global__ void minmax_columns(const double* __restrict__ XT,  // IN  (d, n)
+                               index_t n, int d,               // IN
+                               double* __restrict__ partial)   // OUT (blocks, 2, d)
+{
+    __shared__ double s_min[256], s_max[256];
+    for (int j = 0; j < d; ++j) {
+        double lo = 1.7976931348623157e+308, hi = -1.7976931348623157e+308;
+        for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+             i += (index_t)gridDim.x * blockDim.x) {
+            const double x = XT[(index_t)j * n + i];
+            lo = fmin(lo, x);
+            hi = fmax(hi, x);
+        }
+        s_min[threadIdx.x] = lo;
+        s_max[threadIdx.x] = hi;
+        __syncthreads();
+        for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+            if (threadIdx.x < stride) {
+                s_min[threadIdx.x] = fmin(s_min[threadIdx.x], s_min[threadIdx.x + stride]);
+                s_max[threadIdx.x] = fmax(s_max[threadIdx.x], s_max[threadIdx.x + stride]);
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            partial[((index_t)blockIdx.x * 2) * d + j] = s_min[0];
+            partial[((index_t)blockIdx.x * 2 + 1) * d + j] = s_max[0];
+        }
+        __syncthreads();
+    }
+}
+
+// Quantize and histogram: cell = clip(floor((x - lo) / span * m), 0, m - 1) per feature,
+// exactly the CPU's arithmetic (no contraction: explicit round-to-nearest intrinsics).
+// Points outside [lo, hi] get cell -1 and add nothing. With SHARED the block accumulates
+// into a shared-memory copy of the histogram (it fits) and flushes it once.
+template <bool SHARED>
+__global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d, n)
+                                   const double* __restrict__ weight,  // IN  (n)
+                                   index_t n, int d,                   // IN
+                                   const double* __restrict__ lo,      // IN  (d)
+                                   const double* __restrict__ hi,      // IN  (d)
+                                   const index_t* __restrict__ m,      // IN  (d) cells per axis
+                                   index_t cells,                      // IN  prod(m)
+                                   index_t* __restrict__ point_cell,   // OUT (n) flat, or -1
+                                   double* __restrict__ histogram)     // INOUT (cells), zeroed
+{
+    extern __shared__ double s_hist[];
+    if (SHARED) {
+        for (index_t t = threadIdx.x; t < cells; t += blockDim.x) s_hist[t] = 0.0;
+        __syncthreads();
+    }
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * blockDim.x) {
+        index_t flat = 0;
+        bool inside = true;
+        for (int j = 0; j < d; ++j) {
+            const double x = XT[(index_t)j * n + i];
+            inside = inside && x >= lo[j] && x <= hi[j];
+            const double scaled = __dmul_rn(__ddiv_rn(__dsub_rn(x, lo[j]), __dsub_rn(hi[j], lo[j])),
+                                            (double)m[j]);
+            double c = floor(scaled);
+            c = c < 0.0 ? 0.0 : (c > (double)(m[j] - 1) ? (double)(m[j] - 1) : c);
+            flat = flat * m[j] + (index_t)c;
+        }
+        point_cell[i] = inside ? flat : -1;
+        if (inside) {
+            if (SHARED) atomicAdd(&s_hist[flat], weight[i]);
+            else atomicAdd(&histogram[flat], weight[i]);
+        }
+    }
+    if (SHARED) {
+        __syncthreads();
+        for (index_t t = threadIdx.x; t < cells; t += blockDim.x)
+            if (s_hist[t] != 0.0) atomicAdd(&histogram[t], s_hist[t]);
+    }
+}
+
+// One axis of one low-pass level: out[.., m, ..] = sum_j f[j] * in[.., 2m + 1 - j, ..]
+// with zeros outside, taps added in order j = 0, 1, ... skipping zero taps, each product
+// and sum rounded separately -- the CPU path's exact arithmetic.
+__global__ void lowpass_axis(const double* __restrict__ in,    // IN  grid
+                             index_t outer, index_t length, index_t inner,  // IN in = (outer, length, inner)
+                             const double* __restrict__ taps,  // IN  (n_taps)
+                             int n_taps,                       // IN
+                             index_t out_length,               // IN
+                             double* __restrict__ out)         // OUT (outer, out_length, inner)
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= outer * out_length * inner) return;
+    const index_t k = t % inner;
+    const index_t m = (t / inner) % out_length;
+    const index_t o = t / (inner * out_length);
+    double acc = 0.0;
+    bool first = true;
+    for (int j = 0; j < n_taps; ++j) {
+        if (taps[j] == 0.0) continue;
+        const index_t src = 2 * m + 1 - j;
+        const double x = (src >= 0 && src < length) ? in[(o * length + src) * inner + k] : 0.0;
+        const double term = __dmul_rn(taps[j], x);
+        acc = first ? term : __dadd_rn(acc, term);
+        first = false;
+    }
+    out[t] = acc;
+}
+
+// Threshold (Algorithm 1, last level): foreground cells get their flat index (unique,
+// increasing in raster order), background cells the largest value.
+__global__ void threshold_ids(const double* __restrict__ coarse,  // IN  (cells)
+                              index_t cells, double threshold,     // IN
+                              int strict,                          // IN  1: >, 0: >=
+                              index_t* __restrict__ ids)           // OUT (cells)
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells) return;
+    const bool fg = strict ? coarse[t] > threshold : coarse[t] >= threshold;
+    ids[t] = fg ? t : 0x7fffffffffffffffLL;
+}
+
+__device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, index_t* c) {
+    for (int a = WC_MAX_DIMS - 1; a >= 0; --a) {
+        c[a] = flat % extent[a];
+        flat /= extent[a];
+    }
+}
+
+// Seed 003 Algorithm 2, the sliding window: each thread owns one disjoint window of 2^D
+// cells whose origin is 2w + shift per axis (shift in {0,1}: steady, right, down, ...);
+// every foreground cell takes the minimum id of the foreground cells of its window that
+// are its neighbours under `connectivity` (cells of a window differ by at most 1 per axis;
+// they are neighbours when they differ on <= connectivity axes). `changed` is set if any
+// id decreased. Windows of one launch are disjoint, so there are no races.
+__global__ void sliding_window(index_t* __restrict__ ids,   // INOUT (cells)
+                               const index_t* __restrict__ shape,        // IN  (4)
+                               int ndim,                    // IN  D <= 4 (trailing axes)
+                               int shift_mask,              // IN  bit a: shift axis a by one
+                               int connectivity,            // IN
+                               index_t windows,             // IN  number of windows
+                               const index_t* __restrict__ window_grid,  // IN  (4) windows/axis
+                               int* __restrict__ changed)   // OUT flag
+{
+    const index_t w = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= windows) return;
+    index_t origin[WC_MAX_DIMS];
+    unflatten(w, window_grid, origin);
+    const int first_axis = WC_MAX_DIMS - ndim;
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        const int bit = a - first_axis;
+        origin[a] = bit >= 0 ? 2 * origin[a] + ((shift_mask >> bit) & 1) : 0;
+    }
+    const int corners = 1 << ndim;
+    index_t flat[16];
+    index_t value[16];
+    bool valid[16];
+    for (int q = 0; q < corners; ++q) {
+        index_t f = 0;
+        bool ok = true;
+        for (int a = 0; a < WC_MAX_DIMS; ++a) {
+            const int bit = a - first_axis;
+            const index_t c = origin[a] + (bit >= 0 ? ((q >> bit) & 1) : 0);
+            ok = ok && c < shape[a];
+            f = f * shape[a] + (ok ? c : 0);
+        }
+        valid[q] = ok;
+        flat[q] = f;
+        value[q] = ok ? ids[f] : 0x7fffffffffffffffLL;
+    }
+    bool any = false;
+    for (int q = 0; q < corners; ++q) {
+        if (!valid[q] || value[q] == 0x7fffffffffffffffLL) continue;
+        index_t best = value[q];
+        for (int r = 0; r < corners; ++r) {
+            if (!valid[r] || value[r] == 0x7fffffffffffffffLL) continue;
+            if (__popc(q ^ r) <= connectivity && value[r] < best) best = value[r];
+        }
+        if (best < value[q]) {
+            ids[flat[q]] = best;
+            any = true;
+        }
+    }
+    if (any) *changed = 1;
+}
+
+// Union-find on the GPU (label equivalence with atomic hooking): every foreground cell
+// starts as its own root; for each neighbour (half of the offsets) the two roots are
+// united by a compare-and-swap that hooks the larger root under the smaller, retried
+// until it sticks; a final pass points every cell at its root (the smallest flat index of
+// its component).
+__device__ __forceinline__ index_t uf_find(const index_t* parent, index_t x) {
+    const volatile index_t* p_ = parent;  // other threads hook roots concurrently
+    index_t p = p_[x];
+    while (p != x) { x = p; p = p_[x]; }
+    return x;
+}
+
+__global__ void uf_union(const index_t* __restrict__ ids,  // IN  (cells) fg: own index
+                         index_t* parent,                  // INOUT (cells)
+                         const index_t* __restrict__ shape,  // IN  (4)
+                         const int* __restrict__ offsets,  // IN  (n_offsets, 4)
+                         int n_offsets,                    // IN
+                         index_t cells)                    // IN
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells || ids[t] == 0x7fffffffffffffffLL) return;
+    index_t c[WC_MAX_DIMS];
+    unflatten(t, shape, c);
+    for (int o = 0; o < n_offsets; ++o) {
+        index_t f = 0;
+        bool ok = true;
+        for (int a = 0; a < WC_MAX_DIMS; ++a) {
+            const index_t v = c[a] + offsets[o * WC_MAX_DIMS + a];
+            ok = ok && v >= 0 && v < shape[a];
+            f = f * shape[a] + (ok ? v : 0);
+        }
+        if (!ok || ids[f] == 0x7fffffffffffffffLL) continue;
+        while (true) {
+            index_t a = uf_find(parent, t), b = uf_find(parent, f);
+            if (a == b) break;
+            if (a < b) { const index_t tmp = a; a = b; b = tmp; }
+            if ((index_t)atomicCAS((unsigned long long*)&parent[a], (unsigned long long)a,
+                                   (unsigned long long)b) == a) break;
+        }
+    }
+}
+
+__global__ void uf_compress(const index_t* __restrict__ ids,  // IN  (cells)
+                            index_t* parent,                  // INOUT (cells)
+                            index_t cells)                    // IN
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells) return;
+    parent[t] = ids[t] == 0x7fffffffffffffffLL ? ids[t] : uf_find(parent, t);
+}
