@@ -40,11 +40,38 @@ def _clock(sync, fn):
     return out, time.perf_counter() - start
 
 
-def run(sizes, out_dir):
+def _gpu_round(cp, X, weight, shape, sync):
+    """One GPU run of every stage; returns the stage times, point labels, component counts."""
     from cupyx.scipy import ndimage as cp_ndimage
 
+    from gpumine.wavecluster import engine, gpu
+
+    timings = {}
+    XT, timings["h2d"] = _clock(sync, lambda: cp.ascontiguousarray(cp.asarray(X).T))
+    w = cp.asarray(weight)
+
+    def quantize():
+        return gpu.quantize_histogram(XT, w, gpu.bounds(XT), shape)
+
+    (point_cell, hist), timings["quantize"] = _clock(sync, quantize)
+    coarse, timings["wavelet"] = _clock(sync, lambda: gpu.lowpass(hist, "haar", 1))
+    mask, timings["threshold"] = _clock(
+        sync, lambda: coarse >= engine.resolve_threshold("auto", coarse))
+    (labels_uf, n_uf), timings["label_union_find_gpu"] = _clock(
+        sync, lambda: gpu.label_union_find_gpu(mask, 2))
+    (_, n_sw), timings["label_sliding_window"] = _clock(
+        sync, lambda: gpu.label_sliding_window(mask, 2))
+    (_, n_cupyx), timings["label_cupyx_ndimage"] = _clock(
+        sync, lambda: cp_ndimage.label(mask, structure=cp.ones((3, 3))))
+    labels, timings["lookup"] = _clock(sync, lambda: labels_uf[tuple(
+        gpu.point_coarse_cells(point_cell, "haar", 1, shape).T)])
+    counts = {"gpu_union_find": n_uf, "gpu_sliding_window": n_sw, "cupyx": int(n_cupyx)}
+    return timings, labels, counts
+
+
+def run(sizes, out_dir):
     from gpumine.backend import cupy_module
-    from gpumine.wavecluster import engine, gpu, labeling, wavelet
+    from gpumine.wavecluster import engine, labeling, wavelet
 
     cp = cupy_module()
     sync = cp.cuda.get_current_stream().synchronize
@@ -59,7 +86,7 @@ def run(sizes, out_dir):
         # CPU path, stage by stage
         t0 = time.perf_counter()
         bounds = np.stack([X.min(0), X.max(0)])
-        cells, inside = engine.quantize(X, bounds, shape)
+        cells, _ = engine.quantize(X, bounds, shape)
         grid = np.bincount(np.ravel_multi_index(tuple(cells.T), shape), weights=weight,
                            minlength=m * m).reshape(shape)
         t1 = time.perf_counter()
@@ -78,30 +105,13 @@ def run(sizes, out_dir):
         row["cpu_s"] = {"quantize": t1 - t0, "wavelet": t2 - t1, "threshold": t3 - t2,
                         "label_union_find": t4 - t3, "label_scipy": t4b - t4,
                         "lookup": t5 - t4b, "total": (t5 - t0) - (t4b - t4)}
-        # GPU path
-        timings = {}
-        for repeat in range(2):  # the first round compiles the kernels
-            XT, timings["h2d"] = _clock(sync, lambda: cp.ascontiguousarray(cp.asarray(X).T))
-            w = cp.asarray(weight)
-            (b, (point_cell, hist)), timings["quantize"] = _clock(sync, lambda: (
-                (bb := gpu.bounds(XT)), gpu.quantize_histogram(XT, w, bb, shape)))
-            coarse_gpu, timings["wavelet"] = _clock(sync, lambda: gpu.lowpass(hist, "haar", 1))
-            mask_gpu, timings["threshold"] = _clock(sync, lambda: coarse_gpu >= float(
-                engine.resolve_threshold("auto", coarse_gpu)))
-            (labels_uf, n_uf), timings["label_union_find_gpu"] = _clock(
-                sync, lambda: gpu.label_union_find_gpu(mask_gpu, 2))
-            (labels_sw, n_sw), timings["label_sliding_window"] = _clock(
-                sync, lambda: gpu.label_sliding_window(mask_gpu, 2))
-            (_, n_cupyx), timings["label_cupyx_ndimage"] = _clock(
-                sync, lambda: cp_ndimage.label(mask_gpu, structure=cp.ones((3, 3))))
-            gpu_labels, timings["lookup"] = _clock(sync, lambda: labels_uf[tuple(
-                gpu.point_coarse_cells(point_cell, "haar", 1, shape).T)])
+        # GPU path: the first round compiles the kernels, the second is timed
+        _gpu_round(cp, X, weight, shape, sync)
+        timings, gpu_labels, counts = _gpu_round(cp, X, weight, shape, sync)
         timings["total"] = sum(timings[k] for k in ("h2d", "quantize", "wavelet", "threshold",
                                                     "label_union_find_gpu", "lookup"))
         row["gpu_s"] = dict(timings)
-        row["components"] = {"cpu_union_find": n_components, "cpu_scipy": n_scipy,
-                             "gpu_union_find": n_uf, "gpu_sliding_window": n_sw,
-                             "cupyx": int(n_cupyx)}
+        row["components"] = {"cpu_union_find": n_components, "cpu_scipy": n_scipy, **counts}
         row["labels_equal_cpu"] = bool(np.array_equal(cp.asnumpy(gpu_labels), cpu_labels))
         row["speedup_total"] = row["cpu_s"]["total"] / timings["total"]
         print(json.dumps(row), flush=True)

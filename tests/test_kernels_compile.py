@@ -8,7 +8,8 @@ from collections import defaultdict
 
 import pytest
 
-import gpumine.kmeans.gpu  # noqa: F401  (declares its instantiations)
+import gpumine.kmeans.gpu
+import gpumine.wavecluster.gpu  # noqa: F401
 from gpumine.kernels import KERNEL_DIR, declared_instantiations, kernel_sources
 
 NVCC = shutil.which("nvcc")
