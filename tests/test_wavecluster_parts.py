@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import pywt  # the dev extra installs PyWavelets: the reference, not a dependency
 from scipy import ndimage
 
 from gpumine import registry
@@ -16,6 +15,8 @@ from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
 @pytest.mark.parametrize("shape", [(17,), (16, 9), (7, 8, 5), (6, 5, 4, 3)])
 @pytest.mark.parametrize("levels", [1, 2, 3])
 def test_lowpass_equals_pywavelets(wavelet, shape, levels, rng):
+    import pywt  # the dev extra installs PyWavelets: the reference, not a dependency
+
     grid = rng.poisson(3.0, size=shape).astype(np.float64)
     expected = grid
     for _ in range(levels):
