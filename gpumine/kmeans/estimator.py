@@ -24,6 +24,7 @@ from gpumine import registry
 from gpumine.backend import DEVICES, get_backend
 from gpumine.exceptions import InvalidInputError
 from gpumine.kmeans import lloyd
+from gpumine.validation import check_sample_weight, fit_or_restore
 
 __all__ = ["GPUKMeans"]
 
@@ -162,28 +163,6 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from exc
 
-    @staticmethod
-    def _validate_sample_weight(sample_weight, n_samples, dtype):
-        if sample_weight is None:
-            return np.ones(n_samples, dtype=dtype)
-        if isinstance(sample_weight, numbers.Number):
-            sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
-        try:
-            sample_weight = np.asarray(sample_weight, dtype=dtype)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"sample_weight must be numeric: {exc}") from exc
-        if sample_weight.shape != (n_samples,):
-            raise InvalidInputError(f"sample_weight must have shape ({n_samples},) to match X, "
-                                    f"got {sample_weight.shape}")
-        if not np.all(np.isfinite(sample_weight)):
-            raise InvalidInputError("sample_weight contains NaN or infinity")
-        if np.any(sample_weight < 0):
-            raise InvalidInputError("sample_weight must be non-negative; "
-                                    f"found {int(np.sum(sample_weight < 0))} negative values")
-        if not sample_weight.sum() > 0:
-            raise InvalidInputError("sample_weight sums to zero; at least one weight must be > 0")
-        return sample_weight
-
     def _resolve_init(self, X, backend_name):
         """Return (init for the engine, init name, default n_init)."""
         init = self.init
@@ -234,14 +213,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         ValueError
             Bad parameters or data; the estimator is left as it was before the call.
         """
-        previous_state = dict(self.__dict__)
-        try:
-            return self._fit(X, sample_weight)
-        except BaseException:
-            # Nothing half-written: validation sets n_features_in_ before it can fail.
-            self.__dict__.clear()
-            self.__dict__.update(previous_state)
-            raise
+        return fit_or_restore(self, self._fit, X, sample_weight)
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "cluster_centers_")
@@ -253,7 +225,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         if n_samples < self.n_clusters:
             raise InvalidInputError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
-        sample_weight = self._validate_sample_weight(sample_weight, n_samples, X.dtype)
+        sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype)
         backend = self._backend()
         sizes = dict(n_samples=n_samples, n_features=n_features, n_clusters=self.n_clusters)
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name, **sizes)
@@ -356,5 +328,5 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        sample_weight = self._validate_sample_weight(sample_weight, X.shape[0], X.dtype)
+        sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
         return -self._labels_inertia(X, sample_weight)[1]

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from gpumine import registry
 from gpumine.backend import DEVICES, get_backend
 from gpumine.exceptions import InvalidInputError
+from gpumine.validation import check_sample_weight, fit_or_restore
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import coarse_shape
 
@@ -181,13 +182,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         -------
         self : WaveCluster
         """
-        previous_state = dict(self.__dict__)
-        try:
-            return self._fit(X, sample_weight)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(previous_state)
-            raise
+        return fit_or_restore(self, self._fit, X, sample_weight)
 
     def _fit(self, X, sample_weight):
         X = self._validate_X(X, reset=True)
@@ -197,7 +192,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                                     "sample")
         connectivity = self._check_params(n_features)
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
-        weight = self._sample_weight(sample_weight, n_samples)
+        weight = check_sample_weight(sample_weight, n_samples, np.float64)
         backend = self._backend()
         if backend.is_gpu:
             from gpumine.wavecluster import gpu
@@ -232,25 +227,6 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     def _backend(self):
         """Where to run (``"auto"``: the GPU when one answers)."""
         return get_backend(self.device)
-
-    @staticmethod
-    def _sample_weight(sample_weight, n_samples):
-        if sample_weight is None:
-            return np.ones(n_samples)
-        try:
-            weight = np.asarray(sample_weight, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"sample_weight must be numeric: {exc}") from exc
-        if weight.ndim == 0:
-            weight = np.full(n_samples, float(weight))
-        if weight.shape != (n_samples,):
-            raise InvalidInputError(f"sample_weight must have shape ({n_samples},), got "
-                                    f"{weight.shape}")
-        if not np.all(np.isfinite(weight)) or np.any(weight < 0):
-            raise InvalidInputError("sample_weight must be finite and non-negative")
-        if not weight.sum() > 0:
-            raise InvalidInputError("sample_weight sums to zero")
-        return weight
 
     def _bounds(self, X, weight):
         if self.bounds is not None:
