@@ -8,9 +8,10 @@ Contracts (shared by all strategies of the kind, see :mod:`gpumine.kmeans.lloyd`
 
 * assign: ``assign(X, centers, labels)`` writes into ``labels`` (int32, n) the
   index of the closest centre of each row; ties go to the lowest index.
-* update: ``update(X, labels, sample_weight, sums, weights)`` writes into
-  ``sums`` (k, d) the per-cluster sums of ``sample_weight * x`` and into
-  ``weights`` (k) the per-cluster sums of ``sample_weight``.
+* update: ``update(X, labels, sample_weight, sums, weights, labels_old=None)``
+  writes into ``sums`` (k, d) the per-cluster sums of ``sample_weight * x`` and
+  into ``weights`` (k) the per-cluster sums of ``sample_weight`` (float64
+  buffers); this one returns None (the engine compares the labels itself).
 
 ``X`` is a validated, finite float32/float64 array of shape (n_samples,
 n_features), row- or column-major.
