@@ -55,3 +55,17 @@ def rng(request) -> np.random.RandomState:
     import zlib
 
     return np.random.RandomState(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture(scope="session")
+def snake():
+    """Factory of an n x n mask holding one long snake: the worst case for propagation."""
+
+    def make(n):
+        mask = np.zeros((n, n), dtype=bool)
+        mask[::2, :] = True
+        for row in range(1, n, 2):
+            mask[row, -1 if (row // 2) % 2 == 0 else 0] = True
+        return mask
+
+    return make

@@ -54,18 +54,11 @@ def test_bounds_and_quantize_equal_cpu(cp, grid_shape, rng):
     np.testing.assert_array_equal(cp.asnumpy(hist), expected)
 
 
-def _snake(n):
-    mask = np.zeros((n, n), dtype=bool)
-    mask[::2, :] = True
-    for row in range(1, n, 2):
-        mask[row, -1 if (row // 2) % 2 == 0 else 0] = True
-    return mask
-
 
 @pytest.mark.parametrize("name", ["sliding-window", "union-find-gpu"])
-def test_gpu_labelling_matches_scipy(cp, name, rng):
+def test_gpu_labelling_matches_scipy(cp, name, rng, snake):
     label = registry.load_strategy("wavecluster.label", name)
-    masks = [_snake(101), np.ones((64, 48), bool), np.zeros((9, 9), bool),
+    masks = [snake(101), np.ones((64, 48), bool), np.zeros((9, 9), bool),
              rng.random_sample(500) < 0.6, rng.random_sample((6, 7, 5, 6)) < 0.4]
     masks += [rng.random_sample((128, 96)) < p for p in (0.2, 0.45, 0.59, 0.8)]
     masks += [rng.random_sample((20, 16, 12)) < p for p in (0.2, 0.3, 0.6)]

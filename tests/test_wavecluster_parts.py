@@ -45,17 +45,10 @@ def _same_partition(a, b, mask):
     return len(pairs) == len(set(a[mask].tolist())) == len(set(b[mask].tolist()))
 
 
-def _snake(n):
-    mask = np.zeros((n, n), dtype=bool)
-    mask[::2, :] = True
-    for row in range(1, n, 2):
-        mask[row, -1 if (row // 2) % 2 == 0 else 0] = True
-    return mask
-
 
 LABELS = [s.name for s in registry.list_strategies("wavecluster.label", backend="cpu")]
 MASKS = {
-    "snake": lambda rng: _snake(63),
+    "snake": None,  # the `snake` fixture
     "all-foreground": lambda rng: np.ones((20, 30), dtype=bool),
     "empty": lambda rng: np.zeros((9, 9), dtype=bool),
     "1d": lambda rng: rng.random_sample(200) < 0.6,
@@ -68,8 +61,8 @@ MASKS = {
 
 @pytest.mark.parametrize("name", LABELS)
 @pytest.mark.parametrize("mask_name", sorted(MASKS))
-def test_labelling_matches_scipy(name, mask_name, rng):
-    mask = MASKS[mask_name](rng)
+def test_labelling_matches_scipy(name, mask_name, rng, snake):
+    mask = snake(63) if mask_name == "snake" else MASKS[mask_name](rng)
     label = registry.load_strategy("wavecluster.label", name)
     for connectivity in range(1, mask.ndim + 1):
         got, n_got = label(mask, connectivity)
@@ -79,7 +72,7 @@ def test_labelling_matches_scipy(name, mask_name, rng):
         assert _same_partition(got, expected, mask)
 
 
-def test_snake_is_one_component():
+def test_snake_is_one_component(snake):
     for label in (label_union_find, label_scipy):
-        _, n = label(_snake(63), 1)
+        _, n = label(snake(63), 1)
         assert n == 1
