@@ -222,3 +222,17 @@ def test_compile_error_carries_the_nvrtc_log(tmp_path, monkeypatch):
     with pytest.raises(KernelCompileError, match="undeclared_name") as info:
         kernels.get_kernel("broken.cu", "broken", np.float32)
     assert "broken<float>" in str(info.value)
+
+
+def test_empty_cluster_relocation_on_the_device(rng):
+    """Two init centres far from the data: both clusters empty after the first E-step."""
+    X = rng.uniform(size=(5000, 3))
+    init = X[:5].copy()
+    init[3] = 50.0
+    init[4] = 60.0
+    cpu = GPUKMeans(5, init=init, n_init=1, device="cpu").fit(X)
+    gpu = GPUKMeans(5, init=init, n_init=1, device="gpu").fit(X)
+    assert len(np.unique(gpu.labels_)) == 5
+    assert gpu.n_iter_ == cpu.n_iter_
+    _assert_labels_differ_only_at_near_ties(X, gpu.labels_, cpu.labels_, gpu.cluster_centers_)
+    assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
