@@ -193,7 +193,12 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         connectivity = self._check_params(n_features)
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
         weight = check_sample_weight(sample_weight, n_samples, np.float64)
+        # Every parameter check runs before any data moves to the device.
+        shape = self._grid_shape(float(weight.sum()), n_features, wavelet)
+        min_size = (engine.AUTO_MIN_CLUSTER_FRACTION * float(weight.sum())
+                    if self.min_cluster_size == "auto" else float(self.min_cluster_size))
         backend = self._backend()
+        label = registry.resolve_strategy("wavecluster.label", self.label, backend.name)
         if backend.is_gpu:
             from gpumine.wavecluster import gpu
 
@@ -204,10 +209,6 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                 bounds = self._bounds(X, weight)
         else:
             bounds = self._bounds(X, weight)
-        shape = self._grid_shape(float(weight.sum()), n_features, wavelet)
-        min_size = (engine.AUTO_MIN_CLUSTER_FRACTION * float(weight.sum())
-                    if self.min_cluster_size == "auto" else float(self.min_cluster_size))
-        label = registry.resolve_strategy("wavecluster.label", self.label, backend.name)
         params = dict(bounds=bounds, grid_shape=shape, levels=self.levels, wavelet=wavelet,
                       threshold=self.threshold, connectivity=connectivity,
                       min_cluster_size=min_size, label=label.load())
