@@ -1,10 +1,40 @@
-"""Adapters between gpumine and pandas / Arrow / Parquet (``gpumine.adapters``).
+"""Adapters between gpumine and NumPy / CuPy / pandas / Arrow / Parquet (``gpumine.adapters``).
 
-For now the estimators take anything scikit-learn's ``validate_data`` accepts
-(NumPy arrays, pandas DataFrames with their feature names, array-likes). The
-column-wise conversion entry point (pandas/Arrow columns straight into a
-column-major device buffer), Parquet streaming and the result writers are the
-adapters issue's work and land here.
+* :func:`as_columns` / :func:`validate_input` -- the one conversion entry point of
+  every estimator: validated, column-major data on the chosen backend plus the
+  feature names (:mod:`gpumine.adapters.columns`).
+* :func:`read_table`, :func:`iter_batches`, :func:`read_columns` -- data files
+  (.parquet, .csv, MineBench .bin, .arff) as Arrow record batches, streamed row
+  group by row group, and as device batches (:mod:`gpumine.adapters.sources`).
+* :func:`labels_as`, :func:`write_labeled`, :func:`write_table`, :func:`atomic_output`
+  -- results back as NumPy, pandas or Arrow, and written to files that appear
+  whole or not at all (:mod:`gpumine.adapters.sinks`).
 """
 
-__all__: list[str] = []
+from gpumine.adapters.columns import NULLS, Columns, as_columns, validate_input
+from gpumine.adapters.sinks import atomic_output, labels_as, write_labeled, write_table
+from gpumine.adapters.sources import (
+    FORMATS,
+    iter_batches,
+    iter_device_batches,
+    read_columns,
+    read_table,
+    select_columns,
+)
+
+__all__ = [
+    "FORMATS",
+    "NULLS",
+    "Columns",
+    "as_columns",
+    "atomic_output",
+    "iter_batches",
+    "iter_device_batches",
+    "labels_as",
+    "read_columns",
+    "read_table",
+    "select_columns",
+    "validate_input",
+    "write_labeled",
+    "write_table",
+]

@@ -18,9 +18,10 @@ from sklearn.base import (
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
+from gpumine.adapters import validate_input
 from gpumine.backend import DEVICES, get_backend
 from gpumine.exceptions import InvalidInputError
 from gpumine.kmeans import lloyd
@@ -156,12 +157,10 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         """The backend to run on (``"auto"``: the GPU when one answers)."""
         return get_backend(self.device)
 
-    def _validate_X(self, X, *, reset, copy=False):
-        try:
-            return validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-                                 copy=copy, accept_sparse=False)
-        except ValueError as exc:
-            raise InvalidInputError(str(exc)) from exc
+    def _validate_X(self, X, *, reset, backend, copy=False):
+        """X validated and on ``backend`` (column-major there), via :mod:`gpumine.adapters`."""
+        return validate_input(self, X, reset=reset, backend=backend,
+                              dtype=(np.float64, np.float32), copy=copy).X
 
     def _resolve_init(self, X, backend_name):
         """Return (init for the engine, init name, default n_init)."""
@@ -197,8 +196,12 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, pandas DataFrame, pyarrow Table or CuPy array of shape \
+                (n_samples, n_features)
             Training data; float32 stays float32, anything else becomes float64.
+            Columnar data is validated column by column (the message names a bad
+            column) and copied once into a column-major buffer on the device
+            (see :mod:`gpumine.adapters`).
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weight of each point (used by the init strategies too,
@@ -220,13 +223,13 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
 
     def _fit(self, X, sample_weight):
         self._check_params()
-        X = self._validate_X(X, reset=True, copy=self.copy_x)
+        backend = self._backend()
+        X = self._validate_X(X, reset=True, backend=backend, copy=self.copy_x)
         n_samples, n_features = X.shape
         if n_samples < self.n_clusters:
             raise InvalidInputError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
         sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype)
-        backend = self._backend()
         sizes = dict(n_samples=n_samples, n_features=n_features, n_clusters=self.n_clusters)
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name, **sizes)
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name, **sizes)
@@ -238,9 +241,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
                           RuntimeWarning, stacklevel=2)
             n_init = 1
         xp = backend.xp
-        X_fit = backend.to_device_columns(X)
         result = lloyd.fit_lloyd(
-            X_fit, backend.to_device(sample_weight), n_clusters=self.n_clusters,
+            X, backend.to_device(sample_weight), n_clusters=self.n_clusters,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
             assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp)
@@ -264,13 +266,12 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         return self.fit(X, sample_weight=sample_weight).labels_
 
     # -- using a fitted model ----------------------------------------------
-    def _labels_inertia(self, X, sample_weight):
-        backend = self._backend()
+    def _labels_inertia(self, X, sample_weight, backend):
         assign = registry.resolve_strategy(
             "kmeans.assign", self.assign, backend.name, n_samples=X.shape[0],
             n_features=X.shape[1], n_clusters=self.n_clusters)
         labels, inertia = lloyd.labels_inertia(
-            backend.to_device_columns(X), backend.to_device(sample_weight),
+            X, backend.to_device(sample_weight),
             backend.to_device(self.cluster_centers_.astype(X.dtype, copy=False)),
             assign=assign.load(), xp=backend.xp)
         return backend.to_host(labels), inertia
@@ -287,8 +288,9 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         labels : ndarray of shape (n_samples,), int32
         """
         check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        return self._labels_inertia(X, np.ones(X.shape[0], dtype=X.dtype))[0]
+        backend = self._backend()
+        X = self._validate_X(X, reset=False, backend=backend)
+        return self._labels_inertia(X, np.ones(X.shape[0], dtype=X.dtype), backend)[0]
 
     def transform(self, X):
         """Euclidean distance of each row of X to every centre.
@@ -302,10 +304,10 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         distances : ndarray of shape (n_samples, n_clusters)
         """
         check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
         backend = self._backend()
+        X = self._validate_X(X, reset=False, backend=backend)
         distances = lloyd.euclidean_distances(
-            backend.to_device_columns(X), backend.to_device(self.cluster_centers_),
+            X, backend.to_device(self.cluster_centers_),
             xp=backend.xp)
         return backend.to_host(distances)
 
@@ -327,6 +329,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         score : float
         """
         check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
+        backend = self._backend()
+        X = self._validate_X(X, reset=False, backend=backend)
         sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-        return -self._labels_inertia(X, sample_weight)[1]
+        return -self._labels_inertia(X, sample_weight, backend)[1]

@@ -8,9 +8,10 @@ import os
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
+from gpumine.adapters import validate_input
 from gpumine.backend import DEVICES, get_backend
 from gpumine.exceptions import InvalidInputError
 from gpumine.validation import check_sample_weight, fit_or_restore
@@ -111,11 +112,10 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, "grid_labels_")
 
-    def _validate_X(self, X, reset):
-        try:
-            return validate_data(self, X, reset=reset, dtype=np.float64, order="C")
-        except ValueError as exc:
-            raise InvalidInputError(str(exc)) from exc
+    def _validate_X(self, X, reset, backend, before_copy=None):
+        """X validated, float64, on ``backend`` (column-major there); see gpumine.adapters."""
+        return validate_input(self, X, reset=reset, backend=backend, dtype=np.float64,
+                              before_copy=before_copy).X
 
     def _check_params(self, n_features):
         if not isinstance(self.levels, numbers.Integral) or self.levels < 1:
@@ -173,7 +173,10 @@ class WaveCluster(ClusterMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, pandas DataFrame, pyarrow Table or CuPy array of shape \
+                (n_samples, n_features)
+            Validated and copied once, column-major, to the device (see
+            :mod:`gpumine.adapters`).
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weight of each point in the density grid.
@@ -184,36 +187,44 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         """
         return fit_or_restore(self, self._fit, X, sample_weight)
 
-    def _fit(self, X, sample_weight):
-        X = self._validate_X(X, reset=True)
-        n_samples, n_features = X.shape
+    def _plan(self, n_samples, n_features, sample_weight, backend) -> dict:
+        """Every parameter resolved and checked, from the shape alone (before any transfer)."""
         if n_samples < 2:
             raise InvalidInputError(f"WaveCluster needs at least 2 samples, got {n_samples} "
                                     "sample")
         connectivity = self._check_params(n_features)
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
         weight = check_sample_weight(sample_weight, n_samples, np.float64)
-        # Every parameter check runs before any data moves to the device.
-        shape = self._grid_shape(float(weight.sum()), n_features, wavelet)
-        min_size = (engine.AUTO_MIN_CLUSTER_FRACTION * float(weight.sum())
-                    if self.min_cluster_size == "auto" else float(self.min_cluster_size))
+        total = float(weight.sum())
+        return dict(
+            weight=weight, connectivity=connectivity, wavelet=wavelet,
+            grid_shape=self._grid_shape(total, n_features, wavelet),
+            min_cluster_size=(engine.AUTO_MIN_CLUSTER_FRACTION * total
+                              if self.min_cluster_size == "auto"
+                              else float(self.min_cluster_size)),
+            label=registry.resolve_strategy("wavecluster.label", self.label, backend.name))
+
+    def _fit(self, X, sample_weight):
         backend = self._backend()
-        label = registry.resolve_strategy("wavecluster.label", self.label, backend.name)
+        plans = []
+        X = self._validate_X(X, reset=True, backend=backend, before_copy=lambda n, d: plans.append(
+            self._plan(n, d, sample_weight, backend)))
+        plan = plans[0]
+        weight = plan["weight"]
+        if backend.is_gpu and self.bounds is None and bool((weight > 0).all()):
+            from gpumine.wavecluster import gpu
+
+            bounds = self._check_bounds(gpu.bounds(X.T))  # one fused pass
+        else:
+            bounds = self._bounds(X, weight, backend)
+        params = dict(bounds=bounds, grid_shape=plan["grid_shape"], levels=self.levels,
+                      wavelet=plan["wavelet"], threshold=self.threshold,
+                      connectivity=plan["connectivity"],
+                      min_cluster_size=plan["min_cluster_size"], label=plan["label"].load())
         if backend.is_gpu:
             from gpumine.wavecluster import gpu
 
-            X_device = backend.to_device_columns(X)
-            if self.bounds is None and bool((weight > 0).all()):
-                bounds = self._check_bounds(gpu.bounds(X_device.T))  # one fused pass
-            else:
-                bounds = self._bounds(X, weight)
-        else:
-            bounds = self._bounds(X, weight)
-        params = dict(bounds=bounds, grid_shape=shape, levels=self.levels, wavelet=wavelet,
-                      threshold=self.threshold, connectivity=connectivity,
-                      min_cluster_size=min_size, label=label.load())
-        if backend.is_gpu:
-            result = gpu.fit_wavecluster(X_device, backend.to_device(weight), **params)
+            result = gpu.fit_wavecluster(X, backend.to_device(weight), **params)
         else:
             result = engine.fit_wavecluster(X, weight, **params)
         self.labels_ = result.labels
@@ -229,15 +240,16 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         """Where to run (``"auto"``: the GPU when one answers)."""
         return get_backend(self.device)
 
-    def _bounds(self, X, weight):
+    def _bounds(self, X, weight, backend):
         if self.bounds is not None:
             bounds = np.asarray(self.bounds, dtype=np.float64)
             if bounds.shape != (2, X.shape[1]) or not np.all(np.isfinite(bounds)):
                 raise ValueError(f"bounds must be finite, of shape (2, {X.shape[1]}), got "
                                  f"{bounds.shape}")
         else:
-            weighted = X[weight > 0]
-            bounds = np.stack([weighted.min(axis=0), weighted.max(axis=0)])
+            weighted = X[backend.to_device(weight > 0)]
+            bounds = backend.to_host(backend.xp.stack([weighted.min(axis=0),
+                                                       weighted.max(axis=0)]))
         return self._check_bounds(bounds)
 
     def _check_bounds(self, bounds):
@@ -265,7 +277,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,), int64
         """
         check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
+        X = self._validate_X(X, reset=False, backend=get_backend("cpu"))  # a lookup: host work
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
         return engine.lookup(X, self.grid_labels_, self.bounds_, self.grid_shape_, wavelet,
                              self.levels)

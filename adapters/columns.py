@@ -1,0 +1,452 @@
+"""The one conversion entry point: any supported input to a validated column-major array.
+
+:func:`as_columns` takes NumPy or CuPy arrays, pandas DataFrames and Series,
+and pyarrow Tables, RecordBatches, Arrays and ChunkedArrays, and returns a
+:class:`Columns`: the data as an ``(n_samples, n_features)`` array on the chosen
+backend plus the feature names. :func:`validate_input` is what the estimators
+call: the same conversion plus scikit-learn's feature-name and ``n_features_in_``
+bookkeeping.
+
+Data path
+---------
+pandas and Arrow data are already columnar, so no row-major matrix is ever
+built on the host. One ``(n_features, n_samples)`` C-contiguous buffer is
+allocated on the backend (its transpose is the returned ``X``, column-major),
+and each column is copied into its row of that buffer once:
+
+* a numeric column without nulls is read in place (a NumPy view of the pandas
+  column or of each Arrow chunk's data buffer, no host copy) and copied once,
+  casting on the way: on the CPU into the host buffer, on the GPU straight to
+  the device (one host-to-device copy per chunk; a column of another dtype is
+  cast on the device);
+* a column that needs a host conversion first -- nullable columns with nulls
+  dropped, booleans, decimals, pandas masked (``Int64``, ``Float64``) columns --
+  is converted on the host (one extra host copy of that column) and then copied
+  as above.
+
+:attr:`Columns.host_bytes_copied` and :attr:`Columns.device_bytes` report what
+moved, so the path can be checked (the tests do).
+
+NumPy input on the CPU is validated by :func:`sklearn.utils.check_array` and kept
+row-major, exactly as scikit-learn's reference sees it; on the GPU it is copied
+once and transposed on the device (:meth:`gpumine.backend.Backend.to_device_columns`).
+
+Validation
+----------
+Every column is checked and an error names it: non-numeric columns (strings,
+dates), dictionary/categorical columns (encode them first), infinite values,
+and nulls or NaN: ``nulls="error"`` (the default) raises, ``nulls="drop"`` drops
+the rows that have one and reports them in :attr:`Columns.kept_rows`. Boolean
+columns are cast to 0/1 and decimal columns to float, each with a
+:class:`~sklearn.exceptions.DataConversionWarning`. The output dtype is float32
+when every column is float32 (and float32 is allowed), else float64 -- the rule
+of :func:`sklearn.utils.check_array`.
+
+Examples
+--------
+>>> import pandas as pd
+>>> from gpumine.adapters import as_columns
+>>> from gpumine.backend import get_backend
+>>> frame = pd.DataFrame({"a": [1.0, 2.0, None], "b": [4, 5, 6]})
+>>> cols = as_columns(frame, backend=get_backend("cpu"), nulls="drop")
+>>> cols.X.tolist(), cols.feature_names, cols.kept_rows.tolist()
+([[1.0, 4.0], [2.0, 5.0]], ['a', 'b'], [True, True, False])
+>>> cols.X.flags.f_contiguous  # column-major
+True
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils import check_array
+from sklearn.utils.validation import validate_data
+
+from gpumine.exceptions import InvalidInputError
+
+__all__ = ["NULLS", "Columns", "as_columns", "validate_input"]
+
+#: Accepted values of the ``nulls`` argument.
+NULLS = ("error", "drop")
+
+_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+@dataclass
+class Columns:
+    """Validated input data.
+
+    Attributes
+    ----------
+    X : array of shape (n_samples, n_features)
+        On the requested backend, float32 or float64, finite. Column-major (the
+        transpose of a C-contiguous ``(n_features, n_samples)`` buffer) except
+        NumPy input on the CPU, which stays as ``check_array`` returns it.
+    feature_names : list of str or None
+        Column names when the input had string column names.
+    kept_rows : ndarray of bool, shape (n_input_rows,), or None
+        With ``nulls="drop"``: which input rows are in ``X``; None when no row
+        was dropped.
+    host_bytes_copied : int
+        Bytes copied on the host before the final copy into ``X``'s buffer.
+    device_bytes : int
+        Bytes copied from the host to the GPU.
+    """
+
+    X: object
+    feature_names: list[str] | None
+    kept_rows: np.ndarray | None = None
+    host_bytes_copied: int = 0
+    device_bytes: int = 0
+
+    @property
+    def n_samples(self) -> int:
+        """Rows of ``X``."""
+        return int(self.X.shape[0])
+
+
+def _is_cupy(data) -> bool:
+    return type(data).__module__.startswith("cupy") and hasattr(data, "__cuda_array_interface__")
+
+
+def _as_table(data):
+    """pandas DataFrame (as is) or a pyarrow Table for columnar input; None otherwise."""
+    module = type(data).__module__
+    if module.startswith("pandas"):
+        import pandas as pd
+
+        if isinstance(data, pd.Series):
+            return data.to_frame()
+        if isinstance(data, pd.DataFrame):
+            return data
+        return None
+    if module.startswith("pyarrow"):
+        import pyarrow as pa
+
+        if isinstance(data, pa.Table):
+            return data
+        if isinstance(data, pa.RecordBatch):
+            return pa.Table.from_batches([data])
+        if isinstance(data, (pa.Array, pa.ChunkedArray)):
+            return pa.table({"x0": data})
+    return None
+
+
+class _Column:
+    """One input column, checked: its numeric chunks and its missing-value mask."""
+
+    def __init__(self, name: str, chunks: list, missing, float32: bool, host_bytes: int):
+        self.name = name
+        self.chunks = chunks          # NumPy arrays (views where possible), in row order
+        self.missing = missing        # bool mask of nulls/NaN, or None when there are none
+        self.float32 = float32
+        self.host_bytes = host_bytes  # bytes copied on the host to get ``chunks``
+
+
+def _describe(name) -> str:
+    return f"column {name!r}"
+
+
+def _check_finite(name, chunks, nulls):
+    """Mask of NaN rows (None if none); raises on infinity, and on NaN with nulls='error'."""
+    masks = []
+    for values in chunks:
+        if values.dtype.kind != "f":
+            masks.append(None)
+            continue
+        finite = np.isfinite(values)
+        if finite.all():
+            masks.append(None)
+            continue
+        if np.isinf(values).any():
+            raise InvalidInputError(f"{_describe(name)} has infinite values")
+        if nulls == "error":
+            raise InvalidInputError(
+                f"{_describe(name)} has {int((~finite).sum())} NaN values (nulls='error'); "
+                "drop or impute them, or pass nulls='drop' to drop those rows")
+        masks.append(~finite)
+    if all(m is None for m in masks):
+        return None
+    return np.concatenate([np.zeros(len(v), bool) if m is None else m
+                           for v, m in zip(chunks, masks, strict=True)])
+
+
+def _arrow_column(name, column, nulls) -> _Column:
+    """Check an Arrow (chunked) column and expose its values as NumPy chunks."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        raise InvalidInputError(f"{_describe(name)} is categorical ({kind}); encode it first, "
+                                "e.g. with sklearn's OneHotEncoder, or leave it out")
+    host_bytes = 0
+    if pa.types.is_boolean(kind) or pa.types.is_decimal(kind):
+        what = "boolean" if pa.types.is_boolean(kind) else f"decimal ({kind})"
+        warnings.warn(f"{_describe(name)} is {what}: cast to float64", DataConversionWarning,
+                      stacklevel=4)
+        column = pc.cast(column, pa.float64())
+        host_bytes += column.nbytes
+    elif pa.types.is_null(kind):
+        column = pa.chunked_array([pa.nulls(len(column), pa.float64())])
+    elif not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        raise InvalidInputError(f"{_describe(name)} has type {kind}, not a number; select "
+                                "numeric columns only")
+    if column.null_count and nulls == "error":
+        raise InvalidInputError(
+            f"{_describe(name)} has {column.null_count} nulls (nulls='error'); drop or impute "
+            "them, or pass nulls='drop' to drop those rows")
+    chunks, masks = [], []
+    for chunk in column.chunks:
+        if chunk.null_count:
+            masks.append(chunk.is_null().to_numpy(zero_copy_only=False))
+            # fill_null keeps every row so that row positions line up across columns
+            chunk = pc.fill_null(chunk, pa.scalar(0, chunk.type))
+            host_bytes += chunk.nbytes
+        else:
+            masks.append(None)
+        chunks.append(chunk.to_numpy(zero_copy_only=False))
+    missing = _merge_masks(chunks, masks, _check_finite(name, chunks, nulls))
+    return _Column(name, chunks, missing, pa.types.is_float32(kind), host_bytes)
+
+
+def _merge_masks(chunks, null_masks, nan_mask):
+    if all(m is None for m in null_masks):
+        return nan_mask
+    nulls = np.concatenate([np.zeros(len(v), bool) if m is None else m
+                            for v, m in zip(chunks, null_masks, strict=True)])
+    return nulls if nan_mask is None else nulls | nan_mask
+
+
+def _pandas_column(name, series, nulls) -> _Column:
+    """Check a pandas column: NumPy-backed numbers are read in place, the rest through Arrow."""
+    import pandas as pd
+    import pyarrow as pa
+
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        raise InvalidInputError(f"{_describe(name)} is categorical; encode it first, e.g. "
+                                "with sklearn's OneHotEncoder, or leave it out")
+    if isinstance(dtype, np.dtype) and dtype.kind in "iuf":
+        values = series.to_numpy(copy=False)
+        missing = _check_finite(name, [values], nulls)
+        return _Column(name, [values], missing, dtype == np.float32, 0)
+    if isinstance(dtype, np.dtype) and dtype.kind == "b":
+        warnings.warn(f"{_describe(name)} is boolean: cast to float64", DataConversionWarning,
+                      stacklevel=4)
+        values = series.to_numpy(dtype=np.float64)
+        return _Column(name, [values], None, False, values.nbytes)
+    if isinstance(dtype, np.dtype) and dtype.kind != "O":
+        raise InvalidInputError(f"{_describe(name)} has dtype {dtype}, not a number; select "
+                                "numeric columns only")
+    # Extension dtypes (Int64, Float64, boolean, ArrowDtype) and object columns
+    # (e.g. decimal.Decimal values): let Arrow say what they hold.
+    try:
+        column = pa.chunked_array([pa.array(series, from_pandas=True)])
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+        raise InvalidInputError(f"{_describe(name)} has dtype {dtype} with non-numeric values; "
+                                "select numeric columns only") from None
+    checked = _arrow_column(name, column, nulls)
+    checked.host_bytes += column.nbytes
+    return checked
+
+
+def _names(frame) -> list:
+    return list(frame.column_names) if hasattr(frame, "column_names") else list(frame.columns)
+
+
+def _check_nulls(nulls):
+    if nulls not in NULLS:
+        raise ValueError(f"nulls must be one of {NULLS}, got {nulls!r}")
+
+
+def _columnar(frame, backend, dtype, nulls, out=None, allow_empty=False) -> Columns:
+    """Validate a DataFrame or Arrow Table column by column and copy it once, column-major."""
+    names = _names(frame)
+    if not names:
+        raise InvalidInputError(f"0 feature(s) (shape=({len(frame)}, 0)) while a minimum of 1 is "
+                                "required.")
+    is_arrow = hasattr(frame, "column_names")
+    checked = []
+    for position, name in enumerate(names):
+        if is_arrow:
+            checked.append(_arrow_column(name, frame.column(position), nulls))
+        else:
+            checked.append(_pandas_column(name, frame.iloc[:, position], nulls))
+    n_rows = len(frame)
+    missing = None
+    for column in checked:
+        if column.missing is not None:
+            missing = column.missing if missing is None else missing | column.missing
+    kept = None if missing is None else ~missing
+    n_samples = n_rows if kept is None else int(kept.sum())
+    if n_samples < 1 and not allow_empty:
+        raise InvalidInputError(
+            f"Found array with 0 sample(s) (shape=({n_samples}, {len(names)})) while a minimum "
+            "of 1 is required" + (" (every row has a null)" if n_rows else "."))
+    xp = backend.xp
+    if out is None:
+        out_dtype = _output_dtype(all(c.float32 for c in checked), dtype)
+        buffer = xp.empty((len(names), n_samples), dtype=out_dtype)
+    else:  # a slice of a caller's (n_features, n_rows) buffer, at least n_samples wide
+        out_dtype = out.dtype
+        buffer = out[:, :n_samples]
+    host_bytes = sum(c.host_bytes for c in checked)
+    device_bytes = 0
+    for row, column in enumerate(checked):
+        start = out = 0
+        for values in column.chunks:
+            length = len(values)
+            if kept is not None:
+                values = values[kept[start:start + length]]
+                host_bytes += values.nbytes
+            start += length
+            target = buffer[row, out:out + len(values)]
+            out += len(values)
+            if not backend.is_gpu:
+                target[...] = values  # the one host copy, cast on the way
+                continue
+            device_bytes += values.nbytes
+            if values.dtype == out_dtype:
+                target.set(np.ascontiguousarray(values))  # straight into the device buffer
+            else:
+                target[...] = xp.asarray(values)  # one host-to-device copy, cast on the device
+    feature_names = [str(n) for n in names] if all(isinstance(n, str) for n in names) else None
+    return Columns(buffer.T, feature_names, kept, host_bytes, device_bytes)
+
+
+def _output_dtype(all_float32: bool, dtype) -> np.dtype:
+    allowed = [np.dtype(d) for d in (dtype if isinstance(dtype, Sequence) else [dtype])]
+    if all_float32 and np.dtype(np.float32) in allowed:
+        return np.dtype(np.float32)
+    return allowed[0]
+
+
+def _cupy_input(X, backend, dtype) -> Columns:
+    """A CuPy array: checked on the device (no host round trip on the GPU backend)."""
+    if X.ndim != 2:
+        raise InvalidInputError(f"Expected 2D array, got {X.ndim}D array instead")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise InvalidInputError(f"Found array with shape {X.shape}; at least one sample and one "
+                                "feature are required")
+    if not backend.is_gpu:
+        return _numpy_input(X.get(), backend, dtype, copy=False)
+    allowed = [np.dtype(d) for d in (dtype if isinstance(dtype, Sequence) else [dtype])]
+    if X.dtype not in allowed:
+        X = X.astype(allowed[0])
+    if not bool(backend.xp.isfinite(X).all()):
+        raise InvalidInputError("Input X contains NaN or infinity.")
+    return Columns(backend.to_device_columns(X), None)
+
+
+def _check_numpy(X, dtype, copy) -> np.ndarray:
+    """scikit-learn's check of NumPy/array-like input (row-major, on the host)."""
+    try:
+        return check_array(X, dtype=list(dtype) if isinstance(dtype, Sequence) else dtype,
+                           order="C", copy=copy, accept_sparse=False)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from exc
+
+
+def _numpy_input(X, backend, dtype, copy) -> Columns:
+    X = _check_numpy(X, dtype, copy)
+    device_bytes = X.nbytes if backend.is_gpu else 0
+    return Columns(backend.to_device_columns(X), None, device_bytes=device_bytes)
+
+
+def as_columns(data, *, backend, dtype=_FLOATS, nulls: str = "error", copy: bool = False,
+               out=None, allow_empty: bool = False) -> Columns:
+    """Validate ``data`` and place it on ``backend`` as an (n_samples, n_features) array.
+
+    Parameters
+    ----------
+    data : ndarray, cupy.ndarray, pandas DataFrame or Series, pyarrow Table, \
+            RecordBatch, Array or ChunkedArray, or array-like
+        A Series or a single Arrow array is one feature.
+    backend : gpumine.backend.Backend
+        Where the result lives.
+    dtype : dtype or sequence of dtypes, default=(float64, float32)
+        Allowed output dtypes; the first is used unless every column is already
+        one of them (see the module docstring).
+    nulls : {"error", "drop"}, default="error"
+        What to do with nulls and NaN (infinity is always an error).
+    copy : bool, default=False
+        Force a copy of NumPy input even when it is already valid (columnar input
+        is always copied once).
+    out : array of shape (n_features, m), optional
+        Columnar input only: fill the first columns of this backend buffer (of
+        the output dtype, ``m`` at least the rows kept) instead of a new one;
+        how batches are streamed into one array.
+    allow_empty : bool, default=False
+        Columnar input only: return zero rows instead of raising when every
+        row was dropped (a batch in a stream).
+
+    Returns
+    -------
+    Columns
+
+    Raises
+    ------
+    InvalidInputError
+        A bad column (named in the message), no rows or no columns.
+    """
+    _check_nulls(nulls)
+    if _is_cupy(data):
+        return _cupy_input(data, backend, dtype)
+    frame = _as_table(data)
+    if frame is not None:
+        return _columnar(frame, backend, dtype, nulls, out, allow_empty)
+    if out is not None or allow_empty:
+        raise ValueError("out and allow_empty apply to columnar (pandas or Arrow) input only")
+    if nulls == "drop":
+        raise ValueError("nulls='drop' needs columnar input (pandas or Arrow)")
+    return _numpy_input(data, backend, dtype, copy)
+
+
+def validate_input(estimator, X, *, reset: bool, backend, dtype=_FLOATS, copy: bool = False,
+                   before_copy: Callable[[int, int], None] | None = None) -> Columns:
+    """:func:`as_columns` plus scikit-learn's bookkeeping, for the estimators.
+
+    Sets (``reset=True``) or checks ``n_features_in_`` and ``feature_names_in_``
+    through :func:`sklearn.utils.validation.validate_data`, then converts X with
+    ``nulls="error"`` (an estimator keeps one label per input row).
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+    X : any input :func:`as_columns` takes
+    reset : bool
+        True in ``fit`` (record the features), False after (check them).
+    backend, dtype, copy :
+        As for :func:`as_columns`.
+    before_copy : callable, optional
+        ``before_copy(n_samples, n_features)``, called once the shape is known and
+        before anything is copied to the backend: the estimator's parameter
+        checks that need the shape, so that bad parameters fail before any transfer.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad data, or a number of features different from the fit's.
+    """
+    frame = _as_table(X)
+    data = frame
+    if frame is None:
+        data = X if _is_cupy(X) else _check_numpy(X, dtype, copy)
+    try:
+        validate_data(estimator, data, skip_check_array=True, reset=reset)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(str(exc)) from exc
+    if before_copy is not None:
+        before_copy(len(data), int(estimator.n_features_in_))
+    if frame is None and not _is_cupy(X):
+        device_bytes = data.nbytes if backend.is_gpu else 0
+        return Columns(backend.to_device_columns(data), None, device_bytes=device_bytes)
+    columns = as_columns(data, backend=backend, dtype=dtype)
+    names = getattr(estimator, "feature_names_in_", None)
+    columns.feature_names = None if names is None else list(names)
+    return columns

@@ -1,0 +1,403 @@
+"""Data files as Arrow record batches, streamed, and as validated device data.
+
+Formats (by suffix): ``.parquet``/``.pq`` (the primary one, streamed row group by
+row group with ``ParquetFile(pre_buffer=False).iter_batches``), ``.csv``
+(streamed with ``pyarrow.csv.open_csv``), MineBench ``.bin`` (memory-mapped,
+columns named ``x0``, ``x1``, ...) and ``.arff`` (numeric attributes as float64,
+nominal ones as strings; read whole, these files are small).
+
+* :func:`read_columns` fills one column-major buffer on the backend batch by
+  batch, so a file is never held twice (Arrow table and matrix) in memory.
+* :func:`iter_device_batches` yields validated batches on the backend with a
+  bounded number of batches read ahead in a background thread: labelling a
+  file larger than memory keeps at most ``max_in_flight + 1`` batches alive.
+
+Examples
+--------
+>>> import os, tempfile
+>>> import pyarrow as pa, pyarrow.parquet as pq
+>>> from gpumine.adapters import read_columns
+>>> from gpumine.backend import get_backend
+>>> path = os.path.join(tempfile.mkdtemp(), "x.parquet")
+>>> pq.write_table(pa.table({"a": [1.0, 2.0], "b": [3, 4], "name": ["p", "q"]}), path)
+>>> cols = read_columns(path, backend=get_backend("cpu"))
+>>> cols.feature_names, cols.X.tolist()
+(['a', 'b'], [[1.0, 3.0], [2.0, 4.0]])
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from gpumine.adapters.columns import Columns, as_columns
+from gpumine.exceptions import DataFormatError, InvalidInputError
+
+__all__ = [
+    "BATCH_ROWS",
+    "FORMATS",
+    "file_format",
+    "iter_batches",
+    "iter_device_batches",
+    "read_columns",
+    "read_schema",
+    "read_table",
+    "select_columns",
+]
+
+#: Suffixes gpumine reads and writes.
+FORMATS = (".parquet", ".pq", ".csv", ".bin", ".arff")
+#: Rows per streamed batch (64 MiB of float64 at 128 features).
+BATCH_ROWS = 1 << 16
+
+
+def file_format(path) -> str:
+    """The format of ``path`` by suffix: ``"parquet"``, ``"csv"``, ``"bin"`` or ``"arff"``."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise DataFormatError(f"{path}: unsupported file type {suffix!r} (expected "
+                              f"{', '.join(FORMATS)})")
+    return {".pq": "parquet"}.get(suffix, suffix[1:])
+
+
+def _existing(path) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if not path.is_file():
+        raise DataFormatError(f"{path}: not a file")
+    if path.stat().st_size == 0:
+        raise DataFormatError(f"{path}: the file is empty")
+    return path
+
+
+def _parquet_file(path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path, pre_buffer=False)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataFormatError(f"{path}: not a readable Parquet file (truncated or corrupt?): "
+                              f"{exc}") from exc
+
+
+def _bin_shape(path) -> tuple[int, int]:
+    from gpumine.datasets import read_minebench_bin
+
+    with open(path, "rb") as handle:
+        header = np.frombuffer(handle.read(8), dtype="<i4")
+    if header.size < 2:
+        read_minebench_bin(path)  # raises the format's own error
+    n, d = (int(v) for v in header)
+    if n < 0 or d < 1 or path.stat().st_size != 8 + 4 * n * d:
+        read_minebench_bin(path)
+    return n, d
+
+
+def _arff_table(path):
+    import pyarrow as pa
+    from scipy.io import arff
+
+    try:
+        data, meta = arff.loadarff(path)
+    except (ValueError, arff.ArffError, UnicodeDecodeError) as exc:
+        raise DataFormatError(f"{path}: not a readable ARFF file: {exc}") from exc
+    columns = {}
+    for name in meta.names():
+        values = data[name]
+        if meta[name][0] == "numeric":
+            columns[name] = pa.array(np.asarray(values, dtype=np.float64), from_pandas=True)
+        else:
+            columns[name] = pa.array([v.decode() if isinstance(v, bytes) else str(v)
+                                      for v in values])
+    return pa.table(columns)
+
+
+def read_schema(path):
+    """The Arrow schema of a data file, reading as little of it as possible."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    path = _existing(path)
+    kind = file_format(path)
+    if kind == "parquet":
+        return _parquet_file(path).schema_arrow
+    if kind == "bin":
+        _, d = _bin_shape(path)
+        return pa.schema([(f"x{j}", pa.float32()) for j in range(d)])
+    if kind == "csv":
+        try:
+            with pa_csv.open_csv(path) as reader:
+                return reader.schema
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataFormatError(f"{path}: not a readable CSV file: {exc}") from exc
+    return _arff_table(path).schema
+
+
+def _is_numeric(field) -> bool:
+    import pyarrow as pa
+
+    kind = field.type
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+
+
+def select_columns(schema, columns: Sequence[str] | None = None,
+                   exclude: Sequence[str] | None = None) -> list[str]:
+    """Names of the feature columns: ``columns`` as given, else every numeric column.
+
+    Parameters
+    ----------
+    schema : pyarrow.Schema
+    columns : sequence of str, optional
+        Explicit selection, in this order; each must exist (any type: a
+        non-numeric one is reported when the data is converted).
+    exclude : sequence of str, optional
+        Names to leave out of the selection; each must exist.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown name, a name given twice, or nothing left to cluster.
+    """
+    names = list(schema.names)
+
+    def check_known(given, what):
+        unknown = [c for c in given if c not in names]
+        if unknown:
+            raise InvalidInputError(f"no column {unknown[0]!r} ({what}); the columns are: "
+                                    f"{', '.join(names)}")
+        repeated = sorted({c for c in given if list(given).count(c) > 1})
+        if repeated:
+            raise InvalidInputError(f"column {repeated[0]!r} is given twice ({what})")
+
+    exclude = list(exclude or [])
+    check_known(exclude, "--exclude")
+    if columns:
+        check_known(list(columns), "--columns")
+        chosen = [c for c in columns if c not in exclude]
+    else:
+        chosen = [f.name for f in schema if _is_numeric(f) and f.name not in exclude]
+    if not chosen:
+        raise InvalidInputError("no numeric columns to cluster; the columns are: "
+                                + ", ".join(f"{f.name} ({f.type})" for f in schema))
+    return chosen
+
+
+def iter_batches(path, columns: Sequence[str] | None = None, *,
+                 batch_rows: int = BATCH_ROWS) -> Iterator:
+    """Yield the file's rows as ``pyarrow.RecordBatch`` es of at most ``batch_rows`` rows.
+
+    Parameters
+    ----------
+    path : str or path-like
+    columns : sequence of str, optional
+        Only these columns (all when None).
+    batch_rows : int
+        Rows per batch (Parquet row groups larger than this are split).
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    path = _existing(path)
+    kind = file_format(path)
+    columns = None if columns is None else list(columns)
+    if kind == "parquet":
+        reader = _parquet_file(path)
+        try:
+            yield from reader.iter_batches(batch_size=batch_rows, columns=columns)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataFormatError(f"{path}: corrupt Parquet data: {exc}") from exc
+        finally:
+            reader.close()
+    elif kind == "csv":
+        options = pa_csv.ConvertOptions(include_columns=columns)
+        try:
+            with pa_csv.open_csv(path, convert_options=options) as reader:
+                for batch in reader:
+                    for start in range(0, batch.num_rows, batch_rows):
+                        yield batch.slice(start, batch_rows)
+        except pa.ArrowInvalid as exc:
+            raise DataFormatError(f"{path}: cannot parse CSV: {exc}") from exc
+    elif kind == "bin":
+        n, d = _bin_shape(path)
+        names = [f"x{j}" for j in range(d)]
+        wanted = names if columns is None else columns
+        if n == 0:
+            return
+        values = np.memmap(path, dtype="<f4", mode="r", offset=8, shape=(n, d))
+        for start in range(0, n, batch_rows):
+            block = values[start:start + batch_rows]
+            yield pa.record_batch([pa.array(np.ascontiguousarray(block[:, names.index(c)]))
+                                   for c in wanted], names=wanted)
+        del values
+    else:
+        table = _arff_table(path)
+        if columns is not None:
+            table = table.select(columns)
+        yield from table.to_batches(max_chunksize=batch_rows)
+
+
+def read_table(path, columns: Sequence[str] | None = None):
+    """The whole file (or ``columns`` of it) as a ``pyarrow.Table``."""
+    import pyarrow as pa
+
+    schema = read_schema(path)
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    return pa.Table.from_batches(list(iter_batches(path, columns)), schema=schema)
+
+
+def _row_count(path) -> int | None:
+    kind = file_format(path)
+    if kind == "parquet":
+        return _parquet_file(path).metadata.num_rows
+    if kind == "bin":
+        return _bin_shape(Path(path))[0]
+    return None
+
+
+def _out_dtype(schema, names, dtype) -> np.dtype:
+    import pyarrow as pa
+
+    allowed = [np.dtype(d) for d in (dtype if isinstance(dtype, (list, tuple)) else [dtype])]
+    if np.dtype(np.float32) in allowed and all(pa.types.is_float32(schema.field(c).type)
+                                               for c in names):
+        return np.dtype(np.float32)
+    return allowed[0]
+
+
+def read_columns(path, columns: Sequence[str] | None = None,
+                 exclude: Sequence[str] | None = None, *, backend,
+                 dtype=(np.float64, np.float32), nulls: str = "error",
+                 progress: Callable[[int], None] | None = None) -> Columns:
+    """Read the feature columns of a data file into one column-major array on ``backend``.
+
+    Parquet and .bin files (whose row count is known up front) are streamed batch
+    by batch into a buffer allocated once, so peak memory is the result plus one
+    batch; CSV and ARFF are read whole first.
+
+    Parameters
+    ----------
+    path : str or path-like
+    columns, exclude : sequence of str, optional
+        See :func:`select_columns`.
+    backend : gpumine.backend.Backend
+    dtype, nulls :
+        As for :func:`gpumine.adapters.as_columns`.
+    progress : callable, optional
+        Called with the number of rows read after each batch.
+
+    Returns
+    -------
+    Columns
+        With ``kept_rows`` indexing the file's rows when ``nulls="drop"`` dropped some.
+
+    Raises
+    ------
+    FileNotFoundError, DataFormatError, InvalidInputError
+    """
+    schema = read_schema(path)
+    names = select_columns(schema, columns, exclude)
+    n_rows = _row_count(path)
+    if n_rows is None:
+        table = read_table(path, names)
+        if progress:
+            progress(table.num_rows)
+        return as_columns(table, backend=backend, dtype=dtype, nulls=nulls)
+    if n_rows == 0:
+        raise InvalidInputError(f"Found array with 0 sample(s) (shape=(0, {len(names)})) while "
+                                "a minimum of 1 is required (the file has no rows)")
+    out_dtype = _out_dtype(schema, names, dtype)
+    buffer = backend.xp.empty((len(names), n_rows), dtype=out_dtype)
+    kept_parts, filled, seen, host_bytes, device_bytes = [], 0, 0, 0, 0
+    for batch in iter_batches(path, names):
+        if batch.num_rows == 0:
+            continue
+        part = as_columns(batch, backend=backend, dtype=out_dtype, nulls=nulls,
+                          out=buffer[:, filled:filled + batch.num_rows], allow_empty=True)
+        kept_parts.append(np.ones(batch.num_rows, bool) if part.kept_rows is None
+                          else part.kept_rows)
+        filled += part.n_samples
+        host_bytes += part.host_bytes_copied
+        device_bytes += part.device_bytes
+        seen += batch.num_rows
+        if progress:
+            progress(seen)
+    if filled == 0:
+        raise InvalidInputError(f"Found array with 0 sample(s) (shape=(0, {len(names)})) while "
+                                "a minimum of 1 is required (every row has a null)")
+    kept = np.concatenate(kept_parts)
+    if filled < n_rows:
+        buffer = backend.xp.ascontiguousarray(buffer[:, :filled])  # rows were dropped: compact
+    return Columns(buffer.T, names, None if kept.all() else kept, host_bytes, device_bytes)
+
+
+def iter_device_batches(path, columns: Sequence[str], *, backend, dtype,
+                        nulls: str = "error", batch_rows: int = BATCH_ROWS,
+                        max_in_flight: int = 2) -> Iterator[tuple[int, Columns]]:
+    """Yield ``(first_row, Columns)`` for each batch of the file, validated, on ``backend``.
+
+    A background thread reads and decodes up to ``max_in_flight`` batches ahead
+    of the consumer (I/O and decompression overlap the consumer's work); memory
+    stays bounded by those batches whatever the file size.
+
+    Parameters
+    ----------
+    path : str or path-like
+    columns : sequence of str
+        The feature columns, in order.
+    backend : gpumine.backend.Backend
+    dtype : dtype
+        The one output dtype of every batch.
+    nulls : {"error", "drop"}
+    batch_rows : int
+    max_in_flight : int
+        Batches read ahead (at least 1).
+    """
+    if max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+    ahead: queue.Queue = queue.Queue(maxsize=max_in_flight)
+    stop = threading.Event()
+    done = object()
+
+    def read():
+        try:
+            for batch in iter_batches(path, columns, batch_rows=batch_rows):
+                while not stop.is_set():
+                    try:
+                        ahead.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ahead.put(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            ahead.put(exc)
+
+    reader = threading.Thread(target=read, name="gpumine-batch-reader", daemon=True)
+    reader.start()
+    first_row = 0
+    try:
+        while True:
+            item = ahead.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if item.num_rows:
+                yield first_row, as_columns(item, backend=backend, dtype=dtype, nulls=nulls,
+                                            allow_empty=True)
+            first_row += item.num_rows
+    finally:
+        stop.set()
+        while reader.is_alive():
+            try:
+                ahead.get_nowait()
+            except queue.Empty:
+                reader.join(0.05)
