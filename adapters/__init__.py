@@ -12,12 +12,20 @@
 """
 
 from gpumine.adapters.columns import NULLS, Columns, as_columns, validate_input
-from gpumine.adapters.sinks import atomic_output, labels_as, write_labeled, write_table
+from gpumine.adapters.sinks import (
+    TableWriter,
+    atomic_output,
+    check_output_path,
+    labels_as,
+    write_labeled,
+    write_table,
+)
 from gpumine.adapters.sources import (
     FORMATS,
     iter_batches,
     iter_device_batches,
     read_columns,
+    read_schema,
     read_table,
     select_columns,
 )
@@ -26,12 +34,15 @@ __all__ = [
     "FORMATS",
     "NULLS",
     "Columns",
+    "TableWriter",
     "as_columns",
     "atomic_output",
+    "check_output_path",
     "iter_batches",
     "iter_device_batches",
     "labels_as",
     "read_columns",
+    "read_schema",
     "read_table",
     "select_columns",
     "validate_input",

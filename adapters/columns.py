@@ -418,7 +418,9 @@ def validate_input(estimator, X, *, reset: bool, backend, dtype=_FLOATS, copy: b
     Parameters
     ----------
     estimator : BaseEstimator
-    X : any input :func:`as_columns` takes
+    X : any input :func:`as_columns` takes, or a :class:`Columns`
+        A :class:`Columns` (from :func:`as_columns` or a file reader) is used as
+        it is, after its feature names and count are checked.
     reset : bool
         True in ``fit`` (record the features), False after (check them).
     backend, dtype, copy :
@@ -433,6 +435,9 @@ def validate_input(estimator, X, *, reset: bool, backend, dtype=_FLOATS, copy: b
     InvalidInputError
         Bad data, or a number of features different from the fit's.
     """
+    if isinstance(X, Columns):  # already validated (a streamed batch): check the names only
+        return _validated(estimator, X, reset=reset, backend=backend, dtype=dtype,
+                          before_copy=before_copy)
     frame = _as_table(X)
     data = frame
     if frame is None:
@@ -450,3 +455,26 @@ def validate_input(estimator, X, *, reset: bool, backend, dtype=_FLOATS, copy: b
     names = getattr(estimator, "feature_names_in_", None)
     columns.feature_names = None if names is None else list(names)
     return columns
+
+
+def _validated(estimator, columns: Columns, *, reset, backend, dtype, before_copy) -> Columns:
+    import pyarrow as pa
+
+    names = columns.feature_names or [f"x{j}" for j in range(columns.X.shape[1])]
+    header = pa.table({name: pa.array([], pa.float64()) for name in names})
+    if columns.feature_names is None:
+        header = header.to_pandas().to_numpy()  # no names, only the count
+    try:
+        validate_data(estimator, header, skip_check_array=True, reset=reset)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(str(exc)) from exc
+    if before_copy is not None:
+        before_copy(columns.n_samples, int(estimator.n_features_in_))
+    allowed = [np.dtype(d) for d in (dtype if isinstance(dtype, Sequence) else [dtype])]
+    X = columns.X
+    if X.dtype not in allowed:
+        X = X.astype(allowed[0])
+    if backend.is_gpu != _is_cupy(X):
+        X = backend.to_device_columns(X.get() if _is_cupy(X) else X)
+    return Columns(X, columns.feature_names, columns.kept_rows, columns.host_bytes_copied,
+                   columns.device_bytes)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumine.adapters.sources import file_format, iter_batches, read_schema
+from gpumine.adapters.sources import BATCH_ROWS, file_format, iter_batches, read_schema
 from gpumine.exceptions import InvalidInputError
 
 __all__ = [
@@ -110,10 +110,18 @@ def atomic_output(path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        # mkstemp makes the file private (0600); give it the mode a plain open() would
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class TableWriter:
@@ -229,7 +237,8 @@ def write_table(path, table) -> None:
 
 def write_labeled(source, out, labels, *, label_column: str = "cluster",
                   labels_only: bool = False, kept_rows=None,
-                  progress: Callable[[int], None] | None = None) -> int:
+                  progress: Callable[[int], None] | None = None,
+                  batch_rows: int = BATCH_ROWS) -> int:
     """Write the rows of ``source`` with a label column added, streaming, atomically.
 
     The input file is read again batch by batch (it is never held whole), each
@@ -253,6 +262,8 @@ def write_labeled(source, out, labels, *, label_column: str = "cluster",
         Rows of ``source`` that ``labels`` belong to; the others get a null label.
     progress : callable, optional
         Called with the number of rows written after each batch.
+    batch_rows : int
+        Rows per streamed batch.
 
     Returns
     -------
@@ -277,7 +288,7 @@ def write_labeled(source, out, labels, *, label_column: str = "cluster",
             full = labels_as(full, "arrow", kept_rows=kept_rows)
     first_row = 0
     with atomic_output(out) as tmp, TableWriter(tmp, out_schema, file_format(out)) as writer:
-        for batch in iter_batches(source):
+        for batch in iter_batches(source, batch_rows=batch_rows):
             stop = first_row + batch.num_rows
             if callable(labels):
                 part = pa.array(np.asarray(labels(first_row, batch)), type=label_type)

@@ -80,7 +80,7 @@ def _parquet_file(path):
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(path, pre_buffer=False)
+        return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataFormatError(f"{path}: not a readable Parquet file (truncated or corrupt?): "
                               f"{exc}") from exc
@@ -123,8 +123,8 @@ def read_schema(path):
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    path = _existing(path)
     kind = file_format(path)
+    path = _existing(path)
     if kind == "parquet":
         return _parquet_file(path).schema_arrow
     if kind == "bin":
@@ -203,8 +203,8 @@ def iter_batches(path, columns: Sequence[str] | None = None, *,
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    path = _existing(path)
     kind = file_format(path)
+    path = _existing(path)
     columns = None if columns is None else list(columns)
     if kind == "parquet":
         reader = _parquet_file(path)
@@ -274,7 +274,8 @@ def _out_dtype(schema, names, dtype) -> np.dtype:
 def read_columns(path, columns: Sequence[str] | None = None,
                  exclude: Sequence[str] | None = None, *, backend,
                  dtype=(np.float64, np.float32), nulls: str = "error",
-                 progress: Callable[[int], None] | None = None) -> Columns:
+                 progress: Callable[[int], None] | None = None,
+                 batch_rows: int = BATCH_ROWS) -> Columns:
     """Read the feature columns of a data file into one column-major array on ``backend``.
 
     Parquet and .bin files (whose row count is known up front) are streamed batch
@@ -291,6 +292,8 @@ def read_columns(path, columns: Sequence[str] | None = None,
         As for :func:`gpumine.adapters.as_columns`.
     progress : callable, optional
         Called with the number of rows read after each batch.
+    batch_rows : int
+        Rows per streamed batch.
 
     Returns
     -------
@@ -315,7 +318,7 @@ def read_columns(path, columns: Sequence[str] | None = None,
     out_dtype = _out_dtype(schema, names, dtype)
     buffer = backend.xp.empty((len(names), n_rows), dtype=out_dtype)
     kept_parts, filled, seen, host_bytes, device_bytes = [], 0, 0, 0, 0
-    for batch in iter_batches(path, names):
+    for batch in iter_batches(path, names, batch_rows=batch_rows):
         if batch.num_rows == 0:
             continue
         part = as_columns(batch, backend=backend, dtype=out_dtype, nulls=nulls,
@@ -332,9 +335,17 @@ def read_columns(path, columns: Sequence[str] | None = None,
         raise InvalidInputError(f"Found array with 0 sample(s) (shape=(0, {len(names)})) while "
                                 "a minimum of 1 is required (every row has a null)")
     kept = np.concatenate(kept_parts)
+    _release_arrow_memory()
     if filled < n_rows:
         buffer = backend.xp.ascontiguousarray(buffer[:, :filled])  # rows were dropped: compact
     return Columns(buffer.T, names, None if kept.all() else kept, host_bytes, device_bytes)
+
+
+def _release_arrow_memory() -> None:
+    """Hand Arrow's freed decode buffers back to the system (the allocator keeps them)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def iter_device_batches(path, columns: Sequence[str], *, backend, dtype,

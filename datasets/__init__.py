@@ -10,13 +10,15 @@ Examples
 from gpumine.datasets.arff import NOISE_LABEL, read_arff_points
 from gpumine.datasets.corel import COREL_SUBSETS, load_corel
 from gpumine.datasets.minebench import read_minebench_bin, write_minebench_bin
-from gpumine.datasets.synthetic import DEFAULT_SEED, make_uniform
+from gpumine.datasets.synthetic import DEFAULT_SEED, iter_uniform, make_shapes, make_uniform
 
 __all__ = [
     "COREL_SUBSETS",
     "DEFAULT_SEED",
     "NOISE_LABEL",
+    "iter_uniform",
     "load_corel",
+    "make_shapes",
     "make_uniform",
     "read_arff_points",
     "read_minebench_bin",

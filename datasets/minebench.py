@@ -6,8 +6,6 @@ paper 004 §6). All values are little-endian.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -79,13 +77,8 @@ def write_minebench_bin(path, X) -> None:
         raise ValueError(f"X must be 2-D with at least one column, got shape {X.shape}")
     if X.shape[0] > np.iinfo(np.int32).max or X.shape[1] > np.iinfo(np.int32).max:
         raise ValueError(f"shape {X.shape} does not fit the format's int32 header")
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.asarray(X.shape, dtype=_HEADER).tofile(handle)
-            np.ascontiguousarray(X, dtype=_VALUE).tofile(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from gpumine.adapters.sinks import atomic_output
+
+    with atomic_output(path) as tmp, open(tmp, "wb") as handle:
+        np.asarray(X.shape, dtype=_HEADER).tofile(handle)
+        np.ascontiguousarray(X, dtype=_VALUE).tofile(handle)

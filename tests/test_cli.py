@@ -53,28 +53,251 @@ def test_cluster_arff(shared_datasets):
     assert "iterations" in result.stdout
 
 
+@pytest.fixture
+def data_dir(tmp_path):
+    """A directory with good and bad inputs, as the bad-input table names them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    X = make_uniform(400, 3, random_state=2, dtype=np.float64)
+    table = pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2],
+                      "name": [f"p{i}" for i in range(400)]})
+    pq.write_table(table, tmp_path / "good.parquet", row_group_size=150)
+    (tmp_path / "empty.parquet").write_bytes(b"")
+    good = (tmp_path / "good.parquet").read_bytes()
+    (tmp_path / "truncated.parquet").write_bytes(good[: len(good) // 2])
+    pq.write_table(table.slice(0, 0), tmp_path / "zero.parquet")
+    nan = table.set_column(0, "a", pa.array(np.where(np.arange(400) == 7, np.nan, X[:, 0])))
+    pq.write_table(nan, tmp_path / "nan.parquet")
+    (tmp_path / "bad.bin").write_bytes(np.array([10, 3], "<i4").tobytes() + b"\0" * 12)
+    return tmp_path
+
+
 @pytest.mark.parametrize(("args", "message"), [
-    (["cluster", "missing.parquet"], "no such file"),
-    (["cluster", "--demo", "--assign", "nope"], "unknown kmeans.assign strategy 'nope'"),
-    (["cluster", "--demo", "-k", "200000"], "should be >= n_clusters"),
+    (["cluster", "{d}/missing.parquet"], "no such file"),
+    (["cluster", "{d}/empty.parquet"], "the file is empty"),
+    (["cluster", "{d}/zero.parquet"], "0 sample(s)"),
+    (["cluster", "{d}/truncated.parquet"], "truncated or corrupt"),
+    (["cluster", "{d}/good.parquet", "--columns", "a,name"], "column 'name' has type"),
+    (["cluster", "{d}/good.parquet", "--columns", "a,nope"], "no column 'nope'"),
+    (["cluster", "{d}/good.parquet", "--exclude", "nope"], "no column 'nope'"),
+    (["cluster", "{d}/nan.parquet"], "column 'a' has 1 NaN values"),
+    (["cluster", "{d}/good.parquet", "-k", "401"], "should be >= n_clusters"),
+    (["cluster", "{d}/good.parquet", "--update", "nope"], "unknown kmeans.update strategy"),
+    (["cluster", "{d}/good.parquet", "--algorithm", "wavecluster", "--wavelet", "db4"],
+     "unknown wavecluster.wavelet strategy"),
+    (["cluster", "{d}/good.parquet", "--out", "{d}/no/dir/out.parquet"], "does not exist"),
+    (["cluster", "{d}/good.parquet", "--out", "{d}/good.parquet"], "overwrite the input"),
+    (["cluster", "{d}/good.parquet", "--out", "{d}/out.txt"], "unsupported file type"),
+    (["cluster", "{d}/good.parquet", "--out", "{d}/o.parquet", "--centers-out",
+      "{d}/o.parquet"], "name the same file"),
+    (["cluster", "{d}/bad.bin"], "truncated"),
+    (["cluster", "{d}/x.xlsx"], "unsupported file type"),
+    (["datasets", "convert", "{d}/good.parquet", "{d}/good.parquet"], "overwrite the input"),
+    (["datasets", "convert", "{d}/good.parquet", "{d}/x.bin", "--columns", "name"],
+     "numbers only"),
+    (["datasets", "corel", "nope", "{d}/c.parquet"], "nope"),
     (["strategies", "--kind", "nope"], "unknown strategy kind"),
 ])
-def test_user_errors_are_one_line(args, message):
-    result = runner.invoke(app, args)
-    assert result.exit_code == 1
+def test_bad_input_is_one_line_exit_1_and_no_output(data_dir, args, message):
+    before = sorted(p.name for p in data_dir.iterdir())
+    result = runner.invoke(app, [a.format(d=data_dir) for a in args])
+    assert result.exit_code == 1, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+    assert sorted(p.name for p in data_dir.iterdir()) == before  # nothing written, no temp
 
 
-def test_corrupt_bin_and_unsupported_type(tmp_path):
-    bad = tmp_path / "bad.bin"
-    bad.write_bytes(np.array([10, 3], "<i4").tobytes() + b"\0" * 12)
-    result = runner.invoke(app, ["cluster", str(bad)])
-    assert result.exit_code == 1 and "truncated" in result.output
-    other = tmp_path / "x.xlsx"
-    other.write_bytes(b"x")
-    result = runner.invoke(app, ["cluster", str(other)])
-    assert result.exit_code == 1 and "unsupported file type" in result.output
+def test_gpu_without_a_gpu_is_one_line(data_dir, monkeypatch):
+    from gpumine import backend
+
+    monkeypatch.setattr(backend, "_probe_gpu", lambda: (None, "CuPy is not installed (test)"))
+    result = runner.invoke(app, ["cluster", str(data_dir / "good.parquet"), "--device", "gpu"])
+    assert result.exit_code == 1
+    assert "CuPy is not installed" in result.output and "Traceback" not in result.output
+
+
+def test_debug_shows_the_traceback(data_dir):
+    result = runner.invoke(app, ["--debug", "cluster", str(data_dir / "nan.parquet")])
+    assert result.exit_code == 1 and isinstance(result.exception, ValueError)
+
+
+@pytest.mark.parametrize("args", [
+    ["cluster", "--demo", "--labels-only"],
+    ["cluster", "--demo", "--algorithm", "wavecluster", "--centers-out", "c.parquet"],
+    ["cluster", "--demo", "--algorithm", "wavecluster", "-k", "3"],
+    ["cluster", "--demo", "--levels", "2"],
+    ["cluster", "--demo", "--fit-sample", "10"],
+    ["cluster", "--demo", "--algorithm", "dbscan"],
+    ["cluster", "--demo", "--algorithm", "wavecluster", "--grid-size", "a,b"],
+    ["cluster", "--demo", "--algorithm", "wavecluster", "--threshold", "high"],
+    ["cluster", "--demo", "--columns", "a,,b"],
+    ["datasets", "make-uniform", "0", "2", "x.parquet"],
+])
+def test_conflicting_or_bad_options_are_usage_errors(args):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+
+
+def test_out_keeps_columns_and_adds_labels(data_dir):
+    import pyarrow.parquet as pq
+
+    out, centers = data_dir / "out.parquet", data_dir / "centres.csv"
+    result = runner.invoke(app, ["cluster", str(data_dir / "good.parquet"), "-k", "3",
+                                 "--device", "cpu", "--out", str(out), "--centers-out",
+                                 str(centers), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["columns"] == ["a", "b", "c"] and summary["output"] == str(out)
+    assert set(summary["seconds"]) == {"read", "fit", "write"}
+    written = pq.read_table(out)
+    assert written.column_names == ["a", "b", "c", "name", "cluster"]
+    assert np.bincount(written.column("cluster").to_numpy()).tolist() == \
+        summary["cluster_sizes"]
+    import pandas as pd
+
+    assert pd.read_csv(centers).shape == (3, 3)
+    result = runner.invoke(app, ["cluster", str(data_dir / "good.parquet"), "--columns", "a,b",
+                                 "--out", str(data_dir / "l.csv"), "--labels-only",
+                                 "--label-column", "k", "--device", "cpu", "--json"])
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(data_dir / "l.csv").columns.tolist() == ["k"]
+
+
+def test_nulls_drop_gives_null_labels(data_dir):
+    import pyarrow.parquet as pq
+
+    out = data_dir / "out.parquet"
+    result = runner.invoke(app, ["cluster", str(data_dir / "nan.parquet"), "--nulls", "drop",
+                                 "--out", str(out), "--json", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["rows"], summary["clustered_rows"]) == (400, 399)
+    labels = pq.read_table(out).column("cluster")
+    assert labels.null_count == 1 and labels[7].as_py() is None
+
+
+def test_fit_sample_labels_every_row_streaming(data_dir):
+    import pyarrow.parquet as pq
+
+    out = data_dir / "out.parquet"
+    args = ["cluster", str(data_dir / "good.parquet"), "-k", "3", "--fit-sample", "100",
+            "--device", "cpu", "--json"]
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["fit_rows"] == 100 and "inertia_of_fit_rows" in summary
+    assert summary["clustered_rows"] == 400 and "label" in summary["seconds"]
+    labels = pq.read_table(out).column("cluster").to_numpy()
+    assert np.bincount(labels).tolist() == summary["cluster_sizes"]
+    streamed = json.loads(runner.invoke(app, args).stdout)  # no --out: streamed count only
+    assert streamed["cluster_sizes"] == summary["cluster_sizes"]
+
+
+def test_wavecluster_on_a_file(shared_datasets, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "t4.parquet"
+    result = runner.invoke(app, ["cluster", str(shared_datasets / "shapes" / "cluto-t4-8k.arff"),
+                                 "--algorithm", "wavecluster", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["n_clusters"] >= 6 and summary["noise"] > 0
+    table = pq.read_table(out)
+    assert "CLASS" in table.column_names  # the ARFF class column is kept, not clustered
+    assert summary["columns"] == ["x", "y"]
+
+
+def test_demo_wavecluster():
+    result = runner.invoke(app, ["cluster", "--demo", "--algorithm", "wavecluster", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["n_clusters"] == 4 and 0 < summary["noise"] < 0.1 * summary["rows"]
+
+
+def test_datasets_make_uniform_is_bit_for_bit(tmp_path):
+    import pyarrow.parquet as pq
+
+    from gpumine.datasets import read_minebench_bin
+
+    for name in ("u.parquet", "u.bin", "u.csv"):
+        result = runner.invoke(app, ["datasets", "make-uniform", "3000", "5",
+                                     str(tmp_path / name), "--seed", "11", "-q"])
+        assert result.exit_code == 0, result.output
+    expected = make_uniform(3000, 5, random_state=11)
+    np.testing.assert_array_equal(pq.read_table(tmp_path / "u.parquet").to_pandas().to_numpy(),
+                                  expected)
+    np.testing.assert_array_equal(read_minebench_bin(tmp_path / "u.bin"), expected)
+    result = runner.invoke(app, ["datasets", "make-uniform", "10", "2", str(tmp_path / "d.csv"),
+                                 "--dtype", "float64", "-q"])
+    assert result.exit_code == 0
+    import pandas as pd
+
+    np.testing.assert_array_equal(pd.read_csv(tmp_path / "d.csv").to_numpy(),
+                                  make_uniform(10, 2, random_state=5489, dtype=np.float64))
+
+
+def test_datasets_convert_between_every_format(tmp_path, shared_datasets):
+    from gpumine.adapters import read_table
+
+    source = shared_datasets / "shapes" / "jain.arff"
+    steps = ["j.parquet", "j.arff"]
+    previous = source
+    for name in steps:
+        result = runner.invoke(app, ["datasets", "convert", str(previous), str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        previous = tmp_path / name
+    first, last = read_table(source), read_table(previous)
+    assert first.column_names == last.column_names
+    np.testing.assert_allclose(last.column("x").to_numpy(), first.column("x").to_numpy())
+    assert last.column("class").to_pylist() == first.column("class").to_pylist()
+    result = runner.invoke(app, ["datasets", "convert", str(tmp_path / "j.parquet"),
+                                 str(tmp_path / "j.csv"), "--columns", "x,y"])
+    assert result.exit_code == 0, result.output
+    np.testing.assert_allclose(read_table(tmp_path / "j.csv").column("y").to_numpy(),
+                               first.column("y").to_numpy())
+    result = runner.invoke(app, ["datasets", "convert", str(previous), str(tmp_path / "j.bin")])
+    assert result.exit_code == 0, result.output
+    from gpumine.datasets import read_minebench_bin
+
+    assert read_minebench_bin(tmp_path / "j.bin").shape == (373, 2)
+
+
+def test_datasets_corel(shared_datasets, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "edge.parquet"
+    result = runner.invoke(app, ["datasets", "corel", "edge", str(out), "--data-home",
+                                 str(shared_datasets / "corel")])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert table.num_rows == 17695 and table.num_columns == 18
+
+
+def test_peak_memory_stays_under_three_times_the_data(tmp_path):
+    """The whole `gpumine cluster FILE --out` run, beyond the imports, needs < 3x the data."""
+    import sys
+
+    n_rows, n_features = 3_000_000, 8
+    path = tmp_path / "big.parquet"
+    result = runner.invoke(app, ["datasets", "make-uniform", str(n_rows), str(n_features),
+                                 str(path), "--dtype", "float64", "-q"])
+    assert result.exit_code == 0, result.output
+    script = (
+        "import resource, sys\n"
+        "import gpumine.adapters, gpumine.kmeans.lloyd, pyarrow.parquet\n"
+        "from gpumine.cli import app\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "app(sys.argv[1:], standalone_mode=False)\n"
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print('RSS', base, peak, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script, "cluster", str(path), "--device", "cpu",
+                           "--max-iter", "5", "--out", str(tmp_path / "o.parquet"), "-q",
+                           "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    base, peak = (int(v) * 1024 for v in done.stderr.split("RSS")[1].split())
+    data_bytes = n_rows * n_features * 8
+    assert peak - base < 3 * data_bytes, (peak - base) / data_bytes
 
 
 def test_usage_errors_exit_2():

@@ -15,6 +15,11 @@ import numpy as np
 
 from gpumine.kmeans.reference import chunk_rows
 
+#: Distances (float64) held at once while scoring k-means++ candidates: 64 MiB.
+_GROUP_ELEMENTS = 1 << 23
+#: Weights cast to float64 at once when summing potentials (8 MiB).
+_WEIGHT_CHUNK = 1 << 20
+
 __all__ = ["kmeans_plusplus", "random_init"]
 
 
@@ -70,38 +75,65 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, x_squared_norms, random_sta
     n_samples = X.shape[0]
     if n_local_trials is None:
         n_local_trials = 2 + int(np.log(n_clusters))
-    weight = xp.asarray(sample_weight, dtype=xp.float64)
-    norms = xp.asarray(x_squared_norms, dtype=xp.float64)
-    weight_host = _to_host(xp, weight)
+    norms = x_squared_norms
+    # Candidates are scored a group at a time in one reused buffer and the winner's
+    # distances are computed again rather than kept, so memory stays two float64
+    # vectors of n (on 10^7 points, 80 MB each) beyond X whatever n_local_trials is.
+    group = max(1, min(n_local_trials, _GROUP_ELEMENTS // n_samples))
+    scratch = xp.empty((group, n_samples), dtype=xp.float64)
 
-    def squared_distances(rows):
+    def squared_distances(rows, out):
         # ||y||^2 - 2 y.x + ||x||^2 in float64 over row blocks of X (never a float64
-        # copy of all of X), clipped at 0 against cancellation.
+        # copy of all of X), clipped at 0 against cancellation; written into ``out``.
         Y = X[rows].astype(xp.float64)
-        out = xp.empty((Y.shape[0], n_samples), dtype=xp.float64)
+        out = out[:len(rows)]
         starts, step = chunk_rows(n_samples, X.shape[1])
         for start in starts:
             block = X[start:start + step].astype(xp.float64)
             out[:, start:start + step] = Y @ block.T
         out *= -2.0
         out += norms[None, :]
-        out += norms[rows][:, None]
+        out += norms[rows][:, None].astype(xp.float64)
         return xp.maximum(out, 0.0, out=out)
 
+    def potentials(distances):
+        # sum_i w_i d_i per row, the weights cast to float64 a chunk at a time
+        total = xp.zeros(distances.shape[0], dtype=xp.float64)
+        for start in range(0, n_samples, _WEIGHT_CHUNK):
+            stop = start + _WEIGHT_CHUNK
+            total += distances[:, start:stop] @ sample_weight[start:stop].astype(xp.float64)
+        return _to_host(xp, total)
+
     centers = xp.empty((n_clusters, X.shape[1]), dtype=X.dtype)
-    center_id = int(random_state.choice(n_samples, p=weight_host / weight_host.sum()))
+    # The first centre: RandomState.choice(n, p=w / sum(w)) without its three
+    # float64 copies of the weights (the same draw: a uniform against the CDF).
+    cdf = scratch[0]
+    xp.cumsum(sample_weight, dtype=xp.float64, out=cdf)
+    cdf /= cdf[-1]
+    draw = xp.asarray([random_state.random_sample()])
+    center_id = min(int(xp.searchsorted(cdf, draw, side="right")[0]), n_samples - 1)
     centers[0] = X[center_id]
-    closest_dist_sq = squared_distances(xp.asarray([center_id]))[0]
-    current_pot = float(closest_dist_sq @ weight)
+    closest_dist_sq = xp.empty(n_samples, dtype=xp.float64)
+    squared_distances(xp.asarray([center_id]), closest_dist_sq[None, :])
+    current_pot = float(potentials(closest_dist_sq[None, :])[0])
     for c in range(1, n_clusters):
         rand_vals = random_state.uniform(size=n_local_trials) * current_pot
-        cumulative = xp.cumsum(weight * closest_dist_sq)
+        cumulative = scratch[0]
+        xp.multiply(sample_weight, closest_dist_sq, out=cumulative)
+        xp.cumsum(cumulative, out=cumulative)
         candidate_ids = xp.minimum(xp.searchsorted(cumulative, xp.asarray(rand_vals)),
                                    n_samples - 1)
-        distance_to_candidates = xp.minimum(closest_dist_sq, squared_distances(candidate_ids))
-        candidates_pot = _to_host(xp, distance_to_candidates @ weight)
-        best = int(np.argmin(candidates_pot))
-        current_pot = float(candidates_pot[best])
-        closest_dist_sq = distance_to_candidates[best]
-        centers[c] = X[int(candidate_ids[best])]
+        best_pot = best_id = None
+        for start in range(0, n_local_trials, group):
+            ids = candidate_ids[start:start + group]
+            distance = squared_distances(ids, scratch)
+            xp.minimum(distance, closest_dist_sq[None, :], out=distance)
+            pots = potentials(distance)
+            trial = int(np.argmin(pots))
+            if best_pot is None or pots[trial] < best_pot:  # the first minimum, as argmin
+                best_pot, best_id = float(pots[trial]), int(ids[trial])
+        current_pot = best_pot
+        distance = squared_distances(xp.asarray([best_id]), scratch)
+        xp.minimum(closest_dist_sq, distance[0], out=closest_dist_sq)
+        centers[c] = X[best_id]
     return centers

@@ -88,6 +88,9 @@ def tolerance(X, tol: float, xp=np) -> float:
     """``tol`` times the mean per-feature variance of X (0 stays 0)."""
     if tol == 0:
         return 0.0
+    if X.flags.f_contiguous and not X.flags.c_contiguous:
+        # column-major: one feature at a time, so the temporary is one column, not all of X
+        return float(np.mean([float(xp.var(X[:, j])) for j in range(X.shape[1])])) * tol
     return float(xp.mean(xp.var(X, axis=0))) * tol
 
 
@@ -266,14 +269,14 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     x_mean = X.mean(axis=0)
     X -= x_mean
     try:
-        x_squared_norms = squared_row_norms(X, xp)
         if hasattr(update, "bind"):  # strategies with per-fit state (e.g. hybrid's host copy)
             update = update.bind(X, sample_weight)
         best = None
         for _ in range(n_init):
             if callable(init):
+                # the row norms live only during the init (n float64 less during the loop)
                 centers_init = init(X, n_clusters, sample_weight=sample_weight,
-                                    x_squared_norms=x_squared_norms,
+                                    x_squared_norms=squared_row_norms(X, xp),
                                     random_state=random_state, xp=xp)
             else:
                 centers_init = init - x_mean

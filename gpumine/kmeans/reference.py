@@ -25,6 +25,8 @@ __all__ = ["assign_numpy", "chunk_rows", "update_numpy"]
 
 #: Elements of the (rows x k) distance block computed at once (32 MiB in float64).
 _BLOCK_ELEMENTS = 1 << 22
+#: Rows per chunk of the update's bincounts (one chunk below 2**20 rows: a single pass).
+_UPDATE_CHUNK_ROWS = 1 << 20
 
 
 def chunk_rows(n_samples: int, width: int) -> tuple[range, int]:
@@ -73,9 +75,15 @@ def update_numpy(X, labels, sample_weight, sums, weights, labels_old=None):
     labels_old : ignored (the engine compares labels itself)
     """
     n_clusters, n_features = sums.shape
-    weights[:] = np.bincount(labels, weights=sample_weight, minlength=n_clusters)
-    for feature in range(n_features):
-        sums[:, feature] = np.bincount(
-            labels, weights=X[:, feature] * np.asarray(sample_weight, dtype=np.float64),
-            minlength=n_clusters,
-        )
+    sums[:] = 0.0
+    weights[:] = 0.0
+    # Row chunks keep the float64 temporaries at one chunk (8 MiB each), whatever n.
+    step = _UPDATE_CHUNK_ROWS
+    for start in range(0, X.shape[0], step):
+        chunk_labels = labels[start:start + step]
+        chunk_weight = np.asarray(sample_weight[start:start + step], dtype=np.float64)
+        weights += np.bincount(chunk_labels, weights=chunk_weight, minlength=n_clusters)
+        for feature in range(n_features):
+            sums[:, feature] += np.bincount(
+                chunk_labels, weights=X[start:start + step, feature] * chunk_weight,
+                minlength=n_clusters)

@@ -82,6 +82,10 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         The threshold applied (resolved when ``"auto"``).
     n_features_in_ : int
     feature_names_in_ : ndarray
+    device_ : str
+        ``"cpu"`` or ``"gpu"``: where the fit ran.
+    strategies_ : dict
+        The ``wavelet`` and resolved ``label`` strategy names.
 
     Examples
     --------
@@ -234,6 +238,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         self.bounds_ = result.bounds
         self.threshold_ = result.threshold
         self.device_ = backend.name
+        self.strategies_ = {"wavelet": self.wavelet, "label": plan["label"].name}
         return self
 
     def _backend(self):
