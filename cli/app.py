@@ -12,6 +12,7 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from gpumine.cli.cluster import cluster
@@ -46,27 +47,30 @@ def strategies(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ):
     """List the registered strategies and whether they can run here."""
-    from gpumine.backend import gpu_available
+    from gpumine.backend import gpu_unavailable_reason
     from gpumine.registry import broken_plugins, list_strategies
 
     try:
         found = list_strategies(kind)
     except ValueError as exc:
         fail(exc)
-    gpu = gpu_available()
+    why_not_gpu = gpu_unavailable_reason()
     rows = [{"kind": s.kind, "name": s.name, "backend": s.backend, "paper": s.paper or "",
-             "origin": s.origin, "available": s.backend != "gpu" or gpu,
+             "origin": s.origin, "available": s.backend != "gpu" or not why_not_gpu,
+             "why_not": why_not_gpu if s.backend == "gpu" else "",
              "description": s.description} for s in found]
     if as_json:
         sys.stdout.write(json.dumps(rows) + "\n")
         return
     table = Table("kind", "name", "backend", "paper", "here", "description")
     for row in rows:
-        table.add_row(row["kind"], row["name"], row["backend"], row["paper"],
-                      "yes" if row["available"] else "no GPU", row["description"])
+        table.add_row(*(escape(str(row[key])) for key in ("kind", "name", "backend", "paper")),
+                      "yes" if row["available"] else "no GPU", escape(row["description"]))
     stdout.print(table)
+    if why_not_gpu and any(not row["available"] for row in rows):
+        stdout.print(f"no GPU: {why_not_gpu}", highlight=False, markup=False)
     for plugin in broken_plugins():
-        stderr.print(f"[yellow]broken {plugin}[/]", highlight=False)
+        stderr.print(f"[yellow]broken {escape(str(plugin))}[/]", highlight=False)
 
 
 @app.command()
@@ -90,7 +94,7 @@ def info():
                      "cuda runtime": str(cupy.cuda.runtime.runtimeGetVersion()),
                      "gpu memory": f"{total / 2**30:.1f} GiB ({free / 2**30:.1f} GiB free)"})
     for key, value in rows.items():
-        stdout.print(f"{key}: {value}", highlight=False)
+        stdout.print(f"{key}: {value}", highlight=False, markup=False)
 
 
 def main() -> None:

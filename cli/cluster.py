@@ -10,6 +10,7 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from gpumine.cli.console import Stages, fail, stdout
@@ -131,7 +132,7 @@ def _print(summary):
             value = f"{value:,.6g}"
         elif isinstance(value, int):
             value = f"{value:,}"
-        table.add_row(key.replace("_", " "), str(value))
+        table.add_row(key.replace("_", " "), escape(str(value)))
     stdout.print(table)
 
 

@@ -7,6 +7,7 @@ import time
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 __all__ = ["DEBUG", "Stages", "fail", "stderr", "stdout"]
@@ -21,7 +22,7 @@ def fail(exc: BaseException) -> None:
     """Report a user-facing error as one line on stderr and exit 1 (traceback with --debug)."""
     if DEBUG["on"]:
         raise exc
-    stderr.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    stderr.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 

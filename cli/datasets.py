@@ -24,7 +24,8 @@ class Dtype(str, Enum):
 
 def _done(path: Path, rows: int, columns: int, quiet: bool) -> None:
     if not quiet:
-        stdout.print(f"wrote {rows:,} rows x {columns} columns to {path}", highlight=False)
+        stdout.print(f"wrote {rows:,} rows x {columns} columns to {path}", highlight=False,
+                     markup=False)
 
 
 @app.command("make-uniform")

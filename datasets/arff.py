@@ -35,10 +35,15 @@ def read_arff_points(path):
 
     Examples
     --------
+    >>> import os, tempfile
     >>> from gpumine.datasets import read_arff_points
-    >>> X, y, names = read_arff_points("../shared/datasets/shapes/jain.arff")  # doctest: +SKIP
-    >>> X.shape, names
-    ((373, 2), ['x', 'y'])
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.arff")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("@relation tiny\\n@attribute x numeric\\n@attribute y numeric\\n"
+    ...                 "@attribute class {1,2,noise}\\n@data\\n0,0,1\\n5,5,2\\n9,0,noise\\n")
+    >>> X, y, names = read_arff_points(path)
+    >>> X.shape, y.tolist(), names
+    ((3, 2), [1, 2, -1], ['x', 'y'])
     """
     path = Path(path)
     try:

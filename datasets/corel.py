@@ -102,7 +102,7 @@ def load_corel(subset="color", data_home=None, download=True, *, url=None):
     --------
     >>> from gpumine.datasets import load_corel
     >>> X = load_corel("edge", data_home="../shared/datasets/corel")  # doctest: +SKIP
-    >>> X.shape
+    >>> X.shape  # doctest: +SKIP
     (17695, 18)
     """
     if subset not in COREL_SUBSETS:

@@ -40,7 +40,15 @@ import numpy as np
 
 from gpumine.exceptions import BackendUnavailable
 
-__all__ = ["DEVICES", "ENV_VAR", "Backend", "cupy_module", "get_backend", "gpu_available"]
+__all__ = [
+    "DEVICES",
+    "ENV_VAR",
+    "Backend",
+    "cupy_module",
+    "get_backend",
+    "gpu_available",
+    "gpu_unavailable_reason",
+]
 
 DEVICES = ("auto", "cpu", "gpu")
 ENV_VAR = "GPUMINE_DEVICE"
@@ -156,6 +164,11 @@ def cupy_module() -> ModuleType:
 def gpu_available() -> bool:
     """True when CuPy imports and a CUDA device answers."""
     return _probe_gpu()[0] is not None
+
+
+def gpu_unavailable_reason() -> str:
+    """Why the GPU backend cannot run here ("" when it can), with what to install."""
+    return _probe_gpu()[1]
 
 
 def _requested_device(device: str) -> str:

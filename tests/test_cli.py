@@ -111,10 +111,11 @@ def test_bad_input_is_one_line_exit_1_and_no_output(data_dir, args, message):
 def test_gpu_without_a_gpu_is_one_line(data_dir, monkeypatch):
     from gpumine import backend
 
-    monkeypatch.setattr(backend, "_probe_gpu", lambda: (None, "CuPy is not installed (test)"))
+    monkeypatch.setattr(backend, "_probe_gpu", lambda: (None, 'CuPy is not installed (test); pip install "gpumine[cuda12]"'))
     result = runner.invoke(app, ["cluster", str(data_dir / "good.parquet"), "--device", "gpu"])
     assert result.exit_code == 1
     assert "CuPy is not installed" in result.output and "Traceback" not in result.output
+    assert 'pip install "gpumine[cuda12]"' in result.output  # brackets are not rich markup
 
 
 def test_debug_shows_the_traceback(data_dir):
@@ -312,6 +313,8 @@ def test_strategies_and_info():
     rows = json.loads(result.stdout)
     numpy_row = next(r for r in rows if r["name"] == "numpy")
     assert numpy_row["available"] and numpy_row["backend"] == "cpu"
+    atomic_row = next(r for r in rows if r["name"] == "atomic")
+    assert atomic_row["available"] == (not atomic_row["why_not"])
     assert {"gm-cl", "sm-dl", "irregular-reduction", "masked-tree", "sort"} <= {
         r["name"] for r in rows}
     result = runner.invoke(app, ["info"])
