@@ -34,6 +34,7 @@ __all__ = [
     "atomic_output",
     "check_output_path",
     "labels_as",
+    "table_as",
     "write_labeled",
     "write_table",
 ]
@@ -82,6 +83,45 @@ def labels_as(labels, output: str = "numpy", *, name: str = "cluster", index=Non
                        name=name)
     series[~valid] = pd.NA
     return series
+
+
+def table_as(values, output: str = "numpy", *, columns=None, index=None):
+    """A 2-D result (centres, distances) as a NumPy array, a pandas DataFrame or an Arrow Table.
+
+    Parameters
+    ----------
+    values : array-like of shape (n_rows, n_columns) (NumPy or CuPy)
+    output : {"numpy", "pandas", "arrow"}
+    columns : sequence of str, optional
+        Column names; default ``"0"``, ``"1"``, ...
+    index : pandas Index, optional
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine.adapters import table_as
+    >>> table_as(np.eye(2), "arrow", columns=["a", "b"]).column_names
+    ['a', 'b']
+    """
+    if output not in LABEL_OUTPUTS:
+        raise ValueError(f"output must be one of {LABEL_OUTPUTS}, got {output!r}")
+    if hasattr(values, "get") and hasattr(values, "__cuda_array_interface__"):
+        values = values.get()
+    values = np.asarray(values)
+    if values.ndim != 2:
+        raise ValueError(f"values must be 2-D, got shape {values.shape}")
+    if output == "numpy":
+        return values
+    names = [str(c) for c in (columns if columns is not None else range(values.shape[1]))]
+    if len(names) != values.shape[1]:
+        raise ValueError(f"{len(names)} column names for {values.shape[1]} columns")
+    if output == "arrow":
+        import pyarrow as pa
+
+        return pa.table({name: values[:, j] for j, name in enumerate(names)})
+    import pandas as pd
+
+    return pd.DataFrame(values, columns=names, index=index)
 
 
 def check_output_path(out, *inputs) -> Path:

@@ -386,7 +386,6 @@ def _label_file(model, source, names, backend, dtype, nulls, out, labels_only, l
 def _write_centers(path, model, names):
     import pyarrow as pa
 
-    from gpumine.adapters import write_table
+    from gpumine.adapters import table_as, write_table
 
-    centers = model.cluster_centers_
-    write_table(path, pa.table({name: centers[:, j] for j, name in enumerate(names)}))
+    write_table(path, table_as(model.cluster_centers_, "arrow", columns=names))

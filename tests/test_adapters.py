@@ -322,6 +322,20 @@ def test_labels_as_each_output():
         labels_as(labels, "polars")
 
 
+def test_table_as_each_output():
+    from gpumine.adapters import table_as
+
+    centres = np.arange(6.0).reshape(3, 2)
+    assert table_as(centres).shape == (3, 2)
+    frame = table_as(centres, "pandas", columns=["u", "v"])
+    assert frame.columns.tolist() == ["u", "v"] and frame["v"].tolist() == [1, 3, 5]
+    assert table_as(centres, "arrow").column_names == ["0", "1"]
+    with pytest.raises(ValueError, match="1 column names for 2 columns"):
+        table_as(centres, "arrow", columns=["a"])
+    with pytest.raises(ValueError, match="must be 2-D"):
+        table_as(np.ones(3), "arrow")
+
+
 def test_write_labeled_streams_and_keeps_the_input(parquet_file, tmp_path):
     path, frame = parquet_file
     labels = np.arange(1000, dtype=np.int32) % 7
