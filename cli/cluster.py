@@ -384,7 +384,6 @@ def _label_file(model, source, names, backend, dtype, nulls, out, labels_only, l
 
 
 def _write_centers(path, model, names):
-    import pyarrow as pa
 
     from gpumine.adapters import table_as, write_table
 
