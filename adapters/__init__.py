@@ -6,7 +6,8 @@
 * :func:`read_table`, :func:`iter_batches`, :func:`read_columns` -- data files
   (.parquet, .csv, MineBench .bin, .arff) as Arrow record batches, streamed row
   group by row group, and as device batches (:mod:`gpumine.adapters.sources`).
-* :func:`labels_as`, :func:`table_as`, :func:`write_labeled`, :func:`write_table`, :func:`atomic_output`
+* :func:`labels_as`, :func:`table_as`, :func:`write_labeled`, :func:`write_table`,
+  :func:`atomic_output`
   -- results back as NumPy, pandas or Arrow, and written to files that appear
   whole or not at all (:mod:`gpumine.adapters.sinks`).
 """

@@ -111,7 +111,8 @@ def test_bad_input_is_one_line_exit_1_and_no_output(data_dir, args, message):
 def test_gpu_without_a_gpu_is_one_line(data_dir, monkeypatch):
     from gpumine import backend
 
-    monkeypatch.setattr(backend, "_probe_gpu", lambda: (None, 'CuPy is not installed (test); pip install "gpumine[cuda12]"'))
+    reason = 'CuPy is not installed (test); pip install "gpumine[cuda12]"'
+    monkeypatch.setattr(backend, "_probe_gpu", lambda: (None, reason))
     result = runner.invoke(app, ["cluster", str(data_dir / "good.parquet"), "--device", "gpu"])
     assert result.exit_code == 1
     assert "CuPy is not installed" in result.output and "Traceback" not in result.output
