@@ -70,57 +70,13 @@ def _time(cp, fn, repeats=10):
     return cp.cuda.get_elapsed_time(start, stop) / repeats / 1e3
 
 
-def gpumine_iteration(cp, X, centers, assign, update):
-    """One Lloyd iteration of the engine's device loop: assign, update, average."""
-    from gpumine.kmeans.lloyd import _average_centers
-
-    n, d = X.shape
-    k = centers.shape[0]
-    labels = cp.empty(n, dtype=cp.int32)
-    weight = cp.ones(n, dtype=X.dtype)
-    sums, weights = cp.empty((k, d)), cp.empty(k)
-    if hasattr(update, "bind"):
-        update = update.bind(X, weight)
-
-    def step():
-        assign(X, centers, labels)
-        update(X, labels, weight, sums, weights)
-        return _average_centers(sums, weights, X.dtype, cp)
-
-    return step, labels
-
-
-def torch_iteration(torch, X_rows, centers):
-    """Plain PyTorch Lloyd: GEMM distances, argmin, index_add sums."""
-    k, d = centers.shape
-    c = centers.clone()
-
-    def step():
-        dist = (c * c).sum(1)[None, :] - 2.0 * (X_rows @ c.T)
-        labels = dist.argmin(1)
-        sums = torch.zeros((k, d), device=X_rows.device, dtype=X_rows.dtype)
-        sums.index_add_(0, labels, X_rows)
-        counts = torch.bincount(labels, minlength=k).clamp_min(1).to(X_rows.dtype)
-        step.labels = labels
-        return sums / counts[:, None]
-
-    return step
-
-
-def fp64_labels(cp, X, centers):
-    X64, C64 = X.astype(cp.float64), centers.astype(cp.float64)
-    out = cp.empty(X.shape[0], dtype=cp.int32)
-    rows = max(1, (1 << 24) // C64.shape[0])
-    for s in range(0, X.shape[0], rows):
-        block = X64[s:s + rows]
-        d2 = (C64 * C64).sum(1)[None, :] - 2 * block @ C64.T
-        out[s:s + rows] = d2.argmin(1)
-    return out
-
-
 def timings(cp) -> dict:
     from gpumine import registry
+    from gpumine.backend import get_backend
+    from gpumine.bench.peers import fp64_labels, gpumine_step, torch_step
     from gpumine.datasets import make_uniform
+
+    backend = get_backend("gpu")
 
     result = {"update_per_iteration_s": {}, "peers": []}
     assign = registry.load_strategy("kmeans.assign", registry.resolve_strategy(
@@ -131,7 +87,7 @@ def timings(cp) -> dict:
         centers = X[:k].copy()
         row = {}
         for strategy in registry.list_strategies("kmeans.update", backend="gpu"):
-            step, _ = gpumine_iteration(cp, X, centers, assign, strategy.load())
+            step, _ = gpumine_step(backend, X, centers, assign, strategy.load())
             repeats = 2 if strategy.name in ("gm-ct", "sm-ct", "masked-tree") else 5
             row[strategy.name] = _time(cp, step, repeats)
             print(f"update {strategy.name:20s} k={k:4d}: {row[strategy.name] * 1e3:9.3f} ms",
@@ -148,10 +104,10 @@ def timings(cp) -> dict:
         host = make_uniform(n, d, random_state=5489)
         X = cp.ascontiguousarray(cp.asarray(host).T).T
         centers = X[:k].copy()
-        ours, labels = gpumine_iteration(cp, X, centers, assign, auto_update)
+        ours, labels = gpumine_step(backend, X, centers, assign, auto_update)
         ours_s = _time(cp, ours, 20)
         X_rows = torch.as_tensor(host, device="cuda")
-        theirs = torch_iteration(torch, X_rows, torch.as_tensor(host[:k], device="cuda"))
+        theirs = torch_step(torch, X_rows, torch.as_tensor(host[:k], device="cuda"))
         theirs_s = _time(cp, theirs, 20)
         reference = fp64_labels(cp, X, centers)
         ours()

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from gpumine.cli.bench import app as bench_app
 from gpumine.cli.cluster import cluster
 from gpumine.cli.console import DEBUG, fail, stderr, stdout
 from gpumine.cli.datasets import app as datasets_app
@@ -32,6 +33,7 @@ app = typer.Typer(
 )
 app.command()(cluster)
 app.add_typer(datasets_app, name="datasets")
+app.add_typer(bench_app, name="bench")
 
 
 @app.callback()

@@ -1,13 +1,10 @@
-"""Shared fixtures: paths to ../shared/datasets, and the GPU marker's skip rule."""
+"""Shared fixtures: paths to ../shared/datasets, generators, masks (the GPU skip rule and
+SciPy's array-API switch are in the repository's root conftest.py)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-
-# scikit-learn's check_array_api_input (run by the estimator checks) needs SciPy's
-# array-API mode, which SciPy reads once at import: set it before anything imports SciPy.
-os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 import numpy as np
 import pytest
@@ -17,18 +14,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # machine receives a copy inside the working tree).
 SHARED_DATASETS = Path(os.environ.get("GPUMINE_SHARED_DATASETS",
                                       REPO_ROOT.parent / "shared" / "datasets"))
-
-
-def pytest_collection_modifyitems(config, items):
-    """Skip ``@pytest.mark.gpu`` tests only when no CUDA GPU with CuPy is present."""
-    from gpumine.backend import gpu_available
-
-    if gpu_available():
-        return
-    skip = pytest.mark.skip(reason="no CUDA GPU with CuPy on this machine")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,89 @@
+"""``gpumine bench``: the seed papers' experiments, and the regression gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpumine.cli.console import fail, stdout
+from gpumine.exceptions import GpumineError
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Benchmarks: reproduce the seed papers' experiments; the regression "
+                       "gate.", no_args_is_help=True)
+
+
+@app.command("run")
+def run_command(
+    experiment: Annotated[str, typer.Argument(
+        help="update-vs-k, update-vs-d, corel, gpu-vs-hybrid, gpu-vs-cpu, wavecluster, peers, "
+             "or all.")],
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="Shrunk sizes: each experiment runs on a CPU in seconds.")] = False,
+    out: Annotated[Path, typer.Option(help="Directory for the CSV, JSON and PNG files.")] =
+        Path("bench-results"),
+    device: Annotated[str, typer.Option(help="auto, cpu or gpu.")] = "auto",
+    data_home: Annotated[Path | None, typer.Option(
+        help="Where the Corel files are (for corel and peers).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-cell lines.")] = False,
+):
+    """Run an experiment; it resumes from the CSV of an interrupted run with the same sizes."""
+    from gpumine.backend import get_backend
+    from gpumine.bench import EXPERIMENTS, Run, run_experiment
+
+    names = list(EXPERIMENTS) if experiment == "all" else [experiment]
+    if any(name not in EXPERIMENTS for name in names):
+        raise typer.BadParameter(f"unknown experiment {experiment!r}; choose one of "
+                                 f"{', '.join(EXPERIMENTS)} or all")
+    try:
+        backend = get_backend(device)
+        for name in names:
+            run = Run(backend, out, quick=quick, data_home=data_home,
+                      log=(lambda line: None) if quiet else
+                      (lambda line: stdout.print(line, highlight=False, markup=False)))
+            path = run_experiment(name, run)
+            stdout.print(f"{name}: wrote {path.parent}/{name}.csv, {path.name} and plots",
+                         highlight=False, markup=False)
+    except (GpumineError, ValueError, OSError, RuntimeError) as exc:
+        fail(exc)
+
+
+@app.command("gate")
+def gate_command(
+    device: Annotated[str, typer.Option(help="auto, cpu or gpu.")] = "auto",
+    baseline: Annotated[Path | None, typer.Option(
+        help="Baseline JSON [default: benchmarks/baselines/<cpu|gpu>.json].")] = None,
+    update_baseline: Annotated[bool, typer.Option(
+        "--update-baseline", help="Record the median of three runs as the baseline.")] = False,
+):
+    """Measure the gate's ratios and compare them with the baseline (exit 1 on a regression)."""
+    import json
+
+    from gpumine.backend import get_backend
+    from gpumine.bench.gate import (
+        baseline_path,
+        check,
+        measure_baseline,
+        measure_ratios,
+        write_baseline,
+    )
+
+    try:
+        backend = get_backend(device)
+        path = baseline or baseline_path(backend)
+        ratios = measure_baseline(backend) if update_baseline else measure_ratios(backend)
+        for name, value in ratios.items():
+            stdout.print(f"{value:8.3f}  {name}", highlight=False, markup=False)
+        if update_baseline:
+            write_baseline(path, backend, ratios)
+            stdout.print(f"wrote {path}", highlight=False, markup=False)
+            return
+        failures = check(ratios, json.loads(path.read_text()))
+    except (GpumineError, ValueError, OSError) as exc:
+        fail(exc)
+    if failures:
+        fail(GpumineError("performance regression: " + "; ".join(failures)))
+    stdout.print("gate passed", highlight=False, markup=False)

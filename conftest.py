@@ -1,0 +1,23 @@
+"""Root conftest (tests/ and benchmarks/): SciPy's array-API mode and the GPU skip rule."""
+
+from __future__ import annotations
+
+import os
+
+# scikit-learn's check_array_api_input (run by the estimator checks) needs SciPy's
+# array-API mode, which SciPy reads once at import: set it before anything imports SciPy.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``@pytest.mark.gpu`` tests only when no CUDA GPU with CuPy is present."""
+    from gpumine.backend import gpu_available
+
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU with CuPy on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

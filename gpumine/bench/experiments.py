@@ -1,0 +1,651 @@
+"""The seed papers' experiments, reproduced: ``gpumine bench EXPERIMENT``.
+
+Each experiment writes ``<name>.csv`` (one row per measured cell, appended as it
+goes, so an interrupted run resumes), ``<name>.json`` (parameters, device,
+versions, commit, a summary and the rows) and PNG plots into the output
+directory. ``quick=True`` shrinks every experiment to a CPU run of seconds (CI
+runs each one so); the full sizes are the papers'.
+
+=================  ==========================================================
+``update-vs-k``    seed 004 Figures 1-4: update phase (summation + normalization)
+                   of every update strategy vs k, n in {5000, 50000}, d = 32
+``update-vs-d``    seed 004 Figure 5: update phase vs d, k in {32, 256, 2048}
+``corel``          seed 004 Figure 6: update phase vs k on Corel edge and color
+``gpu-vs-hybrid``  seed 000 Figure 7: 50 forced Lloyd iterations including
+                   transfers, each GPU-only update strategy against ``hybrid``
+``gpu-vs-cpu``     seed 000 Figure 8, seed 002 Figure 11: whole fit against
+                   scikit-learn (all cores) and gpumine's CPU path
+``wavecluster``    seed 003 Table 1: WaveCluster per stage, CPU and GPU, and
+                   the paper's aggregate speed-up
+``peers``          per-iteration time against PyTorch, flash-kmeans, fastkmeans
+                   with label agreement and time / floor
+=================  ==========================================================
+
+Strategies are those the backend can run (every GPU update strategy on a GPU,
+``numpy`` on the CPU). The reference of the speed-ups is seed 004's: a
+shared-nothing kernel with a thread per cluster (``gm-ct``, KMCUDA's scheme) on
+the GPU, ``numpy`` on the CPU; ``hybrid`` for ``gpu-vs-hybrid``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gpumine import registry
+from gpumine.bench.record import Results
+from gpumine.bench.timing import copy_bandwidth, floor_seconds, gemm_rate, measure
+
+__all__ = ["EXPERIMENTS", "Run", "run_experiment"]
+
+
+@dataclass
+class Run:
+    """What an experiment needs: the backend, where to write, quick or full, the Corel home."""
+
+    backend: object
+    out_dir: Path
+    quick: bool = False
+    data_home: Path | None = None
+    log: Callable[[str], None] = print
+    #: A single update call slower than this is not repeated at larger sizes of a sweep.
+    slow_seconds: float = 5.0
+    extra: dict = field(default_factory=dict)
+
+
+def _strategies(backend, kind="kmeans.update"):
+    return [s for s in registry.list_strategies(kind, backend=backend.name)]
+
+
+def _reference_update(backend) -> str:
+    return "gm-ct" if backend.is_gpu else "numpy"
+
+
+def _default(kind, backend):
+    return registry.load_strategy(kind, registry.resolve_strategy(kind, "auto", backend.name).name)
+
+
+def _device_data(run, host):
+    return run.backend.to_device_columns(np.ascontiguousarray(host))
+
+
+def _labels(run, X, centers):
+    xp = run.backend.xp
+    labels = xp.empty(X.shape[0], dtype=xp.int32)
+    _default("kmeans.assign", run.backend)(X, centers, labels)
+    return labels
+
+
+def _update_phase(run, strategy, X, labels, k):
+    """The timed unit of seed 004: summation (the strategy) + normalization."""
+    from gpumine.kmeans.lloyd import _average_centers
+
+    xp = run.backend.xp
+    weight = xp.ones(X.shape[0], dtype=X.dtype)
+    update = strategy.load()
+    if hasattr(update, "bind"):
+        update = update.bind(X, weight)
+    sums, weights = xp.empty((k, X.shape[1])), xp.empty(k)
+
+    def phase():
+        update(X, labels, weight, sums, weights)
+        return _average_centers(sums, weights, X.dtype, xp)
+
+    return phase
+
+
+def _sweep_updates(run, results, cells, data_for):
+    """Time every update strategy on each cell ``{..., "k": k}``; skip what is recorded."""
+    too_slow = {}
+    for cell in cells:
+        X, labels = data_for(cell)
+        for strategy in _strategies(run.backend):
+            row = {**cell, "strategy": strategy.name}
+            if results.has(row):
+                continue
+            sweep = tuple((key, value) for key, value in cell.items() if key not in ("d",))
+            if (strategy.name, sweep) in too_slow:
+                results.add({**row, "seconds": "", "repeats": 0,
+                             "note": f"skipped: {too_slow[strategy.name, sweep]}"})
+                continue
+            m = measure(_update_phase(run, strategy, X, labels, cell["k"]), run.backend,
+                        repeats=5, budget_seconds=1.0)
+            results.add({**row, "seconds": m.seconds, "repeats": m.repeats, "note": ""})
+            if m.seconds > run.slow_seconds and "d" in cell:
+                too_slow[strategy.name, sweep] = (f"{m.seconds:.1f} s at d={cell['d']}, slower "
+                                                  f"than {run.slow_seconds} s")
+            run.log(f"{results.name} {row} {m.seconds * 1e3:.3f} ms")
+
+
+def _speedups(rows, group_keys, reference):
+    """Add ``speedup_vs_reference`` (reference seconds / seconds) within each group."""
+    by_group = {}
+    for row in rows:
+        if row["strategy"] == reference and row["seconds"] not in ("", None):
+            by_group[tuple(row[k] for k in group_keys)] = float(row["seconds"])
+    out = []
+    for row in rows:
+        base = by_group.get(tuple(row[k] for k in group_keys))
+        seconds = row["seconds"]
+        speedup = base / float(seconds) if base and seconds not in ("", None) else None
+        out.append({**row, "speedup_vs_reference": speedup})
+    return out
+
+
+def _plot_lines(results, name, rows, *, panel, x, y, series, title, ylabel, logy=True):
+    plt, path = results.figure(name)
+    panels = sorted({r[panel] for r in rows}, key=str)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for ax, value in zip(axes[0], panels, strict=True):
+        for label in sorted({r[series] for r in rows}):
+            points = sorted((float(r[x]), float(r[y])) for r in rows
+                            if r[panel] == value and r[series] == label
+                            and r[y] not in ("", None))
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=label)
+        ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}, {panel} = {value}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][-1].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+# -- seed 004 ---------------------------------------------------------------------------
+
+
+def update_vs_k(run: Run) -> dict:
+    """Seed 004 Figures 1-4: update-phase time of every strategy as k (contention) varies."""
+    from gpumine.datasets import make_uniform
+
+    sizes = (500,) if run.quick else (5000, 50000)
+    d = 8 if run.quick else 32
+    ks = (2, 8, 32) if run.quick else tuple(2 ** p for p in range(1, 16))
+    params = {"n": list(sizes), "d": d, "k": list(ks), "data": "make_uniform, MT19937 seed 5489"}
+    results = Results(run.out_dir, "update-vs-k", params, key=("n", "k", "strategy"))
+    cache = {}
+
+    def data_for(cell):
+        n, k = cell["n"], cell["k"]
+        if n not in cache:
+            cache.clear()
+            cache[n] = _device_data(run, make_uniform(n, d, random_state=5489))
+        X = cache[n]
+        centers = run.backend.to_device(make_uniform(k, d, random_state=k))
+        return X, _labels(run, X, centers)
+
+    _sweep_updates(run, results, [{"n": n, "d": d, "k": k} for n in sizes for k in ks],
+                   data_for)
+    rows = _speedups(results.rows, ("n", "k"), _reference_update(run.backend))
+    plots = [_plot_lines(results, "update-vs-k", rows, panel="n", x="k", y="seconds",
+                         series="strategy", title="update phase", ylabel="seconds"),
+             _plot_lines(results, "update-vs-k-speedup", rows, panel="n", x="k",
+                         y="speedup_vs_reference", series="strategy",
+                         title=f"speed-up over {_reference_update(run.backend)}",
+                         ylabel="speed-up")]
+    return results, _summary(rows, ("n",), plots, _reference_update(run.backend))
+
+
+def update_vs_d(run: Run) -> dict:
+    """Seed 004 Figure 5: update-phase time as d grows, k in {32, 256, 2048}, n = 5000."""
+    from gpumine.datasets import make_uniform
+
+    n = 500 if run.quick else 5000
+    ks = (4,) if run.quick else (32, 256, 2048)
+    ds = (2, 4, 8) if run.quick else tuple(2 ** p for p in range(4, 14))
+    params = {"n": n, "k": list(ks), "d": list(ds), "data": "make_uniform, MT19937 seed 5489"}
+    results = Results(run.out_dir, "update-vs-d", params, key=("k", "d", "strategy"))
+
+    def data_for(cell):
+        X = _device_data(run, make_uniform(n, cell["d"], random_state=5489))
+        centers = run.backend.to_device(make_uniform(cell["k"], cell["d"], random_state=7))
+        return X, _labels(run, X, centers)
+
+    _sweep_updates(run, results, [{"k": k, "d": d} for k in ks for d in ds], data_for)
+    rows = _speedups(results.rows, ("k", "d"), _reference_update(run.backend))
+    plots = [_plot_lines(results, "update-vs-d", rows, panel="k", x="d", y="seconds",
+                         series="strategy", title=f"update phase, n = {n}", ylabel="seconds")]
+    return results, _summary(rows, ("k",), plots, _reference_update(run.backend))
+
+
+def corel(run: Run) -> dict:
+    """Seed 004 Figure 6: update-phase time vs k on the Corel edge and color features."""
+    from gpumine.datasets import load_corel
+
+    subsets = ("color",) if run.quick else ("edge", "color")
+    ks = (2, 8) if run.quick else tuple(2 ** p for p in range(1, 13))
+    rows_used = 2000 if run.quick else None
+    params = {"subsets": list(subsets), "k": list(ks), "rows": rows_used or "all 17695"}
+    results = Results(run.out_dir, "corel", params, key=("subset", "k", "strategy"))
+    cache = {}
+
+    def data_for(cell):
+        subset = cell["subset"]
+        if subset not in cache:
+            host = load_corel(subset, data_home=run.data_home)[:rows_used]
+            cache[subset] = (host, _device_data(run, host))
+        host, X = cache[subset]
+        picks = np.random.RandomState(cell["k"]).choice(len(host), cell["k"], replace=False)
+        return X, _labels(run, X, run.backend.to_device(host[picks]))
+
+    _sweep_updates(run, results, [{"subset": s, "k": k} for s in subsets for k in ks],
+                   data_for)
+    rows = _speedups(results.rows, ("subset", "k"), _reference_update(run.backend))
+    plots = [_plot_lines(results, "corel", rows, panel="subset", x="k", y="seconds",
+                         series="strategy", title="Corel, update phase", ylabel="seconds")]
+    return results, _summary(rows, ("subset",), plots, _reference_update(run.backend))
+
+
+def _summary(rows, group_keys, plots, reference) -> dict:
+    """Per group: the fastest strategy at each x, and each strategy's median speed-up."""
+    summary = {"reference": reference, "plots": plots, "groups": {}}
+    for group in sorted({tuple(r[k] for k in group_keys) for r in rows}, key=str):
+        members = [r for r in rows if tuple(r[k] for k in group_keys) == group
+                   and r["seconds"] not in ("", None)]
+        medians = {}
+        for name in sorted({r["strategy"] for r in members}):
+            values = [r["speedup_vs_reference"] for r in members
+                      if r["strategy"] == name and r["speedup_vs_reference"] is not None]
+            if values:
+                medians[name] = float(np.median(values))
+        summary["groups"]["/".join(map(str, group))] = {"median_speedup_vs_reference": medians}
+    return summary
+
+
+# -- seed 000 / 002 ---------------------------------------------------------------------
+
+
+def gpu_vs_hybrid(run: Run) -> dict:
+    """Seed 000 Figure 7: 50 forced iterations with transfers, each update strategy vs hybrid."""
+    from gpumine.datasets import make_uniform
+
+    backend, xp = run.backend, run.backend.xp
+    iterations = 5 if run.quick else 50
+    ks = (4,) if run.quick else (10, 100, 400)
+    ns = (2000,) if run.quick else (1_000_000, 2_000_000, 4_000_000)
+    ds = (2,) if run.quick else (2, 4, 6, 8)
+    params = {"k": list(ks), "n": list(ns), "d": list(ds), "iterations": iterations}
+    results = Results(run.out_dir, "gpu-vs-hybrid", params, key=("k", "n", "d", "strategy"))
+    assign = _default("kmeans.assign", backend)
+    too_slow = set()
+    for k in ks:
+        for d in ds:
+            for n in ns:
+                host = make_uniform(n, d, random_state=5489)
+                centers_host = host[:k].copy()
+                for strategy in _strategies(backend):
+                    row = {"k": k, "n": n, "d": d, "strategy": strategy.name}
+                    if results.has(row):
+                        continue
+                    if (strategy.name, k, d) in too_slow:
+                        results.add({**row, "note": "skipped: > 1 s per iteration at a "
+                                     "smaller n"})
+                        continue
+                    row.update(_forced_fit(backend, xp, host, centers_host, assign,
+                                           strategy.load(), iterations))
+                    if row["iteration_seconds"] > 1.0:
+                        too_slow.add((strategy.name, k, d))
+                    results.add({**row, "note": ""})
+                    run.log(f"gpu-vs-hybrid {row}")
+    rows = _speedups([{**r, "seconds": r.get("total_seconds", "")} for r in results.rows
+                      if r["d"] == max(ds)], ("k", "n", "d"), "hybrid" if backend.is_gpu
+                     else "numpy")
+    plots = [_plot_lines(results, "gpu-vs-hybrid", rows, panel="k", x="n",
+                         y="speedup_vs_reference", series="strategy",
+                         title="speed-up over hybrid (50 iterations, d = max)", ylabel="speed-up")
+             ] if rows else []
+    return results, _summary(rows, ("k",), plots, "hybrid" if backend.is_gpu else "numpy")
+
+
+def _forced_fit(backend, xp, host, centers_host, assign, update, iterations) -> dict:
+    """Transfers + ``iterations`` Lloyd iterations, with no convergence test (the paper's)."""
+    from gpumine.kmeans.lloyd import _average_centers
+
+    def transfers():
+        X = backend.to_device_columns(host)
+        centers = backend.to_device(centers_host)
+        backend.to_host(xp.empty(len(host), dtype=xp.int32))
+        return X, centers
+
+    transfer = measure(transfers, backend, repeats=3)
+    X, centers = transfers()
+    n, d = X.shape
+    k = centers.shape[0]
+    labels, weight = xp.empty(n, dtype=xp.int32), xp.ones(n, dtype=X.dtype)
+    sums, weights = xp.empty((k, d)), xp.empty(k)
+    backend.synchronize()
+    start = time.perf_counter()
+    bound = update.bind(X, weight) if hasattr(update, "bind") else update
+    backend.synchronize()
+    bind_seconds = time.perf_counter() - start
+    state = {"centers": centers}
+
+    def iteration():
+        assign(X, state["centers"], labels)
+        bound(X, labels, weight, sums, weights)
+        state["centers"] = _average_centers(sums, weights, X.dtype, xp)
+
+    # a slow strategy is timed on fewer iterations (at least one), scaled to ``iterations``
+    m = measure(iteration, backend, repeats=iterations, budget_seconds=2.0)
+    total = transfer.seconds + bind_seconds + iterations * m.seconds
+    return {"transfer_seconds": transfer.seconds, "bind_seconds": bind_seconds,
+            "iteration_seconds": m.seconds, "iterations_timed": m.repeats,
+            "total_seconds": total}
+
+
+def gpu_vs_cpu(run: Run) -> dict:
+    """Seed 000 Figure 8 / seed 002 Figure 11: whole fit against scikit-learn and the CPU path."""
+    import warnings
+
+    from sklearn.cluster import KMeans
+    from sklearn.exceptions import ConvergenceWarning
+
+    from gpumine import GPUKMeans
+    from gpumine.backend import get_backend
+    from gpumine.datasets import make_uniform
+
+    ns = (500, 5000) if run.quick else (500, 5000, 50000, 500000, 4_000_000)
+    ds = (2,) if run.quick else (2, 20, 200)
+    ks = (10,) if run.quick else (10, 100)
+    max_iter = 5 if run.quick else 20
+    cpu_budget = 60.0 if run.quick else 240.0
+    params = {"n": list(ns), "d": list(ds), "k": list(ks), "max_iter": max_iter, "tol": 0.0,
+              "init": "the first k points", "cpu_budget_seconds": cpu_budget}
+    results = Results(run.out_dir, "gpu-vs-cpu", params, key=("n", "d", "k", "impl"))
+    cpu = get_backend("cpu")
+    flop_rate = gemm_rate(cpu, 1024, np.float64)
+    implementations = {"gpumine-" + run.backend.name: lambda X, init: GPUKMeans(
+        init.shape[0], init=init, max_iter=max_iter, tol=0.0, device=run.backend.name)}
+    if run.backend.is_gpu:
+        implementations["gpumine-cpu"] = lambda X, init: GPUKMeans(
+            init.shape[0], init=init, max_iter=max_iter, tol=0.0, device="cpu")
+    implementations["sklearn"] = lambda X, init: KMeans(
+        init.shape[0], init=init, n_init=1, max_iter=max_iter, tol=0.0, algorithm="lloyd")
+    for n in ns:
+        for d in ds:
+            X = make_uniform(n, d, random_state=5489)
+            for k in ks:
+                if k > n:
+                    continue
+                for name, make in implementations.items():
+                    row = {"n": n, "d": d, "k": k, "impl": name}
+                    if results.has(row):
+                        continue
+                    estimate = 3 * max_iter * 2.0 * n * d * k / flop_rate
+                    if not name.endswith("gpu") and estimate > cpu_budget:
+                        results.add({**row, "note": f"skipped: about {estimate:.0f} s "
+                                     f"estimated on the CPU, over {cpu_budget:.0f} s"})
+                        continue
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        make(X, X[:k]).fit(X)  # warm-up: kernels compiled, threads started
+                        start = time.perf_counter()
+                        model = make(X, X[:k]).fit(X)
+                        seconds = time.perf_counter() - start
+                    results.add({**row, "fit_seconds": seconds, "n_iter": int(model.n_iter_),
+                                 "iteration_seconds": seconds / max(1, model.n_iter_),
+                                 "note": ""})
+                    run.log(f"gpu-vs-cpu {row} {seconds:.4f} s")
+    mine = "gpumine-" + run.backend.name
+    rows = []
+    for row in results.rows:
+        if row["impl"] != mine or row.get("fit_seconds") in ("", None):
+            continue
+        for peer in implementations:
+            if peer == mine:
+                continue
+            other = next((r for r in results.rows if r["impl"] == peer and
+                          (r["n"], r["d"], r["k"]) == (row["n"], row["d"], row["k"]) and
+                          r.get("fit_seconds") not in ("", None)), None)
+            if other:
+                rows.append({"n": row["n"], "d": row["d"], "k": row["k"], "over": peer,
+                             "speedup": float(other["fit_seconds"]) / float(row["fit_seconds"])})
+    plots = [_plot_lines(results, "gpu-vs-cpu", [{**r, "series": f"{r['over']}, k={r['k']}"}
+                                                 for r in rows],
+                         panel="d", x="n", y="speedup", series="series",
+                         title=f"{mine} whole-fit speed-up", ylabel="speed-up")] if rows else []
+    return results, {"plots": plots, "speedups": rows}
+
+
+# -- seed 003 ---------------------------------------------------------------------------
+
+
+def _wave_points(m, rng):
+    """m*m points: three quarters uniform background, a quarter in 8 dense discs."""
+    n = m * m
+    X = rng.random_sample((n, 2))
+    centres = rng.random_sample((8, 2))
+    k = n // 4
+    X[:k] = centres[rng.randint(0, 8, k)] + rng.normal(0, 0.02, (k, 2))
+    return np.clip(X, 0, 1)
+
+
+def wavecluster(run: Run) -> dict:
+    """Seed 003 Table 1: per-stage WaveCluster times, CPU and GPU, and the aggregate speed-up."""
+    from gpumine.backend import get_backend
+
+    grids = (64, 128) if run.quick else (256, 512, 1024, 2048, 4096)
+    params = {"grids": list(grids), "points": "one per cell: 3/4 uniform, 1/4 in 8 discs",
+              "wavelet": "haar", "levels": 1, "threshold": "4x mean non-empty coarse density"}
+    results = Results(run.out_dir, "wavecluster", params, key=("grid", "side", "stage"))
+    cpu = get_backend("cpu")
+    rng = np.random.RandomState(5489)
+    for m in grids:
+        X = _wave_points(m, rng)
+        shape = (m, m)
+        if not results.has({"grid": m, "side": "cpu", "stage": "total"}):
+            for stage, seconds in _wave_cpu_stages(cpu, X, shape).items():
+                results.add({"grid": m, "points": m * m, "side": "cpu", "stage": stage,
+                             "seconds": seconds})
+        if run.backend.is_gpu and not results.has({"grid": m, "side": "gpu", "stage": "total"}):
+            for stage, seconds in _wave_gpu_stages(run.backend, X, shape).items():
+                results.add({"grid": m, "points": m * m, "side": "gpu", "stage": stage,
+                             "seconds": seconds})
+        run.log(f"wavecluster grid {m} done")
+    table = []
+    for m in grids:
+        times = {(r["side"], r["stage"]): float(r["seconds"]) for r in results.rows
+                 if r["grid"] == m}
+        entry = {"grid": m, "cpu_total_seconds": times.get(("cpu", "total"))}
+        if ("gpu", "total") in times:
+            kernels = times[("gpu", "total")] - times[("gpu", "transfer")]
+            entry.update(gpu_transfer_seconds=times[("gpu", "transfer")],
+                         gpu_kernel_seconds=kernels,
+                         wavelet_kernel_speedup=times[("cpu", "wavelet")] / times[("gpu",
+                                                                                   "wavelet")],
+                         label_kernel_speedup=times[("cpu", "label")] / times[("gpu", "label")],
+                         aggregate_speedup=times[("cpu", "total")] / times[("gpu", "total")])
+        table.append(entry)
+    plot_rows = [{**r, "series": f"{r['side']} {r['stage']}"} for r in results.rows]
+    plots = [_plot_lines(results, "wavecluster", plot_rows, panel="side", x="grid", y="seconds",
+                         series="series", title="WaveCluster stages", ylabel="seconds")]
+    return results, {"plots": plots, "table": table,
+            "aggregate_speedup_formula": "CPU time / (transfer time + GPU kernel time), "
+                                         "seed 003 equation (1)"}
+
+
+def _wave_cpu_stages(cpu, X, shape) -> dict:
+    from gpumine.wavecluster import engine, labeling, wavelet
+
+    bounds = np.stack([X.min(0), X.max(0)])
+
+    def quantize():
+        cells, _ = engine.quantize(X, bounds, shape)
+        grid = np.bincount(np.ravel_multi_index(tuple(cells.T), shape),
+                           minlength=shape[0] * shape[1]).reshape(shape)
+        return cells, grid.astype(np.float64)
+
+    stages = {"quantize": measure(quantize, cpu, repeats=3).seconds}
+    cells, grid = quantize()
+    stages["wavelet"] = measure(lambda: wavelet.lowpass(grid, "haar", 1), cpu,
+                                repeats=3).seconds
+    coarse = wavelet.lowpass(grid, "haar", 1)
+    threshold = 40.0 * engine.resolve_threshold("auto", coarse)
+    stages["threshold"] = measure(lambda: coarse >= threshold, cpu, repeats=3).seconds
+    mask = coarse >= threshold
+    stages["label"] = measure(lambda: labeling.label_union_find(mask, 2), cpu,
+                              repeats=3).seconds
+    components, _ = labeling.label_union_find(mask, 2)
+    stages["lookup"] = measure(lambda: components[tuple(wavelet.coarse_cells(
+        cells, "haar", 1, shape).T)], cpu, repeats=3).seconds
+    stages["total"] = sum(stages.values())
+    return stages
+
+
+def _wave_gpu_stages(backend, X, shape) -> dict:
+    from gpumine.wavecluster import engine, gpu
+
+    cp = backend.xp
+    stages = {"transfer": measure(lambda: cp.ascontiguousarray(cp.asarray(X).T), backend,
+                                  repeats=3).seconds}
+    XT = cp.ascontiguousarray(cp.asarray(X).T)
+    weight = cp.ones(len(X))
+    bounds = gpu.bounds(XT)
+    point_cell, hist = gpu.quantize_histogram(XT, weight, bounds, shape)
+    stages["quantize"] = measure(lambda: gpu.quantize_histogram(XT, weight, bounds, shape),
+                                 backend, repeats=3).seconds
+    coarse = gpu.lowpass(hist, "haar", 1)
+    stages["wavelet"] = measure(lambda: gpu.lowpass(hist, "haar", 1), backend,
+                                repeats=3).seconds
+    threshold = 40.0 * engine.resolve_threshold("auto", coarse)
+    mask = coarse >= threshold
+    stages["threshold"] = measure(lambda: coarse >= threshold, backend, repeats=3).seconds
+    components, _ = gpu.label_union_find_gpu(mask, 2)
+    stages["label"] = measure(lambda: gpu.label_union_find_gpu(mask, 2), backend,
+                              repeats=3).seconds
+    stages["lookup"] = measure(lambda: components[tuple(gpu.point_coarse_cells(
+        point_cell, "haar", 1, shape).T)], backend, repeats=3).seconds
+    stages["total"] = sum(stages.values())
+    return stages
+
+
+# -- peers ------------------------------------------------------------------------------
+
+
+def peers(run: Run) -> dict:
+    """Per-Lloyd-iteration time against PyTorch, flash-kmeans and fastkmeans, with floors."""
+    from gpumine.bench.peers import fp64_labels, gpumine_step, peer_steps
+    from gpumine.datasets import load_corel, make_uniform
+
+    backend, xp = run.backend, run.backend.xp
+    shapes = ([(2000, 4, 8), (5000, 8, 32)] if run.quick else
+              [(1_000_000, 4, 400), (4_000_000, 8, 200), (50_000, 32, 32),
+               (50_000, 32, 2048), (1_000_000, 128, 1024), (10_000_000, 32, 1024),
+               ("corel-edge", 18, 128)])
+    params = {"shapes": [list(s) for s in shapes], "dtype": "float32"}
+    results = Results(run.out_dir, "peers", params, key=("shape", "impl"))
+    bandwidth = copy_bandwidth(backend, 1 << 26 if run.quick else 1 << 30)
+    rate = gemm_rate(backend, 1024 if run.quick else 8192)
+    run.log(f"peers: copy {bandwidth / 1e9:.0f} GB/s, float32 GEMM {rate / 1e12:.1f} TFLOP/s")
+    assign, update = _default("kmeans.assign", backend), _default("kmeans.update", backend)
+    skipped_all = {}
+    for n, d, k in shapes:
+        host = (load_corel("edge", data_home=run.data_home) if n == "corel-edge"
+                else make_uniform(n, d, random_state=5489))
+        n_rows = len(host)
+        shape = f"{n_rows}/{d}/{k}" if n != "corel-edge" else f"corel-edge/{d}/{k}"
+        X = _device_data(run, host)
+        centers_host = host[np.random.RandomState(0).choice(n_rows, k, replace=False)]
+        centers = backend.to_device(centers_host)
+        reference = fp64_labels(xp, X, centers)
+        # bytes: X read by assign and by update, labels written and read; flops: 2 n d k
+        floor = floor_seconds(2 * host.nbytes + 8 * n_rows, 2.0 * n_rows * d * k,
+                              bandwidth, rate)
+        step, labels = gpumine_step(backend, X, centers, assign, update)
+        candidates = {"gpumine": (step, lambda labels=labels: labels)}
+        steps, skipped = peer_steps(host, centers_host, "cuda" if backend.is_gpu else "cpu")
+        skipped_all.update(skipped)
+        for name, peer in steps.items():
+            candidates[name] = (peer, lambda peer=peer: xp.asarray(
+                np.asarray(peer.labels.cpu()) if hasattr(peer.labels, "cpu")
+                else np.asarray(peer.labels)).astype(xp.int32))
+        for name, (fn, get_labels) in candidates.items():
+            row = {"shape": shape, "impl": name}
+            if results.has(row):
+                continue
+            m = measure(fn, backend, repeats=10, budget_seconds=3.0)
+            _sync_torch()
+            agree = float((get_labels() == reference).mean())
+            results.add({**row, "n": n_rows, "d": d, "k": k, "iteration_seconds": m.seconds,
+                         "floor_seconds": floor, "time_over_floor": m.seconds / floor,
+                         "labels_equal_fp64": agree})
+            run.log(f"peers {shape} {name}: {m.seconds * 1e3:.3f} ms, "
+                    f"{m.seconds / floor:.1f}x floor, labels {agree:.6f}")
+        del X, reference
+    for name, reason in skipped_all.items():
+        run.log(f"peers: {name} skipped: {reason}")
+    speedups = []
+    for row in results.rows:
+        if row["impl"] == "gpumine":
+            continue
+        mine = next((r for r in results.rows if r["impl"] == "gpumine" and
+                     r["shape"] == row["shape"]), None)
+        if mine:
+            speedups.append({"shape": row["shape"], "over": row["impl"],
+                             "speedup": float(row["iteration_seconds"]) /
+                             float(mine["iteration_seconds"])})
+    return results, {"copy_bandwidth_bytes_per_s": bandwidth, "gemm_flops_per_s": rate,
+                     "skipped": skipped_all, "speedups": speedups,
+                     "plots": [_plot_bars(results, "peers", results.rows)]}
+
+
+def _plot_bars(results, name, rows):
+    """Per shape: each implementation's per-iteration time over the measured floor."""
+    plt, path = results.figure(name)
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    impls = list(dict.fromkeys(r["impl"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(shapes)), 4.5))
+    width = 0.8 / max(1, len(impls))
+    for i, impl in enumerate(impls):
+        values = [next((float(r["time_over_floor"]) for r in rows
+                        if r["shape"] == shape and r["impl"] == impl), np.nan)
+                  for shape in shapes]
+        ax.bar(np.arange(len(shapes)) + i * width, values, width, label=impl)
+    ax.set_xticks(np.arange(len(shapes)) + 0.4 - width / 2, shapes, rotation=20, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("time per Lloyd iteration / floor")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.legend()
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def _sync_torch():
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+EXPERIMENTS: dict[str, Callable[[Run], tuple[Results, dict]]] = {
+    "update-vs-k": update_vs_k,
+    "update-vs-d": update_vs_d,
+    "corel": corel,
+    "gpu-vs-hybrid": gpu_vs_hybrid,
+    "gpu-vs-cpu": gpu_vs_cpu,
+    "wavecluster": wavecluster,
+    "peers": peers,
+}
+
+
+def run_experiment(name: str, run: Run) -> Path:
+    """Run one experiment (resuming from its CSV) and write its JSON; returns the JSON path."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+    results, summary = EXPERIMENTS[name](run)
+    return results.finish(run.backend, summary)

@@ -1,0 +1,146 @@
+"""Experiment output: a CSV that grows row by row (and resumes), a JSON of context, PNG plots.
+
+Examples
+--------
+>>> import tempfile
+>>> from gpumine.bench.record import Results
+>>> out = tempfile.mkdtemp()
+>>> results = Results(out, "demo", {"n": 10}, key=("k",))
+>>> results.add({"k": 1, "seconds": 0.5})
+>>> Results(out, "demo", {"n": 10}, key=("k",)).has({"k": 1})  # resumed from the CSV
+True
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Results", "context"]
+
+
+def _commit() -> str:
+    """HEAD of the source tree, with ``-dirty`` when it has uncommitted changes."""
+    where = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, cwd=where).stdout.strip()
+        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, check=True, cwd=where).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if changes.strip() else "")
+
+
+def context(backend) -> dict:
+    """Device, versions and commit: what a result needs to be read later."""
+    import sklearn
+
+    import gpumine
+
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": backend.device_name, "backend": backend.name,
+            "host": platform.processor() or platform.machine(), "python":
+            platform.python_version(), "numpy": np.__version__,
+            "scikit-learn": sklearn.__version__, "gpumine": gpumine.__version__,
+            "commit": _commit()}
+    if backend.is_gpu:
+        cupy = backend.xp
+        info.update(cupy=cupy.__version__, cuda_runtime=cupy.cuda.runtime.runtimeGetVersion(),
+                    cuda_driver=cupy.cuda.runtime.driverGetVersion())
+    return info
+
+
+class Results:
+    """Rows of one experiment in ``DIR/<name>.csv``, context in ``DIR/<name>.json``.
+
+    Rows already in the CSV (from an interrupted run with the same parameters) are
+    kept; :meth:`has` tells the experiment which cells to skip, so a run resumes.
+    """
+
+    def __init__(self, out_dir, name: str, params: dict, key: tuple[str, ...]):
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.name, self.params, self.key = name, params, key
+        self.csv = self.dir / f"{name}.csv"
+        self.rows: list[dict] = []
+        self._fields: list[str] | None = None
+        meta = self.dir / f"{name}.json"
+        if self.csv.exists() and meta.exists():
+            previous = json.loads(meta.read_text()).get("parameters")
+            if previous == json.loads(json.dumps(params)):
+                with open(self.csv, newline="") as handle:
+                    self.rows = [_parse(row) for row in csv.DictReader(handle)]
+                if self.rows:
+                    self._fields = list(self.rows[0])
+        if not self.rows:
+            self.csv.unlink(missing_ok=True)
+        meta.write_text(json.dumps({"experiment": name, "parameters": params,
+                                    "complete": False}, indent=2) + "\n")
+
+    def _key(self, row) -> tuple:
+        return tuple(str(row.get(k)) for k in self.key)
+
+    def has(self, row: dict) -> bool:
+        """True when a row with the same key values is already recorded."""
+        wanted = self._key(row)
+        return any(self._key(r) == wanted for r in self.rows)
+
+    def add(self, row: dict) -> None:
+        """Append one row to the CSV now (a crash keeps everything before it)."""
+        if self._fields is None:
+            self._fields = list(row)
+        missing = [f for f in row if f not in self._fields]
+        if missing:
+            raise ValueError(f"row has fields {missing} that the CSV header lacks")
+        new = not self.csv.exists()
+        with open(self.csv, "a", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=self._fields)
+            if new:
+                writer.writeheader()
+            writer.writerow({f: row.get(f, "") for f in self._fields})
+        self.rows.append({f: row.get(f, "") for f in self._fields})
+
+    def finish(self, backend, summary: dict) -> Path:
+        """Write the JSON: parameters, context, summary and the rows."""
+        path = self.dir / f"{self.name}.json"
+        record = {"experiment": self.name, "parameters": self.params, "complete": True,
+                  **context(backend), "summary": summary, "rows": self.rows}
+        path.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
+        return path
+
+    def figure(self, name: str):
+        """A new matplotlib figure and the PNG path to save it to (needs the ``bench`` extra)."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as exc:
+            raise RuntimeError('plots need matplotlib: pip install "gpumine[bench]"') from exc
+        return plt, self.dir / f"{name}.png"
+
+
+def _jsonable(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _parse(row: dict) -> dict:
+    """CSV strings back to numbers where they are numbers."""
+    out = {}
+    for key, value in row.items():
+        try:
+            number = float(value)
+            out[key] = int(number) if number.is_integer() and "." not in value \
+                and "e" not in value.lower() else number
+        except (TypeError, ValueError):
+            out[key] = value
+    return out

@@ -1,0 +1,111 @@
+"""gpumine bench: every experiment in quick mode, resuming, and the regression gate."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gpumine.backend import get_backend
+from gpumine.bench import EXPERIMENTS, Run, run_experiment
+from gpumine.bench import experiments as experiments_module
+from gpumine.bench.gate import baseline_path, check, measure_ratios
+from gpumine.cli import app
+
+runner = CliRunner()
+
+PLOTS = {"update-vs-k": ["update-vs-k.png", "update-vs-k-speedup.png"],
+         "update-vs-d": ["update-vs-d.png"], "corel": ["corel.png"],
+         "gpu-vs-hybrid": ["gpu-vs-hybrid.png"], "gpu-vs-cpu": ["gpu-vs-cpu.png"],
+         "wavecluster": ["wavecluster.png"], "peers": ["peers.png"]}
+
+
+@pytest.mark.parametrize("experiment", list(EXPERIMENTS))
+def test_quick_experiment_writes_csv_json_and_plots(experiment, tmp_path, shared_datasets):
+    result = runner.invoke(app, ["bench", "run", experiment, "--quick", "--device", "cpu",
+                                 "--out", str(tmp_path), "--data-home",
+                                 str(shared_datasets / "corel"), "-q"])
+    assert result.exit_code == 0, result.output
+    with open(tmp_path / f"{experiment}.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows
+    timed = [r for r in rows if r.get("seconds") or r.get("fit_seconds")
+             or r.get("iteration_seconds") or r.get("total_seconds")]
+    assert timed and all(float(next(v for k, v in r.items() if k.endswith("seconds") and v))
+                         > 0 for r in timed)
+    record = json.loads((tmp_path / f"{experiment}.json").read_text())
+    assert record["complete"] and record["device"] == "cpu" and record["commit"]
+    assert record["parameters"] and len(record["rows"]) == len(rows)
+    for png in PLOTS[experiment]:
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert record["summary"]["plots"] == PLOTS[experiment]
+
+
+def test_an_experiment_resumes_from_its_csv(tmp_path, monkeypatch):
+    run = Run(get_backend("cpu"), tmp_path, quick=True, log=lambda line: None)
+    run_experiment("update-vs-k", run)
+    first = (tmp_path / "update-vs-k.csv").read_text()
+    calls = []
+    real = experiments_module.measure
+    monkeypatch.setattr(experiments_module, "measure",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    run_experiment("update-vs-k", run)
+    assert calls == [] and (tmp_path / "update-vs-k.csv").read_text() == first
+    # a cut-off run: drop the last row, and only that cell is measured again
+    lines = first.splitlines(keepends=True)
+    (tmp_path / "update-vs-k.csv").write_text("".join(lines[:-1]))
+    run_experiment("update-vs-k", run)
+    assert len(calls) == 1
+    assert len((tmp_path / "update-vs-k.csv").read_text().splitlines()) == len(lines)
+
+
+def test_unknown_experiment_is_a_usage_error():
+    assert runner.invoke(app, ["bench", "run", "nope", "--quick"]).exit_code == 2
+
+
+def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypatch):
+    backend = get_backend("cpu")
+    baseline = json.loads(baseline_path(backend).read_text())
+    assert check(measure_ratios(backend), baseline) == []
+
+    from gpumine.kmeans import reference
+
+    real = reference.update_numpy
+
+    def twice_as_slow(*args, **kwargs):
+        real(*args, **kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reference, "update_numpy", twice_as_slow)
+    failures = check(measure_ratios(backend), baseline)
+    assert len(failures) == 1 and failures[0].startswith("update numpy / one pass over X")
+
+
+def test_gate_reports_missing_ratios():
+    assert check({}, {"ratios": {"x": 1.0}}) == ["x: not measured"]
+    assert check({"x": 1.5}, {"ratios": {"x": 1.0}}, tolerance=1.6) == []
+
+
+def test_gate_command(tmp_path):
+    path = tmp_path / "base.json"
+    result = runner.invoke(app, ["bench", "gate", "--device", "cpu", "--update-baseline",
+                                 "--baseline", str(path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(path.read_text())
+    data["ratios"] = {name: value / 4 for name, value in data["ratios"].items()}
+    path.write_text(json.dumps(data))
+    result = runner.invoke(app, ["bench", "gate", "--device", "cpu", "--baseline", str(path)])
+    assert result.exit_code == 1 and "performance regression" in result.output
+
+
+@pytest.mark.gpu
+def test_gpu_gate_against_its_baseline():
+    backend = get_backend("gpu")
+    path = baseline_path(backend)
+    assert path.exists(), "record it on a GPU machine: gpumine bench gate --update-baseline"
+    ratios = measure_ratios(backend)
+    assert all(np.isfinite(list(ratios.values())))
+    assert check(ratios, json.loads(path.read_text())) == []
