@@ -573,12 +573,21 @@ def peers(run: Run) -> dict:
             row = {"shape": shape, "impl": name}
             if results.has(row):
                 continue
-            m = measure(fn, backend, repeats=10, budget_seconds=3.0)
-            _sync_torch()
-            agree = float((get_labels() == reference).mean())
+            try:
+                m = measure(fn, backend, repeats=10, budget_seconds=3.0)
+                _sync_torch()
+                agree = float((get_labels() == reference).mean())
+            except (RuntimeError, MemoryError) as exc:  # e.g. a peer's dense n x k distances
+                reason = str(exc).split(".")[0][:160]
+                results.add({**row, "n": n_rows, "d": d, "k": k, "iteration_seconds": "",
+                             "floor_seconds": floor, "time_over_floor": "",
+                             "labels_equal_fp64": "", "note": f"failed: {reason}"})
+                run.log(f"peers {shape} {name}: failed: {reason}")
+                _free_torch()
+                continue
             results.add({**row, "n": n_rows, "d": d, "k": k, "iteration_seconds": m.seconds,
                          "floor_seconds": floor, "time_over_floor": m.seconds / floor,
-                         "labels_equal_fp64": agree})
+                         "labels_equal_fp64": agree, "note": ""})
             run.log(f"peers {shape} {name}: {m.seconds * 1e3:.3f} ms, "
                     f"{m.seconds / floor:.1f}x floor, labels {agree:.6f}")
         del X, reference
@@ -590,7 +599,7 @@ def peers(run: Run) -> dict:
             continue
         mine = next((r for r in results.rows if r["impl"] == "gpumine" and
                      r["shape"] == row["shape"]), None)
-        if mine:
+        if mine and row["iteration_seconds"] not in ("", None):
             speedups.append({"shape": row["shape"], "over": row["impl"],
                              "speedup": float(row["iteration_seconds"]) /
                              float(mine["iteration_seconds"])})
@@ -608,7 +617,8 @@ def _plot_bars(results, name, rows):
     width = 0.8 / max(1, len(impls))
     for i, impl in enumerate(impls):
         values = [next((float(r["time_over_floor"]) for r in rows
-                        if r["shape"] == shape and r["impl"] == impl), np.nan)
+                        if r["shape"] == shape and r["impl"] == impl
+                        and r["time_over_floor"] not in ("", None)), np.nan)
                   for shape in shapes]
         ax.bar(np.arange(len(shapes)) + i * width, values, width, label=impl)
     ax.set_xticks(np.arange(len(shapes)) + 0.4 - width / 2, shapes, rotation=20, fontsize=8)
@@ -621,6 +631,15 @@ def _plot_bars(results, name, rows):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path.name
+
+
+def _free_torch():
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _sync_torch():
