@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -26,7 +27,13 @@ __all__ = ["Results", "context"]
 
 
 def _commit() -> str:
-    """HEAD of the source tree, with ``-dirty`` when it has uncommitted changes."""
+    """HEAD of the source tree, with ``-dirty`` when it has uncommitted changes.
+
+    ``GPUMINE_COMMIT`` overrides it, for copies of the tree whose git metadata is not
+    the source's (the GPU machine receives such a copy).
+    """
+    if os.environ.get("GPUMINE_COMMIT"):
+        return os.environ["GPUMINE_COMMIT"]
     where = Path(__file__).resolve().parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
