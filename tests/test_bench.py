@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gpumine.backend import get_backend
 from gpumine.bench import EXPERIMENTS, Run, run_experiment
 from gpumine.bench import experiments as experiments_module
-from gpumine.bench.gate import baseline_path, check, measure_ratios
+from gpumine.bench.gate import baseline_path, check, measure_baseline, measure_ratios
 from gpumine.cli import app
 
 runner = CliRunner()
@@ -66,9 +66,18 @@ def test_unknown_experiment_is_a_usage_error():
     assert runner.invoke(app, ["bench", "run", "nope", "--quick"]).exit_code == 2
 
 
-def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypatch):
+def test_committed_baseline_covers_every_ratio():
     backend = get_backend("cpu")
     baseline = json.loads(baseline_path(backend).read_text())
+    assert set(baseline["ratios"]) == set(measure_ratios(backend))
+    assert baseline["tolerance"] == 1.6
+
+
+def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypatch):
+    # The baseline is measured here, on this machine, as --update-baseline records one:
+    # the committed baseline belongs to the machine that measured it.
+    backend = get_backend("cpu")
+    baseline = {"ratios": measure_baseline(backend), "tolerance": 1.6}
     assert check(measure_ratios(backend), baseline) == []
 
     from gpumine.kmeans import reference
