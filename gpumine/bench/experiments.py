@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +54,6 @@ class Run:
     log: Callable[[str], None] = print
     #: A single update call slower than this is not repeated at larger sizes of a sweep.
     slow_seconds: float = 5.0
-    extra: dict = field(default_factory=dict)
 
 
 def _strategies(backend, kind="kmeans.update"):
@@ -575,7 +574,7 @@ def peers(run: Run) -> dict:
                 continue
             try:
                 m = measure(fn, backend, repeats=10, budget_seconds=3.0)
-                _sync_torch()
+                _torch_cuda("synchronize")
                 agree = float((get_labels() == reference).mean())
             except (RuntimeError, MemoryError) as exc:  # e.g. a peer's dense n x k distances
                 reason = str(exc).split(".")[0][:160]
@@ -583,7 +582,7 @@ def peers(run: Run) -> dict:
                              "floor_seconds": floor, "time_over_floor": "",
                              "labels_equal_fp64": "", "note": f"failed: {reason}"})
                 run.log(f"peers {shape} {name}: failed: {reason}")
-                _free_torch()
+                _torch_cuda("empty_cache")
                 continue
             results.add({**row, "n": n_rows, "d": d, "k": k, "iteration_seconds": m.seconds,
                          "floor_seconds": floor, "time_over_floor": m.seconds / floor,
@@ -633,22 +632,14 @@ def _plot_bars(results, name, rows):
     return path.name
 
 
-def _free_torch():
+def _torch_cuda(action: str) -> None:
+    """``torch.cuda.<action>()`` when PyTorch and a CUDA device are there (peers' work)."""
     try:
         import torch
     except ImportError:
         return
     if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _sync_torch():
-    try:
-        import torch
-    except ImportError:
-        return
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+        getattr(torch.cuda, action)()
 
 
 EXPERIMENTS: dict[str, Callable[[Run], tuple[Results, dict]]] = {
