@@ -51,6 +51,37 @@ def run_command(
         fail(exc)
 
 
+@app.command("report")
+def report_command(
+    experiment: Annotated[str, typer.Argument(
+        help="An experiment recorded in --out, or all (those recorded there).")],
+    out: Annotated[Path, typer.Option(help="Directory `gpumine bench run` wrote.")] =
+        Path("bench-results"),
+):
+    """Rewrite the summary and plots of recorded experiments from their CSV; measures nothing.
+
+    The rows, device, versions and commit stay as recorded; the JSON gains a
+    ``reported`` entry naming the commit that wrote the new summary and plots.
+    """
+    from gpumine.bench import EXPERIMENTS, report_experiment
+
+    if experiment == "all":
+        names = [name for name in EXPERIMENTS if (out / f"{name}.csv").exists()]
+        if not names:
+            fail(GpumineError(f"no recorded experiment in {out}"))
+    elif experiment in EXPERIMENTS:
+        names = [experiment]
+    else:
+        raise typer.BadParameter(f"unknown experiment {experiment!r}; choose one of "
+                                 f"{', '.join(EXPERIMENTS)} or all")
+    try:
+        for name in names:
+            path = report_experiment(name, out)
+            stdout.print(f"{name}: rewrote {path} and plots", highlight=False, markup=False)
+    except (GpumineError, ValueError, OSError, RuntimeError) as exc:
+        fail(exc)
+
+
 @app.command("gate")
 def gate_command(
     device: Annotated[str, typer.Option(help="auto, cpu or gpu.")] = "auto",

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumine.backend import get_backend
-from gpumine.bench import EXPERIMENTS, Run, run_experiment
+from gpumine.bench import EXPERIMENTS, Run, report_experiment, run_experiment
 from gpumine.bench import experiments as experiments_module
 from gpumine.bench.gate import baseline_path, check, measure_baseline, measure_ratios
 from gpumine.cli import app
@@ -62,6 +62,46 @@ def test_an_experiment_resumes_from_its_csv(tmp_path, monkeypatch):
     assert len((tmp_path / "update-vs-k.csv").read_text().splitlines()) == len(lines)
 
 
+def test_report_rewrites_summary_and_plots_from_the_record_alone(tmp_path, monkeypatch):
+    run = Run(get_backend("cpu"), tmp_path, quick=True, log=lambda line: None)
+    run_experiment("update-vs-k", run)
+    before = json.loads((tmp_path / "update-vs-k.json").read_text())
+    for png in PLOTS["update-vs-k"]:
+        (tmp_path / png).unlink()
+    # no measurement may happen: the report reads the CSV and JSON only
+    monkeypatch.setattr(experiments_module, "measure", lambda *a, **k: pytest.fail("measured"))
+    result = runner.invoke(app, ["bench", "report", "all", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    after = json.loads((tmp_path / "update-vs-k.json").read_text())
+    assert after["summary"] == before["summary"] and after["rows"] == before["rows"]
+    assert after["commit"] == before["commit"] and after["date"] == before["date"]
+    assert after["reported"]["commit"] and after["reported"]["date"]
+    for png in PLOTS["update-vs-k"]:
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_keeps_what_the_run_measured_beside_the_rows(tmp_path):
+    run_experiment("peers", Run(get_backend("cpu"), tmp_path, quick=True, log=lambda line: None))
+    measured = json.loads((tmp_path / "peers.json").read_text())["measured"]
+    assert measured["copy_bandwidth_bytes_per_s"] > 0 and measured["gemm_flops_per_s"] > 0
+    report_experiment("peers", tmp_path)
+    after = json.loads((tmp_path / "peers.json").read_text())
+    assert after["measured"] == measured
+    assert after["summary"]["gemm_flops_per_s"] == measured["gemm_flops_per_s"]
+
+
+def test_report_without_a_record_fails_cleanly(tmp_path):
+    result = runner.invoke(app, ["bench", "report", "corel", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "run `gpumine bench run` first" in result.output
+    result = runner.invoke(app, ["bench", "report", "all", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "no recorded experiment" in result.output
+    (tmp_path / "corel.json").write_text("[]")
+    (tmp_path / "corel.csv").write_text("k\n1\n")
+    result = runner.invoke(app, ["bench", "report", "corel", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "not a gpumine bench record" in result.output
+    assert runner.invoke(app, ["bench", "report", "nope"]).exit_code == 2
+
+
 def test_unknown_experiment_is_a_usage_error():
     assert runner.invoke(app, ["bench", "run", "nope", "--quick"]).exit_code == 2
 
@@ -78,7 +118,8 @@ def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypat
     # the committed baseline belongs to the machine that measured it.
     backend = get_backend("cpu")
     baseline = {"ratios": measure_baseline(backend), "tolerance": 1.6}
-    assert check(measure_ratios(backend), baseline) == []
+    failures = check(measure_ratios(backend), baseline)
+    assert failures == [], failures
 
     from gpumine.kmeans import reference
 
@@ -90,7 +131,8 @@ def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypat
 
     monkeypatch.setattr(reference, "update_numpy", twice_as_slow)
     failures = check(measure_ratios(backend), baseline)
-    assert len(failures) == 1 and failures[0].startswith("update numpy / one pass over X")
+    assert len(failures) == 1 and failures[0].startswith("update numpy / one pass over X"), \
+        failures
 
 
 def test_gate_reports_missing_ratios():

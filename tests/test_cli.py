@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -278,7 +279,6 @@ def test_datasets_corel(shared_datasets, tmp_path):
 
 def test_peak_memory_stays_under_three_times_the_data(tmp_path):
     """The whole `gpumine cluster FILE --out` run, beyond the imports, needs < 3x the data."""
-    import sys
 
     n_rows, n_features = 3_000_000, 8
     path = tmp_path / "big.parquet"
@@ -334,3 +334,15 @@ def test_installed_executable(tmp_path):
     failed = subprocess.run([exe, "cluster", str(tmp_path / "none.bin")], capture_output=True,
                             text=True, timeout=300)
     assert failed.returncode == 1 and "Traceback" not in failed.stderr
+
+
+def test_python_dash_m_runs_the_same_command_line(tmp_path):
+    path = tmp_path / "x.bin"
+    write_minebench_bin(path, make_uniform(200, 2, random_state=1))
+    done = subprocess.run([sys.executable, "-m", "gpumine", "cluster", str(path), "-k", "2",
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == 200
+    usage = subprocess.run([sys.executable, "-m", "gpumine", "bench", "run", "nope"],
+                           capture_output=True, text=True, timeout=300)
+    assert usage.returncode == 2

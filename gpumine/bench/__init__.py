@@ -6,6 +6,6 @@
 * :mod:`gpumine.bench.peers` -- PyTorch / flash-kmeans / fastkmeans beside gpumine.
 """
 
-from gpumine.bench.experiments import EXPERIMENTS, Run, run_experiment
+from gpumine.bench.experiments import EXPERIMENTS, Run, report_experiment, run_experiment
 
-__all__ = ["EXPERIMENTS", "Run", "run_experiment"]
+__all__ = ["EXPERIMENTS", "Run", "report_experiment", "run_experiment"]

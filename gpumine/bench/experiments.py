@@ -40,7 +40,7 @@ from gpumine import registry
 from gpumine.bench.record import Results
 from gpumine.bench.timing import copy_bandwidth, floor_seconds, gemm_rate, measure
 
-__all__ = ["EXPERIMENTS", "Run", "run_experiment"]
+__all__ = ["EXPERIMENTS", "Experiment", "Run", "report_experiment", "run_experiment"]
 
 
 @dataclass
@@ -60,8 +60,10 @@ def _strategies(backend, kind="kmeans.update"):
     return [s for s in registry.list_strategies(kind, backend=backend.name)]
 
 
-def _reference_update(backend) -> str:
-    return "gm-ct" if backend.is_gpu else "numpy"
+def _reference(rows, preferred=("gm-ct", "numpy")) -> str:
+    """The reference strategy of a speed-up: the first of ``preferred`` that was measured."""
+    measured = {r["strategy"] for r in rows}
+    return next((name for name in preferred if name in measured), preferred[-1])
 
 
 def _default(kind, backend):
@@ -140,12 +142,14 @@ def _plot_lines(results, name, rows, *, panel, x, y, series, title, ylabel, logy
     panels = sorted({r[panel] for r in rows}, key=str)
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
     for ax, value in zip(axes[0], panels, strict=True):
-        for label in sorted({r[series] for r in rows}):
+        for i, label in enumerate(sorted({r[series] for r in rows})):
             points = sorted((float(r[x]), float(r[y])) for r in rows
                             if r[panel] == value and r[series] == label
                             and r[y] not in ("", None))
-            if points:
-                ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=label)
+            if points:  # ten colours, then the next ten dashed with squares, ...
+                ax.plot(*zip(*points, strict=True), color=f"C{i % 10}",
+                        linestyle=("-", "--", ":")[i // 10 % 3],
+                        marker=("o", "s", "^")[i // 10 % 3], markersize=3, label=label)
         ax.set_xscale("log", base=2)
         if logy:
             ax.set_yscale("log")
@@ -153,9 +157,9 @@ def _plot_lines(results, name, rows, *, panel, x, y, series, title, ylabel, logy
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}, {panel} = {value}")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][-1].legend(fontsize=7, ncol=2)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path.name
 
@@ -163,7 +167,7 @@ def _plot_lines(results, name, rows, *, panel, x, y, series, title, ylabel, logy
 # -- seed 004 ---------------------------------------------------------------------------
 
 
-def update_vs_k(run: Run) -> dict:
+def update_vs_k(run: Run) -> tuple[Results, dict]:
     """Seed 004 Figures 1-4: update-phase time of every strategy as k (contention) varies."""
     from gpumine.datasets import make_uniform
 
@@ -185,17 +189,21 @@ def update_vs_k(run: Run) -> dict:
 
     _sweep_updates(run, results, [{"n": n, "d": d, "k": k} for n in sizes for k in ks],
                    data_for)
-    rows = _speedups(results.rows, ("n", "k"), _reference_update(run.backend))
+    return results, {}
+
+
+def _report_update_vs_k(results, measured) -> dict:
+    reference = _reference(results.rows)
+    rows = _speedups(results.rows, ("n", "k"), reference)
     plots = [_plot_lines(results, "update-vs-k", rows, panel="n", x="k", y="seconds",
                          series="strategy", title="update phase", ylabel="seconds"),
              _plot_lines(results, "update-vs-k-speedup", rows, panel="n", x="k",
                          y="speedup_vs_reference", series="strategy",
-                         title=f"speed-up over {_reference_update(run.backend)}",
-                         ylabel="speed-up")]
-    return results, _summary(rows, ("n",), plots, _reference_update(run.backend))
+                         title=f"speed-up over {reference}", ylabel="speed-up")]
+    return _summary(rows, ("n",), plots, reference)
 
 
-def update_vs_d(run: Run) -> dict:
+def update_vs_d(run: Run) -> tuple[Results, dict]:
     """Seed 004 Figure 5: update-phase time as d grows, k in {32, 256, 2048}, n = 5000."""
     from gpumine.datasets import make_uniform
 
@@ -211,13 +219,19 @@ def update_vs_d(run: Run) -> dict:
         return X, _labels(run, X, centers)
 
     _sweep_updates(run, results, [{"k": k, "d": d} for k in ks for d in ds], data_for)
-    rows = _speedups(results.rows, ("k", "d"), _reference_update(run.backend))
+    return results, {}
+
+
+def _report_update_vs_d(results, measured) -> dict:
+    reference = _reference(results.rows)
+    rows = _speedups(results.rows, ("k", "d"), reference)
     plots = [_plot_lines(results, "update-vs-d", rows, panel="k", x="d", y="seconds",
-                         series="strategy", title=f"update phase, n = {n}", ylabel="seconds")]
-    return results, _summary(rows, ("k",), plots, _reference_update(run.backend))
+                         series="strategy", title=f"update phase, n = {results.params['n']}",
+                         ylabel="seconds")]
+    return _summary(rows, ("k",), plots, reference)
 
 
-def corel(run: Run) -> dict:
+def corel(run: Run) -> tuple[Results, dict]:
     """Seed 004 Figure 6: update-phase time vs k on the Corel edge and color features."""
     from gpumine.datasets import load_corel
 
@@ -239,10 +253,15 @@ def corel(run: Run) -> dict:
 
     _sweep_updates(run, results, [{"subset": s, "k": k} for s in subsets for k in ks],
                    data_for)
-    rows = _speedups(results.rows, ("subset", "k"), _reference_update(run.backend))
+    return results, {}
+
+
+def _report_corel(results, measured) -> dict:
+    reference = _reference(results.rows)
+    rows = _speedups(results.rows, ("subset", "k"), reference)
     plots = [_plot_lines(results, "corel", rows, panel="subset", x="k", y="seconds",
                          series="strategy", title="Corel, update phase", ylabel="seconds")]
-    return results, _summary(rows, ("subset",), plots, _reference_update(run.backend))
+    return _summary(rows, ("subset",), plots, reference)
 
 
 def _summary(rows, group_keys, plots, reference) -> dict:
@@ -264,7 +283,7 @@ def _summary(rows, group_keys, plots, reference) -> dict:
 # -- seed 000 / 002 ---------------------------------------------------------------------
 
 
-def gpu_vs_hybrid(run: Run) -> dict:
+def gpu_vs_hybrid(run: Run) -> tuple[Results, dict]:
     """Seed 000 Figure 7: 50 forced iterations with transfers, each update strategy vs hybrid."""
     from gpumine.datasets import make_uniform
 
@@ -296,14 +315,20 @@ def gpu_vs_hybrid(run: Run) -> dict:
                         too_slow.add((strategy.name, k, d))
                     results.add({**row, "note": ""})
                     run.log(f"gpu-vs-hybrid {row}")
+    return results, {}
+
+
+def _report_gpu_vs_hybrid(results, measured) -> dict:
+    d = max(results.params["d"])
+    reference = _reference(results.rows, ("hybrid", "numpy"))
     rows = _speedups([{**r, "seconds": r.get("total_seconds", "")} for r in results.rows
-                      if r["d"] == max(ds)], ("k", "n", "d"), "hybrid" if backend.is_gpu
-                     else "numpy")
+                      if r["d"] == d], ("k", "n", "d"), reference)
     plots = [_plot_lines(results, "gpu-vs-hybrid", rows, panel="k", x="n",
                          y="speedup_vs_reference", series="strategy",
-                         title="speed-up over hybrid (50 iterations, d = max)", ylabel="speed-up")
-             ] if rows else []
-    return results, _summary(rows, ("k",), plots, "hybrid" if backend.is_gpu else "numpy")
+                         title=f"speed-up over {reference} "
+                               f"({results.params['iterations']} iterations, d = {d})",
+                         ylabel="speed-up")] if rows else []
+    return _summary(rows, ("k",), plots, reference)
 
 
 def _forced_fit(backend, xp, host, centers_host, assign, update, iterations) -> dict:
@@ -342,7 +367,7 @@ def _forced_fit(backend, xp, host, centers_host, assign, update, iterations) -> 
             "total_seconds": total}
 
 
-def gpu_vs_cpu(run: Run) -> dict:
+def gpu_vs_cpu(run: Run) -> tuple[Results, dict]:
     """Seed 000 Figure 8 / seed 002 Figure 11: whole fit against scikit-learn and the CPU path."""
     import warnings
 
@@ -399,12 +424,17 @@ def gpu_vs_cpu(run: Run) -> dict:
                                  "iteration_seconds": seconds / max(1, model.n_iter_),
                                  "note": ""})
                     run.log(f"gpu-vs-cpu {row} {seconds:.4f} s")
-    mine = "gpumine-" + run.backend.name
+    return results, {}
+
+
+def _report_gpu_vs_cpu(results, measured) -> dict:
+    impls = list(dict.fromkeys(r["impl"] for r in results.rows))
+    mine = "gpumine-gpu" if "gpumine-gpu" in impls else "gpumine-cpu"
     rows = []
     for row in results.rows:
         if row["impl"] != mine or row.get("fit_seconds") in ("", None):
             continue
-        for peer in implementations:
+        for peer in impls:
             if peer == mine:
                 continue
             other = next((r for r in results.rows if r["impl"] == peer and
@@ -417,7 +447,7 @@ def gpu_vs_cpu(run: Run) -> dict:
                                                  for r in rows],
                          panel="d", x="n", y="speedup", series="series",
                          title=f"{mine} whole-fit speed-up", ylabel="speed-up")] if rows else []
-    return results, {"plots": plots, "speedups": rows}
+    return {"plots": plots, "speedups": rows}
 
 
 # -- seed 003 ---------------------------------------------------------------------------
@@ -433,7 +463,7 @@ def _wave_points(m, rng):
     return np.clip(X, 0, 1)
 
 
-def wavecluster(run: Run) -> dict:
+def wavecluster(run: Run) -> tuple[Results, dict]:
     """Seed 003 Table 1: per-stage WaveCluster times, CPU and GPU, and the aggregate speed-up."""
     from gpumine.backend import get_backend
 
@@ -455,8 +485,14 @@ def wavecluster(run: Run) -> dict:
                 results.add({"grid": m, "points": m * m, "side": "gpu", "stage": stage,
                              "seconds": seconds})
         run.log(f"wavecluster grid {m} done")
+    return results, {}
+
+
+def _report_wavecluster(results, measured) -> dict:
     table = []
-    for m in grids:
+    for m in results.params["grids"]:
+        if not any(r["grid"] == m for r in results.rows):
+            continue
         times = {(r["side"], r["stage"]): float(r["seconds"]) for r in results.rows
                  if r["grid"] == m}
         entry = {"grid": m, "cpu_total_seconds": times.get(("cpu", "total"))}
@@ -472,7 +508,7 @@ def wavecluster(run: Run) -> dict:
     plot_rows = [{**r, "series": f"{r['side']} {r['stage']}"} for r in results.rows]
     plots = [_plot_lines(results, "wavecluster", plot_rows, panel="side", x="grid", y="seconds",
                          series="series", title="WaveCluster stages", ylabel="seconds")]
-    return results, {"plots": plots, "table": table,
+    return {"plots": plots, "table": table,
             "aggregate_speedup_formula": "CPU time / (transfer time + GPU kernel time), "
                                          "seed 003 equation (1)"}
 
@@ -535,7 +571,7 @@ def _wave_gpu_stages(backend, X, shape) -> dict:
 # -- peers ------------------------------------------------------------------------------
 
 
-def peers(run: Run) -> dict:
+def peers(run: Run) -> tuple[Results, dict]:
     """Per-Lloyd-iteration time against PyTorch, flash-kmeans and fastkmeans, with floors."""
     from gpumine.bench.peers import fp64_labels, gpumine_step, peer_steps
     from gpumine.datasets import load_corel, make_uniform
@@ -596,6 +632,11 @@ def peers(run: Run) -> dict:
         del X, reference
     for name, reason in skipped_all.items():
         run.log(f"peers: {name} skipped: {reason}")
+    return results, {"copy_bandwidth_bytes_per_s": bandwidth, "gemm_flops_per_s": rate,
+                     "skipped": skipped_all}
+
+
+def _report_peers(results, measured) -> dict:
     speedups = []
     for row in results.rows:
         if row["impl"] == "gpumine":
@@ -606,9 +647,8 @@ def peers(run: Run) -> dict:
             speedups.append({"shape": row["shape"], "over": row["impl"],
                              "speedup": float(row["iteration_seconds"]) /
                              float(mine["iteration_seconds"])})
-    return results, {"copy_bandwidth_bytes_per_s": bandwidth, "gemm_flops_per_s": rate,
-                     "skipped": skipped_all, "speedups": speedups,
-                     "plots": [_plot_bars(results, "peers", results.rows)]}
+    return {**measured, "speedups": speedups,
+            "plots": [_plot_bars(results, "peers", results.rows)]}
 
 
 def _plot_bars(results, name, rows):
@@ -646,20 +686,72 @@ def _torch_cuda(action: str) -> None:
         getattr(torch.cuda, action)()
 
 
-EXPERIMENTS: dict[str, Callable[[Run], tuple[Results, dict]]] = {
-    "update-vs-k": update_vs_k,
-    "update-vs-d": update_vs_d,
-    "corel": corel,
-    "gpu-vs-hybrid": gpu_vs_hybrid,
-    "gpu-vs-cpu": gpu_vs_cpu,
-    "wavecluster": wavecluster,
-    "peers": peers,
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment: ``measure`` fills the CSV, ``report`` derives the summary and plots.
+
+    ``measure(run)`` returns the :class:`Results` and what it measured beside the rows
+    (peers' copy bandwidth and GEMM rate); ``report(results, measured)`` reads only
+    those, so a recorded experiment can be re-reported on any machine.
+    """
+
+    measure: Callable[[Run], tuple[Results, dict]]
+    report: Callable[[Results, dict], dict]
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "update-vs-k": Experiment(update_vs_k, _report_update_vs_k),
+    "update-vs-d": Experiment(update_vs_d, _report_update_vs_d),
+    "corel": Experiment(corel, _report_corel),
+    "gpu-vs-hybrid": Experiment(gpu_vs_hybrid, _report_gpu_vs_hybrid),
+    "gpu-vs-cpu": Experiment(gpu_vs_cpu, _report_gpu_vs_cpu),
+    "wavecluster": Experiment(wavecluster, _report_wavecluster),
+    "peers": Experiment(peers, _report_peers),
 }
+
+
+def _experiment(name: str) -> Experiment:
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+    return EXPERIMENTS[name]
 
 
 def run_experiment(name: str, run: Run) -> Path:
     """Run one experiment (resuming from its CSV) and write its JSON; returns the JSON path."""
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
-    results, summary = EXPERIMENTS[name](run)
-    return results.finish(run.backend, summary)
+    experiment = _experiment(name)
+    results, measured = experiment.measure(run)
+    return results.finish(run.backend, experiment.report(results, measured), measured)
+
+
+def report_experiment(name: str, out_dir) -> Path:
+    """Re-derive the summary and plots of a recorded experiment from its CSV and JSON.
+
+    Nothing is measured and no device is needed: the rows, parameters, context
+    (device, versions, commit) and run-level measurements stay as recorded; the
+    summary and the PNG files are rewritten by the current code.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`EXPERIMENTS`.
+    out_dir : path-like
+        The directory ``gpumine bench run`` wrote.
+
+    Returns
+    -------
+    pathlib.Path
+        The rewritten JSON.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from gpumine.backend import get_backend
+    >>> out = tempfile.mkdtemp()
+    >>> _ = run_experiment("update-vs-d", Run(get_backend("cpu"), out, quick=True,
+    ...                                       log=lambda line: None))
+    >>> report_experiment("update-vs-d", out).name
+    'update-vs-d.json'
+    """
+    experiment = _experiment(name)
+    results = Results.read(out_dir, name)
+    return results.rewrite_summary(experiment.report(results, results.measured))

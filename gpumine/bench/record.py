@@ -76,20 +76,47 @@ class Results:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.name, self.params, self.key = name, params, key
         self.csv = self.dir / f"{name}.csv"
+        self.json = self.dir / f"{name}.json"
+        #: What the run measured beside the rows (recorded in the JSON as ``measured``).
+        self.measured: dict = {}
         self.rows: list[dict] = []
         self._fields: list[str] | None = None
-        meta = self.dir / f"{name}.json"
-        if self.csv.exists() and meta.exists():
-            previous = json.loads(meta.read_text()).get("parameters")
+        if self.csv.exists() and self.json.exists():
+            previous = json.loads(self.json.read_text()).get("parameters")
             if previous == json.loads(json.dumps(params)):
-                with open(self.csv, newline="") as handle:
-                    self.rows = [_parse(row) for row in csv.DictReader(handle)]
-                if self.rows:
-                    self._fields = list(self.rows[0])
+                self._read_rows()
         if not self.rows:
             self.csv.unlink(missing_ok=True)
-        meta.write_text(json.dumps({"experiment": name, "parameters": params,
-                                    "complete": False}, indent=2) + "\n")
+        self.json.write_text(json.dumps({"experiment": name, "parameters": params,
+                                         "complete": False}, indent=2) + "\n")
+
+    @classmethod
+    def read(cls, out_dir, name: str) -> Results:
+        """A recorded experiment as it is on disk, to report on; nothing is rewritten."""
+        path = Path(out_dir) / f"{name}.json"
+        try:
+            record = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no record of {name} in {out_dir}: {path.name} "
+                                    "is missing (run `gpumine bench run` first)") from None
+        if not isinstance(record, dict) or "parameters" not in record:
+            raise ValueError(f"{path} is not a gpumine bench record (no parameters)")
+        results = cls.__new__(cls)
+        results.dir, results.name, results.key = Path(out_dir), name, ()
+        results.params, results.measured = record["parameters"], record.get("measured", {})
+        results.csv, results.json = results.dir / f"{name}.csv", path
+        results.rows, results._fields = [], None
+        if not results.csv.exists():
+            raise FileNotFoundError(f"no rows of {name} in {out_dir}: "
+                                    f"{results.csv.name} is missing")
+        results._read_rows()
+        return results
+
+    def _read_rows(self) -> None:
+        with open(self.csv, newline="") as handle:
+            self.rows = [_parse(row) for row in csv.DictReader(handle)]
+        if self.rows:
+            self._fields = list(self.rows[0])
 
     def _key(self, row) -> tuple:
         return tuple(str(row.get(k)) for k in self.key)
@@ -114,13 +141,27 @@ class Results:
             writer.writerow({f: row.get(f, "") for f in self._fields})
         self.rows.append({f: row.get(f, "") for f in self._fields})
 
-    def finish(self, backend, summary: dict) -> Path:
-        """Write the JSON: parameters, context, summary and the rows."""
-        path = self.dir / f"{self.name}.json"
+    def finish(self, backend, summary: dict, measured: dict | None = None) -> Path:
+        """Write the JSON: parameters, context, run-level measurements, summary and rows."""
+        self.measured = measured or {}
         record = {"experiment": self.name, "parameters": self.params, "complete": True,
-                  **context(backend), "summary": summary, "rows": self.rows}
-        path.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
-        return path
+                  **context(backend), "measured": self.measured, "summary": summary,
+                  "rows": self.rows}
+        self.json.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
+        return self.json
+
+    def rewrite_summary(self, summary: dict) -> Path:
+        """Replace the recorded JSON's summary (and rows, from the CSV); keep its context.
+
+        ``reported`` names the commit and date of the code that wrote the summary and
+        plots, which may differ from the ``commit`` that measured the rows.
+        """
+        record = json.loads(self.json.read_text())
+        record.update(summary=summary, rows=self.rows, reported={
+            "commit": _commit(), "date": datetime.datetime.now(
+                datetime.timezone.utc).isoformat(timespec="seconds")})
+        self.json.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
+        return self.json
 
     def figure(self, name: str):
         """A new matplotlib figure and the PNG path to save it to (needs the ``bench`` extra)."""
