@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import functools
 import json
 import os
 import platform
@@ -26,20 +27,29 @@ import numpy as np
 __all__ = ["Results", "context"]
 
 
+#: The source the package is built from: a change elsewhere (results, docs) is not "dirty".
+_SOURCE = (":/gpumine", ":/adapters", ":/cli", ":/kernels", ":/datasets", ":/pyproject.toml")
+
+
 def _commit() -> str:
-    """HEAD of the source tree, with ``-dirty`` when it has uncommitted changes.
+    """HEAD of the source tree, with ``-dirty`` when its source has uncommitted changes.
 
     ``GPUMINE_COMMIT`` overrides it, for copies of the tree whose git metadata is not
     the source's (the GPU machine receives such a copy).
     """
-    if os.environ.get("GPUMINE_COMMIT"):
-        return os.environ["GPUMINE_COMMIT"]
+    return os.environ.get("GPUMINE_COMMIT") or _git_commit()
+
+
+@functools.cache
+def _git_commit() -> str:
+    # Once per process: the code that runs is the code imported, whatever is committed later.
     where = Path(__file__).resolve().parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True, cwd=where).stdout.strip()
-        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                 capture_output=True, text=True, check=True, cwd=where).stdout
+        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                  "--", *_SOURCE], capture_output=True, text=True, check=True,
+                                 cwd=where).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("-dirty" if changes.strip() else "")
