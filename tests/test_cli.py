@@ -279,7 +279,6 @@ def test_datasets_corel(shared_datasets, tmp_path):
 
 def test_peak_memory_stays_under_three_times_the_data(tmp_path):
     """The whole `gpumine cluster FILE --out` run, beyond the imports, needs < 3x the data."""
-
     n_rows, n_features = 3_000_000, 8
     path = tmp_path / "big.parquet"
     result = runner.invoke(app, ["datasets", "make-uniform", str(n_rows), str(n_features),

@@ -4,7 +4,9 @@ Each experiment writes ``<name>.csv`` (one row per measured cell, appended as it
 goes, so an interrupted run resumes), ``<name>.json`` (parameters, device,
 versions, commit, a summary and the rows) and PNG plots into the output
 directory. ``quick=True`` shrinks every experiment to a CPU run of seconds (CI
-runs each one so); the full sizes are the papers'.
+runs each one so); the full sizes are the papers'. Each experiment is a
+``measure`` step (fills the CSV) and a ``report`` step (summary and plots from the
+recorded rows alone), so ``gpumine bench report`` redraws a record on any machine.
 
 =================  ==========================================================
 ``update-vs-k``    seed 004 Figures 1-4: update phase (summation + normalization)
