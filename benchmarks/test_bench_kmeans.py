@@ -8,6 +8,7 @@ import pytest
 from gpumine import GPUKMeans, registry
 from gpumine.backend import get_backend
 from gpumine.bench.timing import SUITE_SCALE as SCALE
+from gpumine.bench.timing import summation
 from gpumine.datasets import make_uniform
 from gpumine.kmeans.reference import assign_numpy, update_numpy
 
@@ -33,14 +34,10 @@ def data():
 def test_update_step(run_timed, data, device, name):
     backend = get_backend(device)
     X, _, labels = data
-    xp = backend.xp
     X_dev, labels_dev = backend.to_device_columns(X), backend.to_device(labels)
-    weight = xp.ones(N, dtype=X.dtype)
-    sums, weights = xp.empty((K, D)), xp.empty(K)
-    update = registry.load_strategy("kmeans.update", name)
-    if hasattr(update, "bind"):
-        update = update.bind(X_dev, weight)
-    run_timed(backend, lambda: update(X_dev, labels_dev, weight, sums, weights))
+    step, sums, weights = summation(backend.xp, registry.load_strategy("kmeans.update", name),
+                                    X_dev, labels_dev, K)
+    run_timed(backend, step)
     expected_sums, expected_weights = np.empty((K, D)), np.empty(K)
     update_numpy(X, labels, np.ones(N), expected_sums, expected_weights)
     np.testing.assert_allclose(backend.to_host(sums), expected_sums, rtol=1e-5, atol=1e-6)

@@ -40,7 +40,7 @@ import numpy as np
 
 from gpumine import registry
 from gpumine.bench.record import Results
-from gpumine.bench.timing import copy_bandwidth, floor_seconds, gemm_rate, measure
+from gpumine.bench.timing import copy_bandwidth, floor_seconds, gemm_rate, measure, summation
 
 __all__ = ["EXPERIMENTS", "Experiment", "Run", "report_experiment", "run_experiment"]
 
@@ -87,16 +87,11 @@ def _update_phase(run, strategy, X, labels, k):
     """The timed unit of seed 004: summation (the strategy) + normalization."""
     from gpumine.kmeans.lloyd import _average_centers
 
-    xp = run.backend.xp
-    weight = xp.ones(X.shape[0], dtype=X.dtype)
-    update = strategy.load()
-    if hasattr(update, "bind"):
-        update = update.bind(X, weight)
-    sums, weights = xp.empty((k, X.shape[1])), xp.empty(k)
+    step, sums, weights = summation(run.backend.xp, strategy.load(), X, labels, k)
 
     def phase():
-        update(X, labels, weight, sums, weights)
-        return _average_centers(sums, weights, X.dtype, xp)
+        step()
+        return _average_centers(sums, weights, X.dtype, run.backend.xp)
 
     return phase
 
@@ -194,17 +189,6 @@ def update_vs_k(run: Run) -> tuple[Results, dict]:
     return results, {}
 
 
-def _report_update_vs_k(results, measured) -> dict:
-    reference = _reference(results.rows)
-    rows = _speedups(results.rows, ("n", "k"), reference)
-    plots = [_plot_lines(results, "update-vs-k", rows, panel="n", x="k", y="seconds",
-                         series="strategy", title="update phase", ylabel="seconds"),
-             _plot_lines(results, "update-vs-k-speedup", rows, panel="n", x="k",
-                         y="speedup_vs_reference", series="strategy",
-                         title=f"speed-up over {reference}", ylabel="speed-up")]
-    return _summary(rows, ("n",), plots, reference)
-
-
 def update_vs_d(run: Run) -> tuple[Results, dict]:
     """Seed 004 Figure 5: update-phase time as d grows, k in {32, 256, 2048}, n = 5000."""
     from gpumine.datasets import make_uniform
@@ -222,15 +206,6 @@ def update_vs_d(run: Run) -> tuple[Results, dict]:
 
     _sweep_updates(run, results, [{"k": k, "d": d} for k in ks for d in ds], data_for)
     return results, {}
-
-
-def _report_update_vs_d(results, measured) -> dict:
-    reference = _reference(results.rows)
-    rows = _speedups(results.rows, ("k", "d"), reference)
-    plots = [_plot_lines(results, "update-vs-d", rows, panel="k", x="d", y="seconds",
-                         series="strategy", title=f"update phase, n = {results.params['n']}",
-                         ylabel="seconds")]
-    return _summary(rows, ("k",), plots, reference)
 
 
 def corel(run: Run) -> tuple[Results, dict]:
@@ -258,16 +233,29 @@ def corel(run: Run) -> tuple[Results, dict]:
     return results, {}
 
 
-def _report_corel(results, measured) -> dict:
-    reference = _reference(results.rows)
-    rows = _speedups(results.rows, ("subset", "k"), reference)
-    plots = [_plot_lines(results, "corel", rows, panel="subset", x="k", y="seconds",
-                         series="strategy", title="Corel, update phase", ylabel="seconds")]
-    return _summary(rows, ("subset",), plots, reference)
+def _sweep_report(name: str, panel: str, x: str, title: str, speedup_plot: bool = False):
+    """The report of an update-phase sweep: seconds (and speed-ups) per strategy vs ``x``.
+
+    One plot panel and one summary group per value of ``panel``; ``title`` may name
+    the experiment's parameters (``"n = {n}"``). The reference is seed 004's.
+    """
+    def report(results, measured) -> dict:
+        reference = _reference(results.rows)
+        rows = _speedups(results.rows, (panel, x), reference)
+        plots = [_plot_lines(results, name, rows, panel=panel, x=x, y="seconds",
+                             series="strategy", title=title.format(**results.params),
+                             ylabel="seconds")]
+        if speedup_plot:
+            plots.append(_plot_lines(results, f"{name}-speedup", rows, panel=panel, x=x,
+                                     y="speedup_vs_reference", series="strategy",
+                                     title=f"speed-up over {reference}", ylabel="speed-up"))
+        return _summary(rows, (panel,), plots, reference)
+
+    return report
 
 
 def _summary(rows, group_keys, plots, reference) -> dict:
-    """Per group: the fastest strategy at each x, and each strategy's median speed-up."""
+    """Per group: each strategy's median speed-up over ``reference``, and the plots."""
     summary = {"reference": reference, "plots": plots, "groups": {}}
     for group in sorted({tuple(r[k] for k in group_keys) for r in rows}, key=str):
         members = [r for r in rows if tuple(r[k] for k in group_keys) == group
@@ -345,20 +333,17 @@ def _forced_fit(backend, xp, host, centers_host, assign, update, iterations) -> 
 
     transfer = measure(transfers, backend, repeats=3)
     X, centers = transfers()
-    n, d = X.shape
-    k = centers.shape[0]
-    labels, weight = xp.empty(n, dtype=xp.int32), xp.ones(n, dtype=X.dtype)
-    sums, weights = xp.empty((k, d)), xp.empty(k)
+    labels = xp.empty(X.shape[0], dtype=xp.int32)
     backend.synchronize()
     start = time.perf_counter()
-    bound = update.bind(X, weight) if hasattr(update, "bind") else update
+    step, sums, weights = summation(xp, update, X, labels, centers.shape[0])  # binds
     backend.synchronize()
     bind_seconds = time.perf_counter() - start
     state = {"centers": centers}
 
     def iteration():
         assign(X, state["centers"], labels)
-        bound(X, labels, weight, sums, weights)
+        step()
         state["centers"] = _average_centers(sums, weights, X.dtype, xp)
 
     # a slow strategy is timed on fewer iterations (at least one), scaled to ``iterations``
@@ -702,9 +687,11 @@ class Experiment:
 
 
 EXPERIMENTS: dict[str, Experiment] = {
-    "update-vs-k": Experiment(update_vs_k, _report_update_vs_k),
-    "update-vs-d": Experiment(update_vs_d, _report_update_vs_d),
-    "corel": Experiment(corel, _report_corel),
+    "update-vs-k": Experiment(update_vs_k, _sweep_report("update-vs-k", "n", "k", "update phase",
+                                                          speedup_plot=True)),
+    "update-vs-d": Experiment(update_vs_d, _sweep_report("update-vs-d", "k", "d",
+                                                          "update phase, n = {n}")),
+    "corel": Experiment(corel, _sweep_report("corel", "subset", "k", "Corel, update phase")),
     "gpu-vs-hybrid": Experiment(gpu_vs_hybrid, _report_gpu_vs_hybrid),
     "gpu-vs-cpu": Experiment(gpu_vs_cpu, _report_gpu_vs_cpu),
     "wavecluster": Experiment(wavecluster, _report_wavecluster),

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from gpumine import registry
+from gpumine.bench.timing import summation
 
 __all__ = ["DEFAULT_TOLERANCE", "baseline_path", "check", "measure_baseline", "measure_ratios",
            "write_baseline"]
@@ -77,13 +78,8 @@ def _ratio(numerator: Callable, denominator: Callable, backend) -> float:
 
 
 def _update(kind_name, backend, X, labels, k):
-    xp = backend.xp
-    weight = xp.ones(X.shape[0], dtype=X.dtype)
-    sums, weights = xp.empty((k, X.shape[1])), xp.empty(k)
     update = registry.load_strategy("kmeans.update", kind_name)  # looked up now: patchable
-    if hasattr(update, "bind"):
-        update = update.bind(X, weight)
-    return lambda: update(X, labels, weight, sums, weights)
+    return summation(backend.xp, update, X, labels, k)[0]
 
 
 def _assign(name, X, centers, labels):

@@ -16,20 +16,16 @@ __all__ = ["fp64_labels", "gpumine_step", "peer_steps", "torch_step"]
 
 def gpumine_step(backend, X, centers, assign, update):
     """One iteration of gpumine's Lloyd loop (assign, update, average); returns (step, labels)."""
+    from gpumine.bench.timing import summation
     from gpumine.kmeans.lloyd import _average_centers
 
     xp = backend.xp
-    n, d = X.shape
-    k = centers.shape[0]
-    labels = xp.empty(n, dtype=xp.int32)
-    weight = xp.ones(n, dtype=X.dtype)
-    sums, weights = xp.empty((k, d)), xp.empty(k)
-    if hasattr(update, "bind"):
-        update = update.bind(X, weight)
+    labels = xp.empty(X.shape[0], dtype=xp.int32)
+    summation_step, sums, weights = summation(xp, update, X, labels, centers.shape[0])
 
     def step():
         assign(X, centers, labels)
-        update(X, labels, weight, sums, weights)
+        summation_step()
         return _average_centers(sums, weights, X.dtype, xp)
 
     return step, labels

@@ -6,6 +6,8 @@ GPU); GPU calls are bracketed by CUDA events on the current stream, CPU calls by
 measured, not taken from data sheets: :func:`copy_bandwidth` (a device-to-device
 or host copy) and :func:`gemm_rate` (a float32 matrix product), so that
 "time / floor" compares a kernel with what this machine can do right now.
+:func:`summation` is the update step every benchmark times (experiments, gate,
+peers, the pytest-benchmark suite): a strategy bound once, unit weights.
 
 Examples
 --------
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["SUITE_SCALE", "Measurement", "copy_bandwidth", "floor_seconds", "gemm_rate",
-           "measure"]
+           "measure", "summation"]
 
 #: Multiplier of the pytest-benchmark suite's point counts (``GPUMINE_BENCH_SCALE``; 1 in CI).
 SUITE_SCALE = int(os.environ.get("GPUMINE_BENCH_SCALE", "1"))
@@ -71,6 +73,20 @@ def measure(fn: Callable[[], object], backend, *, repeats: int = 5,
     count = max(1, min(repeats, int(budget_seconds / max(warmup, 1e-9))))
     times = [_clock(fn, backend) for _ in range(count)]
     return Measurement(statistics.median(times), count, warmup)
+
+
+def summation(xp, update, X, labels, k: int):
+    """The update step of ``update`` on X with unit weights, bound once as a fit binds it.
+
+    Returns ``(step, sums, weights)``: ``step()`` writes the per-cluster sums (k, d)
+    and weights (k) of ``labels`` into the two float64 buffers.
+    """
+    from gpumine.kmeans.lloyd import bind_update
+
+    weight = xp.ones(X.shape[0], dtype=X.dtype)
+    sums, weights = xp.empty((k, X.shape[1])), xp.empty(k)
+    update = bind_update(update, X, weight)
+    return (lambda: update(X, labels, weight, sums, weights)), sums, weights
 
 
 def copy_bandwidth(backend, nbytes: int = 1 << 28) -> float:

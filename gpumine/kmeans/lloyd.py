@@ -53,6 +53,7 @@ from gpumine.kmeans.reference import chunk_rows
 
 __all__ = [
     "LloydResult",
+    "bind_update",
     "euclidean_distances",
     "fit_lloyd",
     "inertia",
@@ -144,6 +145,11 @@ def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels
         sums[new_cluster] = X[far_idx] * weight
         weights[new_cluster] = weight
         weights[old_cluster] -= weight
+
+
+def bind_update(update, X, sample_weight):
+    """``update`` bound to this fit's X and weights when it binds (module docstring)."""
+    return update.bind(X, sample_weight) if hasattr(update, "bind") else update
 
 
 def _average_centers(sums, weights, center_dtype, xp=np):
@@ -269,8 +275,7 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     x_mean = X.mean(axis=0)
     X -= x_mean
     try:
-        if hasattr(update, "bind"):  # strategies with per-fit state (e.g. hybrid's host copy)
-            update = update.bind(X, sample_weight)
+        update = bind_update(update, X, sample_weight)  # per-fit state, e.g. hybrid's host copy
         best = None
         for _ in range(n_init):
             if callable(init):
