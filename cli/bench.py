@@ -88,24 +88,20 @@ def gate_command(
     baseline: Annotated[Path | None, typer.Option(
         help="Baseline JSON [default: benchmarks/baselines/<cpu|gpu>.json].")] = None,
     update_baseline: Annotated[bool, typer.Option(
-        "--update-baseline", help="Record the median of three runs as the baseline.")] = False,
+        "--update-baseline", help="Record the measured ratios as the baseline.")] = False,
+    runs: Annotated[int, typer.Option(
+        min=1, help="Measurements per ratio; the gate takes their median.")] = 3,
 ):
     """Measure the gate's ratios and compare them with the baseline (exit 1 on a regression)."""
     import json
 
     from gpumine.backend import get_backend
-    from gpumine.bench.gate import (
-        baseline_path,
-        check,
-        measure_baseline,
-        measure_ratios,
-        write_baseline,
-    )
+    from gpumine.bench.gate import baseline_path, check, measure_ratios, write_baseline
 
     try:
         backend = get_backend(device)
         path = baseline or baseline_path(backend)
-        ratios = measure_baseline(backend) if update_baseline else measure_ratios(backend)
+        ratios = measure_ratios(backend, runs)
         for name, value in ratios.items():
             stdout.print(f"{value:8.3f}  {name}", highlight=False, markup=False)
         if update_baseline:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gpumine.backend import get_backend
 from gpumine.bench import EXPERIMENTS, Run, report_experiment, run_experiment
 from gpumine.bench import experiments as experiments_module
-from gpumine.bench.gate import baseline_path, check, measure_baseline, measure_ratios
+from gpumine.bench.gate import baseline_path, check, measure_ratios
 from gpumine.cli import app
 
 runner = CliRunner()
@@ -109,7 +109,7 @@ def test_unknown_experiment_is_a_usage_error():
 def test_committed_baseline_covers_every_ratio():
     backend = get_backend("cpu")
     baseline = json.loads(baseline_path(backend).read_text())
-    assert set(baseline["ratios"]) == set(measure_ratios(backend))
+    assert set(baseline["ratios"]) == set(measure_ratios(backend, runs=1))
     assert baseline["tolerance"] == 1.6
 
 
@@ -117,9 +117,9 @@ def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypat
     # The baseline is measured here, on this machine, as --update-baseline records one:
     # the committed baseline belongs to the machine that measured it.
     backend = get_backend("cpu")
-    baseline = {"ratios": measure_baseline(backend), "tolerance": 1.6}
-    failures = check(measure_ratios(backend), baseline)
-    assert failures == [], failures
+    baseline = {"ratios": measure_ratios(backend), "tolerance": 1.6}
+    measured = measure_ratios(backend)
+    assert check(measured, baseline) == [], (measured, baseline)
 
     from gpumine.kmeans import reference
 
@@ -130,9 +130,15 @@ def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(reference, "update_numpy", twice_as_slow)
-    failures = check(measure_ratios(backend), baseline)
+    measured = measure_ratios(backend)
+    failures = check(measured, baseline)
     assert len(failures) == 1 and failures[0].startswith("update numpy / one pass over X"), \
-        failures
+        (failures, measured, baseline)
+
+
+def test_gate_measures_at_least_once():
+    with pytest.raises(ValueError, match="at least 1"):
+        measure_ratios(get_backend("cpu"), runs=0)
 
 
 def test_gate_reports_missing_ratios():
@@ -143,13 +149,15 @@ def test_gate_reports_missing_ratios():
 def test_gate_command(tmp_path):
     path = tmp_path / "base.json"
     result = runner.invoke(app, ["bench", "gate", "--device", "cpu", "--update-baseline",
-                                 "--baseline", str(path)])
+                                 "--runs", "1", "--baseline", str(path)])
     assert result.exit_code == 0, result.output
     data = json.loads(path.read_text())
     data["ratios"] = {name: value / 4 for name, value in data["ratios"].items()}
     path.write_text(json.dumps(data))
-    result = runner.invoke(app, ["bench", "gate", "--device", "cpu", "--baseline", str(path)])
+    result = runner.invoke(app, ["bench", "gate", "--device", "cpu", "--runs", "1",
+                                 "--baseline", str(path)])
     assert result.exit_code == 1 and "performance regression" in result.output
+    assert runner.invoke(app, ["bench", "gate", "--runs", "0"]).exit_code == 2
 
 
 @pytest.mark.gpu
