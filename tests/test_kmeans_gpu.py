@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gpumine import GPUKMeans, registry
+from gpumine.kmeans.lloyd import bind_update
 
 pytestmark = pytest.mark.gpu
 
@@ -34,12 +35,11 @@ def _reference_sums(X, labels, weight, k):
 
 
 def _check_update(cp, name, X, labels, weight, k):
-    update = registry.load_strategy("kmeans.update", name)
-    if hasattr(update, "bind"):
-        update = update.bind(_device_columns(cp, X), cp.asarray(weight))
+    X_dev, weight_dev = _device_columns(cp, X), cp.asarray(weight)
+    update = bind_update(registry.load_strategy("kmeans.update", name), X_dev, weight_dev)
     sums = cp.full((k, X.shape[1]), np.nan)  # poison: every element must be written
     weights = cp.full(k, np.nan)
-    update(_device_columns(cp, X), cp.asarray(labels), cp.asarray(weight), sums, weights)
+    update(X_dev, cp.asarray(labels), weight_dev, sums, weights)
     expected_sums, expected_weights = _reference_sums(X, labels, weight, k)
     got_sums, got_weights = cp.asnumpy(sums), cp.asnumpy(weights)
     assert np.isfinite(got_sums).all() and np.isfinite(got_weights).all(), "unwritten output"

@@ -82,15 +82,8 @@ class Results:
     """
 
     def __init__(self, out_dir, name: str, params: dict, key: tuple[str, ...]):
-        self.dir = Path(out_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.name, self.params, self.key = name, params, key
-        self.csv = self.dir / f"{name}.csv"
-        self.json = self.dir / f"{name}.json"
-        #: What the run measured beside the rows (recorded in the JSON as ``measured``).
-        self.measured: dict = {}
-        self.rows: list[dict] = []
-        self._fields: list[str] | None = None
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        self._attach(out_dir, name, params, key, measured={})
         if self.csv.exists() and self.json.exists():
             previous = json.loads(self.json.read_text()).get("parameters")
             if previous == json.loads(json.dumps(params)):
@@ -111,16 +104,22 @@ class Results:
                                     "is missing (run `gpumine bench run` first)") from None
         if not isinstance(record, dict) or "parameters" not in record:
             raise ValueError(f"{path} is not a gpumine bench record (no parameters)")
-        results = cls.__new__(cls)
-        results.dir, results.name, results.key = Path(out_dir), name, ()
-        results.params, results.measured = record["parameters"], record.get("measured", {})
-        results.csv, results.json = results.dir / f"{name}.csv", path
-        results.rows, results._fields = [], None
+        results = cls.__new__(cls)  # not __init__: that starts a new run's JSON
+        results._attach(out_dir, name, record["parameters"], (), record.get("measured", {}))
         if not results.csv.exists():
             raise FileNotFoundError(f"no rows of {name} in {out_dir}: "
                                     f"{results.csv.name} is missing")
         results._read_rows()
         return results
+
+    def _attach(self, out_dir, name: str, params: dict, key: tuple, measured: dict) -> None:
+        """The record's files and an empty row list (rows come from :meth:`_read_rows`)."""
+        self.dir, self.name, self.params, self.key = Path(out_dir), name, params, key
+        self.csv, self.json = self.dir / f"{name}.csv", self.dir / f"{name}.json"
+        #: What the run measured beside the rows (recorded in the JSON as ``measured``).
+        self.measured = measured
+        self.rows: list[dict] = []
+        self._fields: list[str] | None = None
 
     def _read_rows(self) -> None:
         with open(self.csv, newline="") as handle:
