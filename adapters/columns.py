@@ -67,6 +67,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
 from gpumine.exceptions import InvalidInputError
+from gpumine.validation import is_device_array
 
 __all__ = ["NULLS", "Columns", "as_columns", "validate_input"]
 
@@ -107,10 +108,6 @@ class Columns:
     def n_samples(self) -> int:
         """Rows of ``X``."""
         return int(self.X.shape[0])
-
-
-def _is_cupy(data) -> bool:
-    return type(data).__module__.startswith("cupy") and hasattr(data, "__cuda_array_interface__")
 
 
 def _as_table(data):
@@ -326,7 +323,7 @@ def _output_dtype(all_float32: bool, dtype) -> np.dtype:
     return allowed[0]
 
 
-def _cupy_input(X, backend, dtype) -> Columns:
+def _cupy_input(X, backend, dtype, copy=False) -> Columns:
     """A CuPy array: checked on the device (no host round trip on the GPU backend)."""
     if X.ndim != 2:
         raise InvalidInputError(f"Expected 2D array, got {X.ndim}D array instead")
@@ -335,19 +332,42 @@ def _cupy_input(X, backend, dtype) -> Columns:
                                 "feature are required")
     if not backend.is_gpu:
         return _numpy_input(X.get(), backend, dtype, copy=False)
+    _check_same_device(X, backend)
     allowed = [np.dtype(d) for d in (dtype if isinstance(dtype, Sequence) else [dtype])]
-    if X.dtype not in allowed:
+    converted = X.dtype not in allowed
+    if converted:
         X = X.astype(allowed[0])
+    _check_finite_device(X, backend)
+    columns = backend.to_device_columns(X)
+    if copy and not converted and columns.data.ptr == X.data.ptr:
+        columns = columns.copy(order="F")  # the caller will write to it (copy_x)
+    return Columns(columns, None)
+
+
+def _check_same_device(X, backend):
+    """A CuPy array must live on the device gpumine runs on (no silent peer copies)."""
+    current = backend.xp.cuda.Device().id
+    if X.device.id != current:
+        raise InvalidInputError(
+            f"X is on GPU {X.device.id} but gpumine runs on GPU {current} (the current CuPy "
+            f"device); move it with cupy.asarray under `with cupy.cuda.Device({current})`, or "
+            f"make GPU {X.device.id} current")
+
+
+def _check_finite_device(X, backend):
+    # host sync: one boolean, the price of rejecting NaN/inf before the fit starts
     if not bool(backend.xp.isfinite(X).all()):
         raise InvalidInputError("Input X contains NaN or infinity.")
-    return Columns(backend.to_device_columns(X), None)
 
 
-def _check_numpy(X, dtype, copy) -> np.ndarray:
-    """scikit-learn's check of NumPy/array-like input (row-major, on the host)."""
+def _check_numpy(X, dtype, copy, finite=True) -> np.ndarray:
+    """scikit-learn's check of NumPy/array-like input (row-major, on the host).
+
+    ``finite=False`` leaves the NaN/inf scan to the device, after the copy there.
+    """
     try:
         return check_array(X, dtype=list(dtype) if isinstance(dtype, Sequence) else dtype,
-                           order="C", copy=copy, accept_sparse=False)
+                           order="C", copy=copy, accept_sparse=False, ensure_all_finite=finite)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from exc
 
@@ -395,8 +415,8 @@ def as_columns(data, *, backend, dtype=_FLOATS, nulls: str = "error", copy: bool
         A bad column (named in the message), no rows or no columns.
     """
     _check_nulls(nulls)
-    if _is_cupy(data):
-        return _cupy_input(data, backend, dtype)
+    if is_device_array(data):
+        return _cupy_input(data, backend, dtype, copy)
     frame = _as_table(data)
     if frame is not None:
         return _columnar(frame, backend, dtype, nulls, out, allow_empty)
@@ -440,18 +460,26 @@ def validate_input(estimator, X, *, reset: bool, backend, dtype=_FLOATS, copy: b
                           before_copy=before_copy)
     frame = _as_table(X)
     data = frame
-    if frame is None:
-        data = X if _is_cupy(X) else _check_numpy(X, dtype, copy)
+    if frame is None and not is_device_array(X):
+        # Bound for the GPU: the copy there is the copy (no host copy for copy_x), and
+        # the NaN/inf scan runs on the device after it.
+        on_host = not backend.is_gpu
+        data = _check_numpy(X, dtype, copy and on_host, finite=on_host)
+    elif frame is None:
+        data = X
     try:
         validate_data(estimator, data, skip_check_array=True, reset=reset)
     except (ValueError, TypeError) as exc:
         raise InvalidInputError(str(exc)) from exc
     if before_copy is not None:
         before_copy(len(data), int(estimator.n_features_in_))
-    if frame is None and not _is_cupy(X):
+    if frame is None and not is_device_array(X):
         device_bytes = data.nbytes if backend.is_gpu else 0
-        return Columns(backend.to_device_columns(data), None, device_bytes=device_bytes)
-    columns = as_columns(data, backend=backend, dtype=dtype)
+        columns = backend.to_device_columns(data)
+        if backend.is_gpu:
+            _check_finite_device(columns, backend)
+        return Columns(columns, None, device_bytes=device_bytes)
+    columns = as_columns(data, backend=backend, dtype=dtype, copy=copy)
     names = getattr(estimator, "feature_names_in_", None)
     columns.feature_names = None if names is None else list(names)
     return columns
@@ -474,7 +502,7 @@ def _validated(estimator, columns: Columns, *, reset, backend, dtype, before_cop
     X = columns.X
     if X.dtype not in allowed:
         X = X.astype(allowed[0])
-    if backend.is_gpu != _is_cupy(X):
-        X = backend.to_device_columns(X.get() if _is_cupy(X) else X)
+    if backend.is_gpu != is_device_array(X):
+        X = backend.to_device_columns(X.get() if is_device_array(X) else X)
     return Columns(X, columns.feature_names, columns.kept_rows, columns.host_bytes_copied,
                    columns.device_bytes)

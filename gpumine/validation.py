@@ -8,11 +8,15 @@ import numpy as np
 
 from gpumine.exceptions import InvalidInputError
 
-__all__ = ["check_sample_weight", "fit_or_restore"]
+__all__ = ["check_sample_weight", "fit_or_restore", "is_device_array"]
 
 
-def check_sample_weight(sample_weight, n_samples: int, dtype) -> np.ndarray:
-    """Validated per-sample weights: ones if None; finite, non-negative, positive sum.
+def check_sample_weight(sample_weight, n_samples: int, dtype, xp=np):
+    """Validated per-sample weights on ``xp``: ones if None; finite, non-negative, positive sum.
+
+    ``None`` becomes ones made on ``xp`` itself (on the GPU: no host array of n
+    elements); a CuPy array is checked on the device with one small readback; other
+    input is checked on the host and then placed on ``xp``.
 
     Raises
     ------
@@ -20,9 +24,12 @@ def check_sample_weight(sample_weight, n_samples: int, dtype) -> np.ndarray:
         Non-numeric, wrong shape, NaN/inf, negative, or all zero; the message says which.
     """
     if sample_weight is None:
-        return np.ones(n_samples, dtype=dtype)
+        return xp.ones(n_samples, dtype=dtype)
+    if is_device_array(sample_weight):
+        return _check_device_weight(sample_weight, n_samples, dtype, xp)
     if isinstance(sample_weight, numbers.Number):
-        sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
+        check_sample_weight(np.full(1, sample_weight, dtype=dtype), 1, dtype)  # the value alone
+        return xp.full(n_samples, sample_weight, dtype=dtype)
     try:
         sample_weight = np.asarray(sample_weight, dtype=dtype)
     except (TypeError, ValueError) as exc:
@@ -37,7 +44,36 @@ def check_sample_weight(sample_weight, n_samples: int, dtype) -> np.ndarray:
                                 f"found {int(np.sum(sample_weight < 0))} negative values")
     if not sample_weight.sum() > 0:
         raise InvalidInputError("sample_weight sums to zero; at least one weight must be > 0")
-    return sample_weight
+    return sample_weight if xp is np else xp.asarray(sample_weight)
+
+
+def _check_device_weight(sample_weight, n_samples, dtype, xp):
+    if sample_weight.shape != (n_samples,):
+        raise InvalidInputError(f"sample_weight must have shape ({n_samples},) to match X, "
+                                f"got {sample_weight.shape}")
+    if sample_weight.dtype.kind not in "biuf":
+        raise InvalidInputError(f"sample_weight must be numeric, got dtype {sample_weight.dtype}")
+    if xp is np:
+        return check_sample_weight(sample_weight.get(), n_samples, dtype)
+    weight = sample_weight.astype(dtype, copy=False)
+    # One readback of three numbers: all finite? how many negative? the sum.
+    finite, negative, total = xp.stack([
+        xp.isfinite(weight).all().astype(xp.float64), (weight < 0).sum().astype(xp.float64),
+        weight.sum(dtype=xp.float64)]).get().tolist()
+    if not finite:
+        raise InvalidInputError("sample_weight contains NaN or infinity")
+    if negative:
+        raise InvalidInputError(f"sample_weight must be non-negative; found {int(negative)} "
+                                "negative values")
+    if not total > 0:
+        raise InvalidInputError("sample_weight sums to zero; at least one weight must be > 0")
+    return weight
+
+
+def is_device_array(data) -> bool:
+    """True for a CuPy array (any array exposing CUDA memory with a ``.get()``)."""
+    return (type(data).__module__.startswith("cupy")
+            and hasattr(data, "__cuda_array_interface__"))
 
 
 def fit_or_restore(estimator, fit, *args):

@@ -35,6 +35,7 @@ __all__ = [
     "instantiation",
     "kernel_sources",
     "launch",
+    "resident_blocks",
 ]
 
 #: Folder that holds the ``.cu``/``.cuh`` files, installed or editable.
@@ -98,7 +99,7 @@ def _ctype(arg) -> str:
     return str(arg)
 
 
-def get_kernel(source: str, name: str, *template_args, defines=None):
+def get_kernel(source: str, name: str, *template_args, defines=None, cooperative=False):
     """Return the compiled kernel ``name<template_args...>`` of ``kernels/source``.
 
     Parameters
@@ -111,6 +112,10 @@ def get_kernel(source: str, name: str, *template_args, defines=None):
         Template arguments: NumPy dtypes (``numpy.float32`` -> ``float``) or values.
     defines : dict, optional
         Preprocessor macros, passed as ``-Dkey=value``.
+    cooperative : bool, default=False
+        Build with cooperative groups and launch with ``cuLaunchCooperativeKernel``
+        (kernels that call ``grid.sync()``; the grid must fit the device at once, see
+        :func:`resident_blocks`).
 
     Returns
     -------
@@ -123,7 +128,7 @@ def get_kernel(source: str, name: str, *template_args, defines=None):
     """
     cupy = cupy_module()
     item = instantiation(source, name, *(_ctype(a) for a in template_args), defines=defines)
-    key = (cupy.cuda.Device().id, item)
+    key = (cupy.cuda.Device().id, item, cooperative)
     kernel = _CACHE.get(key)
     if kernel is not None:
         return kernel
@@ -135,7 +140,8 @@ def get_kernel(source: str, name: str, *template_args, defines=None):
             options = _OPTIONS + tuple(f"-D{k}={v}" for k, v in item.defines)
             try:
                 module = cupy.RawModule(code=code, options=options,
-                                        name_expressions=[item.expression])
+                                        name_expressions=[item.expression],
+                                        enable_cooperative_groups=cooperative)
                 kernel = module.get_function(item.expression)
             except cupy.cuda.compiler.CompileException as exc:
                 raise KernelCompileError(
@@ -143,6 +149,18 @@ def get_kernel(source: str, name: str, *template_args, defines=None):
                 ) from exc
             _CACHE[key] = kernel
     return kernel
+
+
+def resident_blocks(kernel, block: int, shared_mem: int = 0) -> int:
+    """Blocks of ``kernel`` that fit on the current device at once (a cooperative grid's limit).
+
+    The driver's occupancy calculator times the multiprocessor count.
+    """
+    cupy = cupy_module()
+    device = cupy.cuda.Device()
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+        kernel.kernel.ptr, block, shared_mem)
+    return max(1, int(per_sm)) * int(device.attributes["MultiProcessorCount"])
 
 
 def launch(kernel, grid, block, args, shared_mem: int = 0) -> None:

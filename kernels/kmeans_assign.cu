@@ -1,11 +1,26 @@
 // k-means assignment kernels. X is column-major: feature j of point i at XT[j * n + i].
 #include "common.cuh"
 
+// Write a point's new label and count, per warp, the points whose label changed (seed 000's
+// "points changed" count, so the host needs no copy of the previous labels). Every lane of
+// the warp must call it (inactive lanes with active = false).
+__device__ __forceinline__ void store_label(int* labels, index_t i, bool active, int label,
+                                            unsigned long long* changed) {
+    bool moved = false;
+    if (active) {
+        moved = labels[i] != label;
+        labels[i] = label;
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
+    if (changed != nullptr && ballot != 0u && (threadIdx.x & 31) == 0)
+        atomicAdd(changed, (unsigned long long)__popc(ballot));
+}
+
 // Seed paper 002 §5.5: one thread per point; the centroids are streamed through shared
 // memory in portions of KT centroids x dt features, so any k and any d fit. Each thread
 // keeps KT running squared distances in registers and the best (distance, index) so far;
 // distances are computed directly as sum (x - c)^2 in T (exact FP32 for float), ties go to
-// the lowest index. Shared memory: KT * dt * sizeof(T) bytes (dynamic).
+// the lowest index; the number of labels that changed is added to *changed. Shared memory: KT * dt * sizeof(T) bytes (dynamic).
 template <typename T, int KT>
 __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) points
                              const T* __restrict__ centers,  // IN  (k, d) centroids
@@ -13,8 +28,9 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
                              int d,                          // IN
                              int k,                          // IN
                              int dt,                         // IN  features per portion
-                             int* __restrict__ labels,       // OUT (n)
-                             T* __restrict__ best_distance)  // OUT (n), may be null
+                             int* __restrict__ labels,       // INOUT (n) previous labels in
+                             unsigned long long* changed)    // INOUT (1) += labels changed,
+                                                             //       may be null
 {
     extern __shared__ unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
@@ -56,10 +72,7 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
             }
         }
     }
-    if (active) {
-        labels[i] = best_index;
-        if (best_distance != nullptr) best_distance[i] = best;
-    }
+    store_label(labels, i, active, best_index, changed);
 }
 
 // assign_tiled for d <= DMAX (runtime specialization on d, as seed 000 §7 does): the point
@@ -72,8 +85,9 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
                                  index_t n,                      // IN
                                  int d,                          // IN  d <= DMAX
                                  int k,                          // IN
-                                 int* __restrict__ labels,       // OUT (n)
-                                 T* __restrict__ best_distance)  // OUT (n), may be null
+                                 int* __restrict__ labels,       // INOUT (n) previous in
+                                 unsigned long long* changed)    // INOUT (1) += changed,
+                                                                 //       may be null
 {
     extern __shared__ unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
@@ -106,10 +120,7 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
             }
         }
     }
-    if (active) {
-        labels[i] = best_index;
-        if (best_distance != nullptr) best_distance[i] = best;
-    }
+    store_label(labels, i, active, best_index, changed);
 }
 
 // Epilogue of the GEMM assignment: for a tile of rows of G = X_tile . C^T (rows x k,

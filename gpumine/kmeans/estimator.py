@@ -25,7 +25,7 @@ from gpumine.adapters import validate_input
 from gpumine.backend import DEVICES, get_backend
 from gpumine.exceptions import InvalidInputError
 from gpumine.kmeans import lloyd
-from gpumine.validation import check_sample_weight, fit_or_restore
+from gpumine.validation import check_sample_weight, fit_or_restore, is_device_array
 
 __all__ = ["GPUKMeans"]
 
@@ -80,9 +80,11 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
-        Centres, in the dtype of the training data (float32 or float64).
+        Centres, in the dtype of the training data (float32 or float64). A CuPy
+        array on the fit's device when X was a CuPy array (the output mirrors the
+        input's namespace, as scikit-learn's array API and cuML do), else NumPy.
     labels_ : ndarray of shape (n_samples,), int32
-        Cluster of each training point.
+        Cluster of each training point; CuPy for CuPy input, like ``cluster_centers_``.
     inertia_ : float
         Sum of weighted squared distances of the points to their centre.
     n_iter_ : int
@@ -224,12 +226,14 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
     def _fit(self, X, sample_weight):
         self._check_params()
         backend = self._backend()
+        device_input = is_device_array(X)
         X = self._validate_X(X, reset=True, backend=backend, copy=self.copy_x)
         n_samples, n_features = X.shape
         if n_samples < self.n_clusters:
             raise InvalidInputError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
-        sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype)
+        xp = backend.xp
+        sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype, xp)
         sizes = dict(n_samples=n_samples, n_features=n_features, n_clusters=self.n_clusters)
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name, **sizes)
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name, **sizes)
@@ -240,20 +244,19 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
                           f"in {type(self).__name__} instead of n_init={n_init}.",
                           RuntimeWarning, stacklevel=2)
             n_init = 1
-        xp = backend.xp
         result = lloyd.fit_lloyd(
-            X, backend.to_device(sample_weight), n_clusters=self.n_clusters,
+            X, sample_weight, n_clusters=self.n_clusters,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
             assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp)
-        labels = backend.to_host(result.labels)
-        n_distinct = len(np.unique(labels))
+        # Distinct labels from the cluster sizes, on the backend: one integer comes back.
+        n_distinct = int(xp.count_nonzero(xp.bincount(result.labels, minlength=self.n_clusters)))
         if n_distinct < self.n_clusters:
             warnings.warn(f"Number of distinct clusters ({n_distinct}) found smaller than "
                           f"n_clusters ({self.n_clusters}). Possibly due to duplicate points "
                           "in X.", ConvergenceWarning, stacklevel=2)
-        self.cluster_centers_ = backend.to_host(result.centers)
-        self.labels_ = labels
+        self.cluster_centers_ = self._output(result.centers, device_input)
+        self.labels_ = self._output(result.labels, device_input)
         self.inertia_ = float(result.inertia)
         self.n_iter_ = int(result.n_iter)
         self._n_features_out = self.n_clusters
@@ -265,16 +268,21 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         """Fit, then return the cluster index of each training point (``labels_``)."""
         return self.fit(X, sample_weight=sample_weight).labels_
 
+    @staticmethod
+    def _output(array, device_input):
+        """Results in the input's namespace: CuPy in, CuPy out; anything else, NumPy."""
+        return array if device_input and is_device_array(array) else (
+            array.get() if is_device_array(array) else array)
+
     # -- using a fitted model ----------------------------------------------
-    def _labels_inertia(self, X, sample_weight, backend):
+    def _assign(self, X, backend):
         assign = registry.resolve_strategy(
             "kmeans.assign", self.assign, backend.name, n_samples=X.shape[0],
             n_features=X.shape[1], n_clusters=self.n_clusters)
-        labels, inertia = lloyd.labels_inertia(
-            X, backend.to_device(sample_weight),
-            backend.to_device(self.cluster_centers_.astype(X.dtype, copy=False)),
-            assign=assign.load(), xp=backend.xp)
-        return backend.to_host(labels), inertia
+        return assign.load()
+
+    def _centers_on(self, backend, dtype):
+        return backend.to_device(self.cluster_centers_).astype(dtype, copy=False)
 
     def predict(self, X):
         """Index of the closest centre for each row of X.
@@ -286,11 +294,15 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         Returns
         -------
         labels : ndarray of shape (n_samples,), int32
+            CuPy for CuPy input (on its device), NumPy otherwise.
         """
         check_is_fitted(self)
         backend = self._backend()
+        device_input = is_device_array(X)
         X = self._validate_X(X, reset=False, backend=backend)
-        return self._labels_inertia(X, np.ones(X.shape[0], dtype=X.dtype), backend)[0]
+        labels = lloyd.assign_labels(X, self._centers_on(backend, X.dtype),
+                                     assign=self._assign(X, backend), xp=backend.xp)
+        return self._output(labels, device_input)
 
     def transform(self, X):
         """Euclidean distance of each row of X to every centre.
@@ -302,14 +314,15 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         Returns
         -------
         distances : ndarray of shape (n_samples, n_clusters)
+            CuPy for CuPy input (on its device), NumPy otherwise.
         """
         check_is_fitted(self)
         backend = self._backend()
+        device_input = is_device_array(X)
         X = self._validate_X(X, reset=False, backend=backend)
-        distances = lloyd.euclidean_distances(
-            X, backend.to_device(self.cluster_centers_),
-            xp=backend.xp)
-        return backend.to_host(distances)
+        distances = lloyd.euclidean_distances(X, backend.to_device(self.cluster_centers_),
+                                              xp=backend.xp)
+        return self._output(distances, device_input)
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then return the distances of the training points to the centres."""
@@ -331,5 +344,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         check_is_fitted(self)
         backend = self._backend()
         X = self._validate_X(X, reset=False, backend=backend)
-        sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-        return -self._labels_inertia(X, sample_weight, backend)[1]
+        xp = backend.xp
+        sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype, xp)
+        centers = self._centers_on(backend, X.dtype)
+        labels = lloyd.assign_labels(X, centers, assign=self._assign(X, backend), xp=xp)
+        return -lloyd.inertia(X, sample_weight, centers, labels, xp)

@@ -14,12 +14,16 @@ from __future__ import annotations
 import numpy as np
 
 from gpumine.backend import cupy_module
-from gpumine.kernels import get_kernel, instantiation, launch
+from gpumine.kernels import get_kernel, instantiation, launch, resident_blocks
 
 __all__ = [
+    "LoopBuffers",
     "assign_gemm",
     "assign_tiled",
+    "finish_centers",
     "hybrid",
+    "inertia",
+    "kmeans_plusplus",
     "update_atomic",
     "update_gm_cl",
     "update_gm_ct",
@@ -42,6 +46,12 @@ _PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
 
 _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
+_STEP = "kmeans_step.cu"
+_INIT = "kmeans_init.cu"
+_FINISH_BLOCK = 1024
+_KPP_BLOCK = 256
+_KPP_TRIALS = (8, 16, 32)  # compile-time bounds on the candidates per k-means++ centre
+_KPP_SHARED = 40 * 1024    # candidate coordinates kept in shared memory up to this size
 
 # Declared for the nvcc compile test in CI (no GPU needed to compile).
 _REGISTER_DIMS = (4, 8, 16, 32)
@@ -58,6 +68,10 @@ for _t in ("float", "double"):
                   "masked_tree_cluster"):
         instantiation(_UPDATE, _name, _t)
     instantiation(_UPDATE, "irregular_partial", _t, _IRREGULAR_GROUP, 8)
+    instantiation(_STEP, "finish_centers", _t, _FINISH_BLOCK)
+    instantiation(_STEP, "inertia_partial", _t, _t, _BLOCK)
+    for _mt in _KPP_TRIALS:
+        instantiation(_INIT, "kmeans_plusplus", _t, _KPP_BLOCK, _mt)
 instantiation(_UPDATE, "irregular_finish")
 instantiation(_UPDATE, "masked_tree_summation")
 
@@ -90,12 +104,19 @@ def _null():
     return np.uint64(0)
 
 
+def _pointer(array):
+    """A device array as a kernel argument, or the null pointer for None."""
+    return _null() if array is None else array
+
+
 # -- assignment --------------------------------------------------------------------------
-def assign_tiled(X, centers, labels):
+def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
     For d <= 32 the kernel is specialized on d (seed 000 §7's runtime specialization): the
-    point stays in registers and the loops unroll.
+    point stays in registers and the loops unroll. ``labels`` holds the previous labels on
+    entry; when ``changed`` (a device uint64 array of one element) is given, the number of
+    labels that changed is added to it (no copy of the previous labels needed).
     """
     cp = cupy_module()
     XT = _columns(X)
@@ -108,14 +129,17 @@ def assign_tiled(X, centers, labels):
         dmax = next(m for m in _REGISTER_DIMS if m >= d)
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
         launch(kernel, _blocks(n), _BLOCK,
-               (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels, _null()),
-               shared_mem=tile * dmax * itemsize)
+               (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
+                _pointer(changed)), shared_mem=tile * dmax * itemsize)
         return
     dt = max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
     launch(kernel, _blocks(n), _BLOCK,
-           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels, _null()),
-           shared_mem=tile * dt * itemsize)
+           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels,
+            _pointer(changed)), shared_mem=tile * dt * itemsize)
+
+
+assign_tiled.counts_changes = True  # the engine's loop then keeps no copy of the labels
 
 
 def assign_gemm(X, centers, labels):
@@ -339,3 +363,101 @@ class _Hybrid:
 
 
 hybrid = _Hybrid()
+
+
+# -- the device Lloyd loop's own steps (gpumine.kmeans.lloyd) ---------------------------
+class LoopBuffers:
+    """Small device buffers a device Lloyd run reuses every iteration.
+
+    Attributes
+    ----------
+    changed : cupy.ndarray (1,), uint64
+        The E-step's changed-labels counter (kernels add to it, :func:`finish_centers`
+        reads and zeroes it).
+    status : cupy.ndarray (3,), float64
+        What an iteration reads back: centre shift, empty clusters, labels changed.
+    """
+
+    def __init__(self):
+        cp = cupy_module()
+        self.changed = cp.zeros(1, dtype=cp.uint64)
+        self.status = cp.zeros(3, dtype=cp.float64)
+
+
+def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=True):
+    """Averaging, centre shift, empty-cluster count and changed count in one kernel.
+
+    ``centers_new`` = ``sums / weights`` (a cluster still empty takes the heaviest
+    cluster's centre); ``buffers.status`` gets (shift, n_empty, n_changed), the
+    changed counter is read and zeroed when ``count``. Nothing is read back here.
+    """
+    k, d = centers_old.shape
+    kernel = get_kernel(_STEP, "finish_centers", centers_old.dtype, _FINISH_BLOCK)
+    launch(kernel, 1, _FINISH_BLOCK,
+           (sums, weights, centers_old, np.int32(k), np.int32(d), centers_new,
+            buffers.changed if count else _null(), buffers.status))
+
+
+def inertia(X, sample_weight, centers, labels) -> float:
+    """``sum_i w_i ||x_i - c_{l_i}||^2`` directly, in double; one 8-byte readback.
+
+    Per-block partial sums are added in a fixed order, so the value is the same run to run.
+    """
+    cp = cupy_module()
+    XT = _columns(X)
+    n, d = X.shape
+    blocks = min(_blocks(n), 1024)
+    partial = cp.empty(blocks, dtype=cp.float64)
+    centers = cp.ascontiguousarray(centers)
+    launch(get_kernel(_STEP, "inertia_partial", X.dtype, centers.dtype, _BLOCK), blocks, _BLOCK,
+           (XT, sample_weight, centers, labels, np.int64(n), np.int32(d), partial))
+    return float(partial.sum())  # host sync: the inertia is a Python float
+
+
+def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trials=None):
+    """Greedy k-means++ on the device in one cooperative kernel launch.
+
+    The same greedy algorithm as scikit-learn's ``_kmeans_plusplus``: the first centre
+    drawn with probability proportional to the weight, each next one the best of
+    ``2 + floor(ln k)`` candidates drawn proportionally to ``w * D(x)^2`` (the one that
+    lowers the weighted potential most). Distances are direct ``sum (x - c)^2`` in double.
+    The uniform numbers are drawn on the host from ``random_state`` -- the same
+    sequence, in the same order, as the CPU strategy draws -- and uploaded once, so a
+    ``random_state`` gives the same centres run to run (the grid, and so the order of
+    the double sums, depends on the GPU model).
+
+    Returns
+    -------
+    centers : cupy.ndarray (n_clusters, n_features), X's dtype
+    """
+    cp = cupy_module()
+    XT = _columns(X)
+    n, d = X.shape
+    if n_local_trials is None:
+        n_local_trials = 2 + int(np.log(n_clusters))
+    m = int(n_local_trials)
+    if not 1 <= m <= _KPP_TRIALS[-1]:
+        raise ValueError(f"n_local_trials must be in 1..{_KPP_TRIALS[-1]} on the GPU, got {m}")
+    trials = next(t for t in _KPP_TRIALS if t >= m)
+    # 1 + (k - 1) m uniforms: RandomState draws doubles in sequence, so one call gives the
+    # numbers the CPU strategy draws one centre at a time.
+    uniforms = cp.asarray(random_state.random_sample(1 + (n_clusters - 1) * m))
+    shared_candidates = m * d * 8 <= _KPP_SHARED
+    shared = m * d * 8 if shared_candidates else 0
+    kernel = get_kernel(_INIT, "kmeans_plusplus", X.dtype, _KPP_BLOCK, trials, cooperative=True)
+    grid = min(resident_blocks(kernel, _KPP_BLOCK, shared), _blocks(n, _KPP_BLOCK))
+    chunk = -(-n // grid)
+    chunk = -(-chunk // 32) * 32
+    grid = -(-n // chunk)  # every block owns at least one point
+    closest = cp.empty(n, dtype=cp.float64)
+    tile_sums = cp.empty(-(-n // 32), dtype=cp.float64)
+    block_sums = cp.empty(grid, dtype=cp.float64)
+    partial = cp.empty((grid, trials), dtype=cp.float64)
+    centers = cp.empty((n_clusters, d), dtype=X.dtype)
+    chosen = cp.empty(n_clusters, dtype=cp.int64)
+    _launch_shared(kernel, grid, _KPP_BLOCK,
+                   (XT, sample_weight, np.int64(n), np.int32(d), np.int32(n_clusters),
+                    np.int32(m), np.int64(chunk), uniforms, np.int32(shared_candidates),
+                    closest, tile_sums, block_sums, partial, centers, chosen), shared)
+    return centers
+

@@ -1,12 +1,15 @@
 """Centre initialisation strategies: ``init="random"`` and ``init="k-means++"``.
 
-Both are written against the backend's array namespace ``xp`` and draw their
-random numbers on the host from a :class:`numpy.random.RandomState` (a few
-numbers per centre), so a given ``random_state`` picks the same centres on every
-backend. Semantics follow scikit-learn's ``KMeans``.
+Both draw their random numbers on the host from a :class:`numpy.random.RandomState`
+(a few numbers per centre, never anything of size n), in the order scikit-learn
+draws them. Semantics follow scikit-learn's ``KMeans``. On the GPU, k-means++ is
+one cooperative kernel (:func:`gpumine.kmeans.gpu.kmeans_plusplus`) and the
+random init runs NumPy's own weighted draw on the device; nothing of size n
+comes to the host.
 
 Contract: ``init(X, n_clusters, *, sample_weight, x_squared_norms, random_state, xp)``
-returns a new (n_clusters, n_features) array of X's dtype on X's backend.
+returns a new (n_clusters, n_features) array of X's dtype on X's backend;
+``x_squared_norms`` is None on the GPU backend (strategies that need it compute it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,41 @@ def _to_host(xp, array):
     return array.get() if hasattr(array, "get") and xp is not np else np.asarray(array)
 
 
+def choice_without_replacement(weights, size, random_state, xp=np):
+    """``random_state.choice(n, size, replace=False, p=weights / weights.sum())`` on ``xp``.
+
+    NumPy's own algorithm (draw, drop repeats, zero the found ones, draw again) run
+    on the weights where they are, consuming the same random numbers in the same
+    order, so on the CPU it equals ``RandomState.choice`` exactly and on the GPU it
+    needs no host copy of the weights. Host syncs: the count of positive weights
+    and one per round of draws (the number of distinct points found), a few in all.
+
+    Raises
+    ------
+    ValueError
+        Fewer positive weights than ``size`` (NumPy's message).
+    """
+    p = weights.astype(xp.float64)
+    p /= p.sum()
+    if int(xp.count_nonzero(p > 0)) < size:  # host sync: one integer
+        raise ValueError("Fewer non-zero entries in p than size")
+    found = xp.zeros(size, dtype=xp.int64)
+    n_uniq = 0
+    while n_uniq < size:
+        x = xp.asarray(random_state.rand(size - n_uniq))
+        if n_uniq > 0:
+            p[found[:n_uniq]] = 0
+        cdf = xp.cumsum(p)
+        cdf /= cdf[-1]
+        new = xp.searchsorted(cdf, x, side="right")
+        _, unique_indices = xp.unique(new, return_index=True)
+        unique_indices.sort()
+        new = new[unique_indices]
+        found[n_uniq:n_uniq + new.size] = new
+        n_uniq += int(new.size)  # host sync: how many distinct points this round found
+    return found
+
+
 def random_init(X, n_clusters, *, sample_weight, x_squared_norms, random_state, xp=np):
     """Pick ``n_clusters`` distinct rows of X, with probability proportional to weight.
 
@@ -43,9 +81,8 @@ def random_init(X, n_clusters, *, sample_weight, x_squared_norms, random_state, 
     -------
     centers : array of shape (n_clusters, n_features)
     """
-    weight = _to_host(xp, sample_weight).astype(np.float64)
-    seeds = random_state.choice(X.shape[0], size=n_clusters, replace=False, p=weight / weight.sum())
-    return X[xp.asarray(seeds)].copy()
+    seeds = choice_without_replacement(sample_weight, n_clusters, random_state, xp)
+    return X[seeds].copy()
 
 
 def kmeans_plusplus(X, n_clusters, *, sample_weight, x_squared_norms, random_state, xp=np,
@@ -63,6 +100,7 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, x_squared_norms, random_sta
     n_clusters : int
     sample_weight : array of shape (n_samples,)   -- IN
     x_squared_norms : array of shape (n_samples,)   -- IN, row norms of X squared
+        (None on the GPU, which computes distances directly)
     random_state : numpy.random.RandomState
     xp : module
     n_local_trials : int, optional
@@ -72,6 +110,11 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, x_squared_norms, random_sta
     -------
     centers : array of shape (n_clusters, n_features)
     """
+    if xp is not np:
+        from gpumine.kmeans import gpu
+
+        return gpu.kmeans_plusplus(X, n_clusters, sample_weight=sample_weight,
+                                   random_state=random_state, n_local_trials=n_local_trials)
     n_samples = X.shape[0]
     if n_local_trials is None:
         n_local_trials = 2 + int(np.log(n_clusters))

@@ -38,8 +38,13 @@ float32 data then follows the same trajectory as float64 data with the same
 values (scikit-learn's float32 path accumulates in float32 and, on long runs,
 drifts with its thread count). The returned centres are cast to X's dtype.
 
-On a GPU backend the only host reads per iteration are the convergence test's
-scalars (labels unchanged? centre shift), a few bytes.
+On a GPU backend the loop is :func:`_lloyd_device`: the E-step counts the labels
+that changed (strategies with ``counts_changes``; otherwise the engine compares
+with the previous labels on the device), one kernel averages the centres and
+computes the shift and the number of empty clusters, and the host reads back
+those three numbers, 24 bytes, once per iteration (seed 000's rule). Empty
+clusters are relocated (a host-driven step) only in an iteration that has one.
+Nothing of size n crosses to the host during a fit.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from gpumine.kmeans.reference import chunk_rows
 
 __all__ = [
     "LloydResult",
+    "assign_labels",
     "bind_update",
     "euclidean_distances",
     "fit_lloyd",
@@ -89,6 +95,8 @@ def tolerance(X, tol: float, xp=np) -> float:
     """``tol`` times the mean per-feature variance of X (0 stays 0)."""
     if tol == 0:
         return 0.0
+    if xp is not np:  # one device reduction, one 8-byte readback
+        return float(xp.var(X, axis=0).mean()) * tol
     if X.flags.f_contiguous and not X.flags.c_contiguous:
         # column-major: one feature at a time, so the temporary is one column, not all of X
         return float(np.mean([float(xp.var(X[:, j])) for j in range(X.shape[1])])) * tol
@@ -107,6 +115,10 @@ def squared_row_norms(X, xp=np):
 
 def inertia(X, sample_weight, centers, labels, xp=np) -> float:
     """``sum_i w_i ||x_i - c_{labels_i}||^2``, directly (no expanded formula), in float64."""
+    if xp is not np:
+        from gpumine.kmeans import gpu
+
+        return gpu.inertia(X, sample_weight, centers, labels)
     total = 0.0
     starts, step = chunk_rows(X.shape[0], X.shape[1])
     for start in starts:
@@ -188,6 +200,9 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
     -------
     LloydResult
     """
+    if xp is not np:
+        return _lloyd_device(X, sample_weight, centers_init, assign=assign, update=update,
+                             max_iter=max_iter, tol=tol, verbose=verbose, xp=xp)
     n_clusters, n_features = centers_init.shape
     centers = centers_init.copy()
     labels = xp.full(X.shape[0], -1, dtype=xp.int32)
@@ -220,6 +235,64 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
                       f"{center_shift_total} within tolerance {tol}.")
             break
         labels_old[:] = labels
+    if not strict_convergence:
+        assign(X, centers, labels)
+    return LloydResult(labels=labels, inertia=inertia(X, sample_weight, centers, labels, xp),
+                       centers=centers, n_iter=iteration + 1)
+
+
+def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, tol, verbose,
+                  xp) -> LloydResult:
+    """:func:`lloyd_single` on a GPU backend: one 24-byte readback per iteration.
+
+    The same iteration, tests and results as the host loop (module docstring); the
+    averaging, centre shift, empty count and changed count are one kernel
+    (:func:`gpumine.kmeans.gpu.finish_centers`) whose status is the only readback.
+    """
+    from gpumine.kmeans import gpu
+
+    n_clusters, n_features = centers_init.shape
+    centers = centers_init.copy()
+    centers_new = xp.empty_like(centers)
+    labels = xp.full(X.shape[0], -1, dtype=xp.int32)
+    counts = getattr(assign, "counts_changes", False)
+    # Strategies that do not count changed labels are compared with a copy of the old ones.
+    labels_old = None if counts else labels.copy()
+    sums = xp.zeros((n_clusters, n_features), dtype=xp.float64)
+    weights = xp.zeros(n_clusters, dtype=xp.float64)
+    buffers = gpu.LoopBuffers()
+    strict_convergence = False
+    for iteration in range(max_iter):
+        if counts:
+            assign(X, centers, labels, changed=buffers.changed)
+        else:
+            assign(X, centers, labels)
+        update(X, labels, sample_weight, sums, weights)
+        if not counts:
+            buffers.changed[0] = xp.count_nonzero(labels != labels_old)
+            labels_old[...] = labels
+        gpu.finish_centers(sums, weights, centers, centers_new, buffers)
+        # The iteration's one readback: shift, empty clusters, labels changed (24 bytes).
+        center_shift_total, n_empty, n_changed = buffers.status.get().tolist()
+        if n_empty:
+            # Rare: relocation reads the distances on the device, then averaging again.
+            relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
+            gpu.finish_centers(sums, weights, centers, centers_new, buffers, count=False)
+            center_shift_total = float(buffers.status[0])  # host sync: 8 bytes
+        if verbose:
+            print(f"Iteration {iteration}, inertia "
+                  f"{inertia(X, sample_weight, centers, labels, xp)}.")
+        centers, centers_new = centers_new, centers
+        if n_changed == 0:
+            if verbose:
+                print(f"Converged at iteration {iteration}: strict convergence.")
+            strict_convergence = True
+            break
+        if center_shift_total <= tol:
+            if verbose:
+                print(f"Converged at iteration {iteration}: center shift "
+                      f"{center_shift_total} within tolerance {tol}.")
+            break
     if not strict_convergence:
         assign(X, centers, labels)
     return LloydResult(labels=labels, inertia=inertia(X, sample_weight, centers, labels, xp),
@@ -279,10 +352,11 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
         best = None
         for _ in range(n_init):
             if callable(init):
-                # the row norms live only during the init (n float64 less during the loop)
+                # the row norms live only during the init (n float64 less during the loop);
+                # the GPU computes distances directly and needs none
+                norms = squared_row_norms(X, xp) if xp is np else None
                 centers_init = init(X, n_clusters, sample_weight=sample_weight,
-                                    x_squared_norms=squared_row_norms(X, xp),
-                                    random_state=random_state, xp=xp)
+                                    x_squared_norms=norms, random_state=random_state, xp=xp)
             else:
                 centers_init = init - x_mean
             centers_init = centers_init.astype(center_dtype)
@@ -298,6 +372,13 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     best.centers += x_mean
     best.centers = best.centers.astype(X.dtype)
     return best
+
+
+def assign_labels(X, centers, *, assign: Callable, xp=np):
+    """E-step only: the label (int32) of every row of X for fixed ``centers``; no readback."""
+    labels = xp.empty(X.shape[0], dtype=xp.int32)
+    assign(X, centers, labels)
+    return labels
 
 
 def labels_inertia(X, sample_weight, centers, *, assign: Callable, xp=np):

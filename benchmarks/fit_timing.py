@@ -1,0 +1,218 @@
+"""User-level timings of the GPU path: what ``fit`` and ``predict`` cost as users call them.
+
+Usage (repository root, on a machine with a CUDA GPU and CuPy)::
+
+    python benchmarks/fit_timing.py --out benchmarks/results [--sklearn] [--torch]
+
+Measured in one process, each figure the median of several calls after a warm-up
+(CUDA events around device-only work, a synchronized host clock around calls that
+start from host data):
+
+* k-means++ init, 4M x 8 float32, k = 200: the device strategy alone, and
+  ``GPUKMeans(200, max_iter=1).fit`` from device data (the issue's measure);
+* the whole default fit of the same data (k-means++, tol 1e-4) from host NumPy,
+  and, with ``--sklearn``, scikit-learn's ``KMeans`` on the machine's CPUs from the
+  same k-means++ centres (one run: it takes a minute);
+* 17,695 x 18, k = 128 (Corel size): per Lloyd iteration ((T(60) - T(10)) / 50 of
+  fits from one init with tol = 0), a 10-iteration fit with k-means++ from device
+  data, and with ``--torch`` a plain PyTorch Lloyd (cdist argmin + index_add) per
+  iteration;
+* 4M x 8, k = 200: per Lloyd iteration the same way;
+* WaveCluster on 16.7M 2-d points, grid 4096: ``fit`` from device and from host data.
+
+Writes ``fit-timing-<date>-<commit>.json`` with the device, versions and commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _sync(cp):
+    cp.cuda.get_current_stream().synchronize()
+
+
+def wall(cp, fn, repeats=5, warmup=1):
+    """Median seconds of ``fn()`` on a synchronized host clock (host data in, results out)."""
+    for _ in range(warmup):
+        fn()
+    _sync(cp)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        _sync(cp)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), [float(t) for t in times]
+
+
+def _commit() -> str:
+    env = os.environ.get("GPUMINE_COMMIT")
+    if env:
+        return env
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                              capture_output=True, text=True).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def blobs(n, d, centres, seed, offset=0.0):
+    rng = np.random.default_rng(seed)
+    middle = rng.uniform(-10, 10, size=(centres, d))
+    return (middle[rng.integers(0, centres, n)] + rng.normal(size=(n, d))
+            + offset).astype(np.float32)
+
+
+def kmeans_section(cp, args) -> dict:
+    from gpumine import GPUKMeans
+    from gpumine.kmeans import gpu
+
+    out = {}
+    X_host = blobs(4_000_000, 8, 400, seed=0)
+    X = cp.ascontiguousarray(cp.asarray(X_host).T).T
+    ones = cp.ones(len(X_host), cp.float32)
+
+    def init():
+        gpu.kmeans_plusplus(X, 200, sample_weight=ones, random_state=np.random.RandomState(0))
+
+    out["kmeanspp_4M_8_200_strategy_s"], _ = wall(cp, init)
+    out["fit_max_iter_1_4M_8_200_device_s"], _ = wall(
+        cp, lambda: GPUKMeans(200, max_iter=1, random_state=0, device="gpu").fit(X))
+
+    model = GPUKMeans(200, random_state=0, device="gpu")
+    out["fit_default_4M_8_200_host_s"], runs = wall(cp, lambda: model.fit(X_host), repeats=3)
+    out["fit_default_4M_8_200_host_runs_s"] = runs
+    out["fit_default_4M_8_200_n_iter"] = int(model.n_iter_)
+    out["fit_default_4M_8_200_inertia"] = float(model.inertia_)
+    out["fit_default_4M_8_200_device_s"], _ = wall(
+        cp, lambda: GPUKMeans(200, random_state=0, device="gpu").fit(X), repeats=3)
+
+    init_centres = cp.asnumpy(gpu.kmeans_plusplus(X, 200, sample_weight=ones,
+                                                  random_state=np.random.RandomState(0)))
+    t5, _ = wall(cp, lambda: GPUKMeans(200, init=init_centres, max_iter=5, tol=0,
+                                       device="gpu").fit(X), repeats=3)
+    t25, _ = wall(cp, lambda: GPUKMeans(200, init=init_centres, max_iter=25, tol=0,
+                                        device="gpu").fit(X), repeats=3)
+    out["lloyd_iteration_4M_8_200_s"] = (t25 - t5) / 20
+    if args.sklearn:
+        from sklearn.cluster import KMeans
+
+        start = time.perf_counter()
+        ref = KMeans(200, init=init_centres, n_init=1).fit(X_host)
+        out["sklearn_fit_4M_8_200_s"] = time.perf_counter() - start
+        out["sklearn_fit_4M_8_200_n_iter"] = int(ref.n_iter_)
+        out["sklearn_threads"] = os.cpu_count()
+    del X
+
+    # Corel size
+    C_host = blobs(17_695, 18, 128, seed=1)
+    C = cp.ascontiguousarray(cp.asarray(C_host).T).T
+    start_centres = C_host[np.random.RandomState(0).choice(len(C_host), 128, replace=False)]
+    fits = {}
+    for iters in (10, 60):
+        def fit(iters=iters):
+            m = GPUKMeans(128, init=start_centres, max_iter=iters, tol=0, device="gpu").fit(C)
+            fits[iters] = m.n_iter_
+        out[f"corel_fit_{iters}_iter_device_s"], _ = wall(cp, fit, repeats=7)
+    out["corel_n_iter"] = fits
+    out["corel_lloyd_iteration_s"] = (out["corel_fit_60_iter_device_s"]
+                                      - out["corel_fit_10_iter_device_s"]) / 50
+    out["corel_fit_10_iter_kmeanspp_device_s"], _ = wall(
+        cp, lambda: GPUKMeans(128, max_iter=10, random_state=0, device="gpu").fit(C), repeats=7)
+    fitted = GPUKMeans(128, init=start_centres, max_iter=1, device="gpu").fit(C)
+    out["corel_predict_device_s"], _ = wall(cp, lambda: fitted.predict(C), repeats=7)
+    if args.torch:
+        out.update(torch_corel(C_host, start_centres))
+    return out
+
+
+def torch_corel(X_host, start_centres) -> dict:
+    """A plain PyTorch Lloyd iteration (cdist, argmin, index_add_) on the Corel-size data."""
+    import torch
+
+    X = torch.from_numpy(X_host).cuda()
+    centres = torch.from_numpy(start_centres).cuda()
+    k = centres.shape[0]
+
+    def step(c):
+        labels = torch.cdist(X, c).argmin(1)
+        sums = torch.zeros_like(c).index_add_(0, labels, X)
+        counts = torch.zeros(k, device=X.device).index_add_(0, labels, torch.ones_like(X[:, 0]))
+        return sums / counts.clamp(min=1)[:, None]
+
+    for _ in range(5):
+        centres = step(centres)
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(50):
+        centres = step(centres)
+    stop.record()
+    torch.cuda.synchronize()
+    return {"torch_corel_lloyd_iteration_s": start.elapsed_time(stop) / 50 / 1000,
+            "torch_version": torch.__version__}
+
+
+def wavecluster_section(cp) -> dict:
+    from gpumine import WaveCluster
+
+    rng = np.random.default_rng(3)
+    n = 4096 * 4096
+    uniform = rng.uniform(0, 1, size=(n - n // 4, 2))
+    discs = rng.uniform(0.1, 0.9, size=(8, 2))[rng.integers(0, 8, n // 4)]
+    discs += rng.normal(scale=0.02, size=discs.shape)
+    X_host = np.concatenate([uniform, discs])
+    X = cp.asarray(X_host)
+    out = {"wavecluster_points": n}
+    model = WaveCluster(grid_size=4096, device="gpu")
+    out["wavecluster_4096_device_s"], _ = wall(cp, lambda: model.fit(X))
+    out["wavecluster_4096_clusters"] = int(model.n_clusters_)
+    out["wavecluster_4096_host_s"], _ = wall(cp, lambda: model.fit(X_host))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--sklearn", action="store_true")
+    parser.add_argument("--torch", action="store_true")
+    parser.add_argument("--only", choices=["kmeans", "wavecluster"], default=None)
+    args = parser.parse_args()
+    import cupy as cp
+    import sklearn
+
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    record = {
+        "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+        "date": datetime.date.today().isoformat(), "commit": _commit(),
+        "versions": {"cupy": cp.__version__, "numpy": np.__version__,
+                     "sklearn": sklearn.__version__, "python": platform.python_version(),
+                     "cuda_runtime": cp.cuda.runtime.runtimeGetVersion()},
+        "cpu_count": os.cpu_count(),
+    }
+    if args.only in (None, "kmeans"):
+        record["kmeans"] = kmeans_section(cp, args)
+    if args.only in (None, "wavecluster"):
+        record["wavecluster"] = wavecluster_section(cp)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"fit-timing-{record['date']}-{record['commit']}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""The device-resident k-means path: namespaces, device k-means++, the one-readback loop.
+
+CPU tests here check the pieces that run on both backends (NumPy's weighted draw
+replayed on an array namespace, the device checks of the adapters); the rest is
+marked ``gpu``.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+from sklearn.cluster import kmeans_plusplus as sklearn_kmeans_plusplus
+
+from gpumine import GPUKMeans
+from gpumine.exceptions import InvalidInputError
+from gpumine.kmeans.init import choice_without_replacement
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_choice_without_replacement_equals_numpy(seed):
+    rng = np.random.RandomState(1000 + seed)
+    n = rng.randint(5, 400)
+    weights = rng.uniform(0, 1, n) * (rng.uniform(size=n) > 0.3)
+    size = min(int(np.count_nonzero(weights)), rng.randint(1, 30))
+    expected = np.random.RandomState(seed).choice(n, size, replace=False,
+                                                  p=weights / weights.sum())
+    got = choice_without_replacement(weights, size, np.random.RandomState(seed), np)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_choice_without_replacement_needs_enough_positive_weights():
+    with pytest.raises(ValueError, match="Fewer non-zero entries"):
+        choice_without_replacement(np.array([0.0, 1.0, 0.0]), 2, np.random.RandomState(0), np)
+
+
+def test_device_mismatch_message_names_both_devices():
+    from gpumine.adapters.columns import _check_same_device
+
+    fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Device=lambda: types.SimpleNamespace(id=0)))
+    backend = types.SimpleNamespace(xp=fake_cupy)
+    X = types.SimpleNamespace(device=types.SimpleNamespace(id=1))
+    with pytest.raises(InvalidInputError, match="GPU 1 but gpumine runs on GPU 0"):
+        _check_same_device(X, backend)
+    _check_same_device(types.SimpleNamespace(device=types.SimpleNamespace(id=0)), backend)
+
+
+# -- on the GPU ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cp():
+    from gpumine.backend import cupy_module
+
+    return cupy_module()
+
+
+def _kpp(cp, X, k, weight=None, seed=0, trials=None):
+    from gpumine.kmeans import gpu
+
+    X_dev = cp.ascontiguousarray(cp.asarray(X).T).T
+    w = cp.ones(len(X), X.dtype) if weight is None else cp.asarray(weight.astype(X.dtype))
+    return cp.asnumpy(gpu.kmeans_plusplus(X_dev, k, sample_weight=w,
+                                          random_state=np.random.RandomState(seed),
+                                          n_local_trials=trials))
+
+
+def _potential(X, centers, weight=None):
+    d2 = ((X[:, None, :].astype(np.float64) - centers[None].astype(np.float64)) ** 2).sum(-1)
+    w = np.ones(len(X)) if weight is None else weight
+    return float((w * d2.min(1)).sum())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (5, 2, 5), (1000, 3, 1), (4099, 7, 31),
+                                           (20000, 18, 128), (3001, 300, 9), (700, 600, 5)])
+def test_device_kmeans_plusplus_picks_distinct_data_points(cp, n, d, k, dtype):
+    rng = np.random.RandomState(n + d + k)
+    X = rng.normal(size=(n, d)).astype(dtype) + 1000.0  # far from the origin
+    centers = _kpp(cp, X, k)
+    assert centers.shape == (k, d) and centers.dtype == dtype
+    rows = {tuple(row) for row in X}
+    assert all(tuple(c) in rows for c in centers), "a centre is not a data point"
+    assert len({tuple(c) for c in centers}) == k, "a point was chosen twice"
+    np.testing.assert_array_equal(_kpp(cp, X, k), centers)  # same random_state, same centres
+
+
+@pytest.mark.gpu
+def test_device_kmeans_plusplus_quality_matches_sklearn(cp):
+    rng = np.random.RandomState(7)
+    blobs = rng.uniform(-20, 20, size=(40, 6))
+    X = (blobs[rng.randint(0, 40, 30000)] + rng.normal(size=(30000, 6))).astype(np.float32)
+    ours = [_potential(X, _kpp(cp, X, 40, seed=s)) for s in range(7)]
+    theirs = [_potential(X, sklearn_kmeans_plusplus(X, 40, random_state=s)[0])
+              for s in range(7)]
+    assert np.median(ours) <= 1.05 * np.median(theirs), (ours, theirs)
+
+
+@pytest.mark.gpu
+def test_device_kmeans_plusplus_weights(cp):
+    rng = np.random.RandomState(3)
+    X = rng.normal(size=(5000, 4)).astype(np.float32)
+    weight = rng.uniform(0.5, 2.0, 5000)
+    weight[::2] = 0.0  # points of zero weight are never drawn
+    centers = _kpp(cp, X, 25, weight=weight)
+    allowed = {tuple(row) for row in X[1::2]}
+    assert all(tuple(c) in allowed for c in centers)
+
+
+@pytest.mark.gpu
+def test_device_kmeans_plusplus_fewer_distinct_points_than_clusters(cp):
+    X = np.repeat(np.arange(3, dtype=np.float32)[:, None], 100, axis=0)
+    centers = _kpp(cp, X, 5)
+    assert set(centers.ravel().tolist()) == {0.0, 1.0, 2.0}
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_device_kmeans_plusplus_past_2_31_distances(cp):
+    """3M x 1, k = 1000: the n x k distance matrix would pass 2**31 elements (never formed)."""
+    X = np.random.RandomState(0).random_sample((3_000_000, 1)).astype(np.float32)
+    centers = _kpp(cp, X, 1000)
+    assert len(np.unique(centers)) == 1000
+    # k-means++ on 1-d uniform data spaces the centres: no gap far above 1/k
+    gaps = np.diff(np.sort(centers.ravel()))
+    assert gaps.max() < 20.0 / 1000
+
+
+@pytest.mark.gpu
+def test_random_init_on_device_equals_cpu(cp):
+    X = np.random.RandomState(1).normal(size=(3000, 3))
+    weight = np.random.RandomState(2).uniform(size=3000)
+    cpu = GPUKMeans(8, init="random", n_init=1, max_iter=1, random_state=5, device="cpu").fit(
+        X, sample_weight=weight)
+    gpu = GPUKMeans(8, init="random", n_init=1, max_iter=1, random_state=5, device="gpu").fit(
+        X, sample_weight=weight)
+    np.testing.assert_allclose(gpu.cluster_centers_, cpu.cluster_centers_, rtol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_cupy_in_cupy_out_and_input_untouched(cp, order):
+    rng = np.random.RandomState(0)
+    X_host = rng.normal(size=(2000, 5)).astype(np.float32)
+    X = cp.asarray(X_host, order=order)
+    before = X.copy()
+    km = GPUKMeans(6, random_state=0, device="gpu").fit(X)
+    assert isinstance(km.labels_, cp.ndarray) and isinstance(km.cluster_centers_, cp.ndarray)
+    assert km.labels_.device.id == X.device.id
+    assert bool((X == before).all()), "copy_x=True must leave X as it was, bit for bit"
+    assert isinstance(km.predict(X), cp.ndarray)
+    assert isinstance(km.transform(X), cp.ndarray)
+    assert isinstance(km.fit_predict(X), cp.ndarray)
+    assert isinstance(km.predict(X_host), np.ndarray)  # NumPy in, NumPy out
+    host = GPUKMeans(6, random_state=0, device="gpu").fit(X_host)
+    assert isinstance(host.labels_, np.ndarray) and isinstance(host.cluster_centers_, np.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(km.labels_), host.labels_)
+    np.testing.assert_array_equal(cp.asnumpy(km.predict(X)), km.predict(X_host))
+    assert isinstance(km.score(X), float)
+
+
+@pytest.mark.gpu
+def test_device_sample_weight_checked_on_the_device(cp):
+    X = cp.asarray(np.random.RandomState(0).normal(size=(500, 2)))
+    with pytest.raises(InvalidInputError, match="non-negative"):
+        GPUKMeans(3, device="gpu").fit(X, sample_weight=-cp.ones(500))
+    with pytest.raises(InvalidInputError, match="NaN"):
+        GPUKMeans(3, device="gpu").fit(X, sample_weight=cp.full(500, cp.nan))
+    weighted = GPUKMeans(3, random_state=0, device="gpu").fit(X, sample_weight=cp.ones(500))
+    plain = GPUKMeans(3, random_state=0, device="gpu").fit(X)
+    np.testing.assert_array_equal(cp.asnumpy(weighted.labels_), cp.asnumpy(plain.labels_))
+
+
+@pytest.mark.gpu
+def test_fewer_distinct_clusters_warning_on_device(cp):
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = cp.asarray(np.repeat(np.arange(3.0)[:, None], 50, axis=0))
+    with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(3\)"):
+        GPUKMeans(5, random_state=0, device="gpu").fit(X)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("assign", ["tiled", "gemm"])
+def test_device_loop_matches_cpu_trajectory(assign):
+    """Counting (tiled) and non-counting (gemm) E-steps give the CPU path's iterations."""
+    rng = np.random.RandomState(4)
+    centres = rng.uniform(-30, 30, size=(9, 4))
+    X = (centres[rng.randint(0, 9, 20000)] + rng.normal(size=(20000, 4))) + 500.0
+    init = X[:9].copy()
+    for tol in (0.0, 1e-4):
+        cpu = GPUKMeans(9, init=init, tol=tol, device="cpu").fit(X)
+        gpu = GPUKMeans(9, init=init, tol=tol, device="gpu", assign=assign).fit(X)
+        assert gpu.n_iter_ == cpu.n_iter_
+        np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+        assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-9)
+        np.testing.assert_allclose(gpu.cluster_centers_, cpu.cluster_centers_, rtol=1e-9)
+
+
+@pytest.mark.gpu
+def test_k_equals_n_and_k_one_on_device():
+    X = np.random.RandomState(0).normal(size=(257, 3)).astype(np.float32)
+    full = GPUKMeans(257, random_state=0, device="gpu").fit(X)
+    assert full.inertia_ == pytest.approx(0.0, abs=1e-6)
+    assert len(np.unique(full.labels_)) == 257
+    one = GPUKMeans(1, random_state=0, device="gpu").fit(X)
+    np.testing.assert_allclose(one.cluster_centers_[0], X.mean(0), rtol=1e-5, atol=1e-6)
