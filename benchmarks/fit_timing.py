@@ -114,7 +114,6 @@ def kmeans_section(cp, args) -> dict:
         out["sklearn_fit_4M_8_200_s"] = time.perf_counter() - start
         out["sklearn_fit_4M_8_200_n_iter"] = int(ref.n_iter_)
         out["sklearn_threads"] = os.cpu_count()
-    del X
 
     # Corel size
     C_host = blobs(17_695, 18, 128, seed=1)
