@@ -43,6 +43,7 @@ from gpumine.exceptions import BackendUnavailable
 __all__ = [
     "DEVICES",
     "ENV_VAR",
+    "STAGING_MIN_BYTES",
     "Backend",
     "cupy_module",
     "get_backend",
@@ -102,7 +103,10 @@ class Backend:
         if not self.is_gpu:
             return self.to_device(X)
         cp = self._cupy
-        X_device = cp.asarray(X)
+        if isinstance(X, np.ndarray) and X.nbytes >= STAGING_MIN_BYTES:
+            X_device = _staged_copy(cp, X)
+        else:
+            X_device = cp.asarray(X)
         if X_device.T.flags.c_contiguous:
             return X_device
         columns = cp.ascontiguousarray(X_device.T)
@@ -122,6 +126,51 @@ class Backend:
 
 
 _CPU = Backend(name="cpu", xp=np, device_name="cpu")
+
+#: Host arrays at least this large go to the GPU through pinned staging buffers.
+STAGING_MIN_BYTES = 64 << 20
+_STAGING_CHUNK_BYTES = 32 << 20
+_STAGING_THREADS = 4
+
+
+def _staged_copy(cupy, X):
+    """Copy a large host array to the device through two pinned buffers.
+
+    A pageable copy makes the driver stage through its own small pinned buffer, one
+    piece at a time. Here chunks of ``_STAGING_CHUNK_BYTES`` are copied into one of two
+    pinned buffers by a few host threads (NumPy's copy releases the GIL) while the
+    other buffer's chunk travels on a side stream; the host waits for the last chunk
+    (the buffers return to CuPy's pinned pool).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cupyx
+
+    X = np.ascontiguousarray(X)
+    out = cupy.empty(X.shape, dtype=X.dtype)
+    flat_in, flat_out = X.reshape(-1), out.reshape(-1)
+    step = max(1, _STAGING_CHUNK_BYTES // X.itemsize)
+    buffers = [cupyx.empty_pinned(step, dtype=X.dtype) for _ in range(2)]
+    done = [None, None]
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def fill(target, source):
+        pieces = np.array_split(np.arange(source.size), _STAGING_THREADS)
+        bounds = [(p[0], p[-1] + 1) for p in pieces if p.size]
+        list(pool.map(lambda b: np.copyto(target[b[0]:b[1]], source[b[0]:b[1]]), bounds))
+
+    with ThreadPoolExecutor(_STAGING_THREADS) as pool:
+        for number, start in enumerate(range(0, flat_in.size, step)):
+            chunk = flat_in[start:start + step]
+            slot = number % 2
+            if done[slot] is not None:
+                done[slot].synchronize()  # the buffer's previous chunk has left
+            fill(buffers[slot][:chunk.size], chunk)
+            flat_out[start:start + chunk.size].set(buffers[slot][:chunk.size], stream=stream)
+            done[slot] = stream.record()
+    # The pinned buffers go back to CuPy's pool on return: wait for their last chunks.
+    stream.synchronize()
+    return out
 
 
 @functools.lru_cache(maxsize=1)

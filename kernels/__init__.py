@@ -31,6 +31,7 @@ __all__ = [
     "KERNEL_DIR",
     "Instantiation",
     "declared_instantiations",
+    "device_attribute",
     "get_kernel",
     "instantiation",
     "kernel_sources",
@@ -47,7 +48,11 @@ _OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()
-_DECLARED: list[Instantiation] = []
+# Ordered set of declared instantiations (a dict: membership is a hash, not a scan).
+_DECLARED: dict[Instantiation, None] = {}
+# (device, source, name, template args, defines, cooperative) -> kernel: the launch path's
+# lookup, without building an Instantiation per call.
+_FAST: dict = {}
 
 
 def kernel_sources() -> list[Path]:
@@ -76,8 +81,7 @@ def instantiation(source: str, name: str, *template_args, defines=None) -> Insta
     """Declare (and return) an instantiation a strategy launches, for the nvcc CI test."""
     item = Instantiation(source, name, tuple(template_args),
                          tuple(sorted((defines or {}).items())))
-    if item not in _DECLARED:
-        _DECLARED.append(item)
+    _DECLARED.setdefault(item, None)
     return item
 
 
@@ -127,8 +131,14 @@ def get_kernel(source: str, name: str, *template_args, defines=None, cooperative
         NVRTC rejected the source; the message holds its log.
     """
     cupy = cupy_module()
+    device = cupy.cuda.runtime.getDevice()
+    fast_key = (device, source, name, template_args,
+                tuple(sorted(defines.items())) if defines else (), cooperative)
+    kernel = _FAST.get(fast_key)
+    if kernel is not None:
+        return kernel
     item = instantiation(source, name, *(_ctype(a) for a in template_args), defines=defines)
-    key = (cupy.cuda.Device().id, item, cooperative)
+    key = (device, item, cooperative)
     kernel = _CACHE.get(key)
     if kernel is not None:
         return kernel
@@ -148,7 +158,25 @@ def get_kernel(source: str, name: str, *template_args, defines=None, cooperative
                     f"NVRTC failed on {source} ({item.expression}):\n{exc.get_message()}"
                 ) from exc
             _CACHE[key] = kernel
+    _FAST[fast_key] = kernel
     return kernel
+
+
+def device_attribute(name: str) -> int:
+    """An attribute of the current CUDA device (``cupy.cuda.Device().attributes`` key), cached.
+
+    ``Device().attributes`` queries every attribute on each call (tens of microseconds);
+    the launchers ask on every launch, so the values are read once per device.
+    """
+    cupy = cupy_module()
+    device = cupy.cuda.runtime.getDevice()
+    attributes = _ATTRIBUTES.get(device)
+    if attributes is None:
+        attributes = _ATTRIBUTES[device] = dict(cupy.cuda.Device(device).attributes)
+    return int(attributes[name])
+
+
+_ATTRIBUTES: dict = {}
 
 
 def resident_blocks(kernel, block: int, shared_mem: int = 0) -> int:
@@ -157,10 +185,9 @@ def resident_blocks(kernel, block: int, shared_mem: int = 0) -> int:
     The driver's occupancy calculator times the multiprocessor count.
     """
     cupy = cupy_module()
-    device = cupy.cuda.Device()
     per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
         kernel.kernel.ptr, block, shared_mem)
-    return max(1, int(per_sm)) * int(device.attributes["MultiProcessorCount"])
+    return max(1, int(per_sm)) * device_attribute("MultiProcessorCount")
 
 
 def launch(kernel, grid, block, args, shared_mem: int = 0) -> None:

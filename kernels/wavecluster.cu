@@ -45,7 +45,7 @@ __global__ void minmax_columns(const double* __restrict__ XT,  // IN  (d, n)
 // into a shared-memory copy of the histogram (it fits) and flushes it once.
 template <bool SHARED>
 __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d, n)
-                                   const double* __restrict__ weight,  // IN  (n)
+                                   const double* __restrict__ weight,  // IN  (n), null: all 1
                                    index_t n, int d,                   // IN
                                    const double* __restrict__ lo,      // IN  (d)
                                    const double* __restrict__ hi,      // IN  (d)
@@ -74,8 +74,9 @@ __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d
         }
         point_cell[i] = inside ? flat : -1;
         if (inside) {
-            if (SHARED) atomicAdd(&s_hist[flat], weight[i]);
-            else atomicAdd(&histogram[flat], weight[i]);
+            const double w = weight != nullptr ? weight[i] : 1.0;
+            if (SHARED) atomicAdd(&s_hist[flat], w);
+            else atomicAdd(&histogram[flat], w);
         }
     }
     if (SHARED) {
@@ -239,4 +240,63 @@ __global__ void uf_compress(const index_t* __restrict__ ids,  // IN  (cells)
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
     parent[t] = ids[t] == 0x7fffffffffffffffLL ? ids[t] : uf_find(parent, t);
+}
+
+// Component of every point: its flat fine cell (-1 outside the bounds: `outside`) mapped
+// to the coarse cell of the CPU rule (per axis min((c + offset) / scale, coarse - 1)) and
+// looked up in the coarse grid's component numbers. One pass, no (n, d) temporaries.
+__global__ void point_components(const index_t* __restrict__ point_cell,  // IN  (n)
+                                 index_t n, int d,                        // IN
+                                 const index_t* __restrict__ fine,        // IN  (d) fine extents
+                                 const index_t* __restrict__ coarse,      // IN  (d) coarse extents
+                                 index_t offset, index_t scale,           // IN
+                                 const index_t* __restrict__ components,  // IN  (coarse cells)
+                                 index_t outside,                         // IN  for cell -1
+                                 index_t* __restrict__ out)               // OUT (n)
+{
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * blockDim.x) {
+        index_t cell = point_cell[i];
+        if (cell < 0) {
+            out[i] = outside;
+            continue;
+        }
+        index_t flat = 0, stride = 1;
+        for (int j = d - 1; j >= 0; --j) {
+            const index_t c = cell % fine[j];
+            cell /= fine[j];
+            index_t q = (c + offset) / scale;
+            q = q < coarse[j] - 1 ? q : coarse[j] - 1;
+            flat += q * stride;
+            stride *= coarse[j];
+        }
+        out[i] = components[flat];
+    }
+}
+
+// Weighted histogram of small non-negative integers (component sizes): per-block shared
+// bins when `bins` doubles fit (SHARED), flushed with one atomic per non-empty bin, so a few
+// heavily used bins do not serialize global atomics; otherwise global atomics.
+template <bool SHARED>
+__global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n) in [0, bins)
+                                  const double* __restrict__ weight,   // IN  (n), null: all 1
+                                  index_t n, index_t bins,             // IN
+                                  double* __restrict__ out)            // INOUT (bins), zeroed
+{
+    extern __shared__ double s_bins[];
+    if (SHARED) {
+        for (index_t t = threadIdx.x; t < bins; t += blockDim.x) s_bins[t] = 0.0;
+        __syncthreads();
+    }
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * blockDim.x) {
+        const double w = weight != nullptr ? weight[i] : 1.0;
+        if (SHARED) atomicAdd(&s_bins[values[i]], w);
+        else atomicAdd(&out[values[i]], w);
+    }
+    if (SHARED) {
+        __syncthreads();
+        for (index_t t = threadIdx.x; t < bins; t += blockDim.x)
+            if (s_bins[t] != 0.0) atomicAdd(&out[t], s_bins[t]);
+    }
 }

@@ -218,7 +218,7 @@ def test_compile_error_carries_the_nvrtc_log(tmp_path, monkeypatch):
     (tmp_path / "broken.cu").write_text(
         "template <typename T> __global__ void broken(T* out) { out[0] = undeclared_name; }\n")
     monkeypatch.setattr(kernels, "KERNEL_DIR", tmp_path)
-    monkeypatch.setattr(kernels, "_DECLARED", list(kernels._DECLARED))  # keep the probe out
+    monkeypatch.setattr(kernels, "_DECLARED", dict(kernels._DECLARED))  # keep the probe out
     with pytest.raises(KernelCompileError, match="undeclared_name") as info:
         kernels.get_kernel("broken.cu", "broken", np.float32)
     assert "broken<float>" in str(info.value)

@@ -93,3 +93,51 @@ def test_gpu_fit_weighted_4d_and_bior(rng):
         gpu = WaveCluster(device="gpu", **params).fit(X, sample_weight=w)
         np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
         assert cpu.n_clusters_ == 2
+
+
+def _discs(n, seed):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(0.2, 0.8, size=(5, 2))
+    X = np.concatenate([rng.uniform(size=(n // 4, 2)),
+                        centres[rng.integers(0, 5, n - n // 4)]
+                        + rng.normal(scale=0.03, size=(n - n // 4, 2))])
+    return X + 1000.0  # far from the origin
+
+
+@pytest.mark.parametrize("label", ["union-find-gpu", "sliding-window"])
+@pytest.mark.parametrize("wavelet", ["haar", "bior2.2"])
+def test_cupy_in_cupy_out_equals_cpu(cp, label, wavelet):
+    X = _discs(40_000, 1)
+    cpu = WaveCluster(wavelet=wavelet, device="cpu").fit(X)
+    gpu = WaveCluster(wavelet=wavelet, label=label, device="gpu").fit(cp.asarray(X))
+    assert isinstance(gpu.labels_, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(gpu.labels_), cpu.labels_)
+    np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)
+    probe = np.concatenate([X[:500], [[0.0, 0.0], [5000.0, 5000.0]]])  # two outside the bounds
+    got = gpu.predict(cp.asarray(probe))
+    assert isinstance(got, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(got), cpu.predict(probe))
+    assert cpu.predict(probe)[-2:].tolist() == [-1, -1]
+
+
+def test_weights_none_equal_ones_on_device(cp):
+    X = _discs(20_000, 2)
+    plain = WaveCluster(device="gpu").fit(X)
+    ones = WaveCluster(device="gpu").fit(X, sample_weight=np.ones(len(X)))
+    device_ones = WaveCluster(device="gpu").fit(cp.asarray(X), sample_weight=cp.ones(len(X)))
+    np.testing.assert_array_equal(plain.labels_, ones.labels_)
+    np.testing.assert_array_equal(plain.labels_, cp.asnumpy(device_ones.labels_))
+    weight = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    np.testing.assert_array_equal(
+        WaveCluster(device="gpu").fit(X, sample_weight=weight).labels_,
+        WaveCluster(device="cpu").fit(X, sample_weight=weight).labels_)
+
+
+def test_pinned_staging_copies_exactly(cp, monkeypatch):
+    import gpumine.backend as backend_module
+
+    monkeypatch.setattr(backend_module, "STAGING_MIN_BYTES", 1)
+    monkeypatch.setattr(backend_module, "_STAGING_CHUNK_BYTES", 4096 + 8)  # ragged chunks
+    X = np.random.default_rng(5).normal(size=(10_001, 3))
+    got = backend_module.get_backend("gpu").to_device_columns(X)
+    np.testing.assert_array_equal(cp.asnumpy(got), X)

@@ -529,7 +529,7 @@ def _wave_cpu_stages(cpu, X, shape) -> dict:
 
 
 def _wave_gpu_stages(backend, X, shape) -> dict:
-    from gpumine.wavecluster import engine, gpu
+    from gpumine.wavecluster import gpu
 
     cp = backend.xp
     stages = {"transfer": measure(lambda: cp.ascontiguousarray(cp.asarray(X).T), backend,
@@ -543,14 +543,14 @@ def _wave_gpu_stages(backend, X, shape) -> dict:
     coarse = gpu.lowpass(hist, "haar", 1)
     stages["wavelet"] = measure(lambda: gpu.lowpass(hist, "haar", 1), backend,
                                 repeats=3).seconds
-    threshold = 40.0 * engine.resolve_threshold("auto", coarse)
+    threshold = 40.0 * gpu.threshold_value("auto", coarse)
     mask = coarse >= threshold
     stages["threshold"] = measure(lambda: coarse >= threshold, backend, repeats=3).seconds
     components, _ = gpu.label_union_find_gpu(mask, 2)
     stages["label"] = measure(lambda: gpu.label_union_find_gpu(mask, 2), backend,
                               repeats=3).seconds
-    stages["lookup"] = measure(lambda: components[tuple(gpu.point_coarse_cells(
-        point_cell, "haar", 1, shape).T)], backend, repeats=3).seconds
+    stages["lookup"] = measure(lambda: gpu.point_components(point_cell, components, "haar", 1,
+                                                           shape), backend, repeats=3).seconds
     stages["total"] = sum(stages.values())
     return stages
 

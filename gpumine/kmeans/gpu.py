@@ -14,7 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from gpumine.backend import cupy_module
-from gpumine.kernels import get_kernel, instantiation, launch, resident_blocks
+from gpumine.kernels import (
+    device_attribute,
+    get_kernel,
+    instantiation,
+    launch,
+    resident_blocks,
+)
 
 __all__ = [
     "LoopBuffers",
@@ -89,9 +95,7 @@ def _columns(X):
 
 def _shared_budget() -> int:
     """Dynamic shared memory a block may opt into on this device."""
-    cp = cupy_module()
-    attrs = cp.cuda.Device().attributes
-    return int(attrs.get("MaxSharedMemoryPerBlockOptin", _DEFAULT_SHARED))
+    return device_attribute("MaxSharedMemoryPerBlockOptin")
 
 
 def _launch_shared(kernel, grid, block, args, shared_mem):
@@ -177,11 +181,10 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     Shared partial sums are in the data's precision (a block's share of the points),
     the global sums in double.
     """
-    cp = cupy_module()
     XT, n, d, k = _prepare(X, sums, weights)
     shared = k * (d + 1) * X.dtype.itemsize
     if shared <= _DEFAULT_SHARED:
-        blocks = min(_blocks(n), cp.cuda.Device().attributes["MultiProcessorCount"] * 8)
+        blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8)
         launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, X.dtype), blocks, _BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
                 weights), shared_mem=shared)

@@ -14,7 +14,7 @@ from gpumine import registry
 from gpumine.adapters import validate_input
 from gpumine.backend import DEVICES, get_backend
 from gpumine.exceptions import InvalidInputError
-from gpumine.validation import check_sample_weight, fit_or_restore
+from gpumine.validation import check_sample_weight, fit_or_restore, is_device_array
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import coarse_shape
 
@@ -72,6 +72,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     ----------
     labels_ : ndarray of shape (n_samples,), int64
         Cluster of each training point, -1 for noise; ids 0..n_clusters_-1 by decreasing size.
+        A CuPy array on the fit's device when X was one (``predict`` likewise), else NumPy.
     n_clusters_ : int
     grid_labels_ : ndarray, int64
         Labels of the coarse grid's cells (-1: background or dropped).
@@ -198,8 +199,11 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                                     "sample")
         connectivity = self._check_params(n_features)
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
-        weight = check_sample_weight(sample_weight, n_samples, np.float64)
-        total = float(weight.sum())
+        if sample_weight is None:  # every point weighs 1: no array of ones on either side
+            weight, total = None, float(n_samples)
+        else:
+            weight = check_sample_weight(sample_weight, n_samples, np.float64, backend.xp)
+            total = float(weight.sum())  # host sync on the GPU: one number
         return dict(
             weight=weight, connectivity=connectivity, wavelet=wavelet,
             grid_shape=self._grid_shape(total, n_features, wavelet),
@@ -210,12 +214,14 @@ class WaveCluster(ClusterMixin, BaseEstimator):
 
     def _fit(self, X, sample_weight):
         backend = self._backend()
+        device_input = is_device_array(X)
         plans = []
         X = self._validate_X(X, reset=True, backend=backend, before_copy=lambda n, d: plans.append(
             self._plan(n, d, sample_weight, backend)))
         plan = plans[0]
         weight = plan["weight"]
-        if backend.is_gpu and self.bounds is None and bool((weight > 0).all()):
+        if backend.is_gpu and self.bounds is None and (weight is None
+                                                       or bool((weight > 0).all())):
             from gpumine.wavecluster import gpu
 
             bounds = self._check_bounds(gpu.bounds(X.T))  # one fused pass
@@ -228,9 +234,10 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         if backend.is_gpu:
             from gpumine.wavecluster import gpu
 
-            result = gpu.fit_wavecluster(X, backend.to_device(weight), **params)
+            result = gpu.fit_wavecluster(X, weight, device_labels=device_input, **params)
         else:
-            result = engine.fit_wavecluster(X, weight, **params)
+            result = engine.fit_wavecluster(
+                X, np.ones(X.shape[0]) if weight is None else weight, **params)
         self.labels_ = result.labels
         self.n_clusters_ = result.n_clusters
         self.grid_labels_ = result.grid_labels
@@ -252,7 +259,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                 raise ValueError(f"bounds must be finite, of shape (2, {X.shape[1]}), got "
                                  f"{bounds.shape}")
         else:
-            weighted = X[backend.to_device(weight > 0)]
+            weighted = X if weight is None else X[backend.to_device(weight > 0)]
             bounds = backend.to_host(backend.xp.stack([weighted.min(axis=0),
                                                        weighted.max(axis=0)]))
         return self._check_bounds(bounds)
@@ -282,7 +289,14 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,), int64
         """
         check_is_fitted(self)
-        X = self._validate_X(X, reset=False, backend=get_backend("cpu"))  # a lookup: host work
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
+        if is_device_array(X):  # CuPy in, CuPy out: the lookup runs where the data is
+            backend = get_backend("gpu")
+            X = self._validate_X(X, reset=False, backend=backend)
+            from gpumine.wavecluster import gpu
+
+            return gpu.lookup(X, self.grid_labels_, self.bounds_, self.grid_shape_, wavelet,
+                              self.levels)
+        X = self._validate_X(X, reset=False, backend=get_backend("cpu"))  # a lookup: host work
         return engine.lookup(X, self.grid_labels_, self.bounds_, self.grid_shape_, wavelet,
                              self.levels)

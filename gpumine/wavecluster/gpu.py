@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from gpumine.backend import cupy_module
-from gpumine.kernels import get_kernel, instantiation, launch
+from gpumine.kernels import device_attribute, get_kernel, instantiation, launch
 from gpumine.wavecluster.labeling import neighbour_offsets
 from gpumine.wavecluster.wavelet import _get
 
@@ -20,8 +20,12 @@ __all__ = [
     "bounds",
     "label_sliding_window",
     "label_union_find_gpu",
+    "lookup",
     "lowpass",
+    "point_components",
     "quantize_histogram",
+    "threshold_value",
+    "weighted_bincount",
 ]
 
 _SOURCE = "wavecluster.cu"
@@ -29,12 +33,14 @@ _BLOCK = 256
 _MAX_DIMS = 4
 _EMPTY = np.iinfo(np.int64).max
 _SHARED_HISTOGRAM = 48 * 1024
+_STREAM_BLOCKS_PER_SM = 8
 
 for _name in ("minmax_columns", "lowpass_axis", "threshold_ids", "sliding_window", "uf_union",
-              "uf_compress"):
+              "uf_compress", "point_components"):
     instantiation(_SOURCE, _name)
 for _flag in ("true", "false"):
     instantiation(_SOURCE, "quantize_histogram", _flag)
+    instantiation(_SOURCE, "weighted_bincount", _flag)
 
 
 def _blocks(count):
@@ -60,7 +66,10 @@ def bounds(XT):
 
 
 def quantize_histogram(XT, weight, grid_bounds, grid_shape):
-    """Flat fine cell of every point (-1 outside) and the weighted histogram, on the device."""
+    """Flat fine cell of every point (-1 outside) and the weighted histogram, on the device.
+
+    ``weight`` None counts every point once (no array of ones).
+    """
     cp = cupy_module()
     d, n = XT.shape
     cells = math.prod(grid_shape)
@@ -68,11 +77,12 @@ def quantize_histogram(XT, weight, grid_bounds, grid_shape):
     point_cell = cp.empty(n, dtype=cp.int64)
     shared = cells * 8 <= _SHARED_HISTOGRAM
     kernel = get_kernel(_SOURCE, "quantize_histogram", "true" if shared else "false")
-    blocks = min(_blocks(n), 132 * 8) if shared else _blocks(n)
+    blocks = (min(_blocks(n), device_attribute("MultiProcessorCount") * _STREAM_BLOCKS_PER_SM)
+              if shared else _blocks(n))
     lo = cp.asarray(np.ascontiguousarray(grid_bounds[0], dtype=np.float64))
     hi = cp.asarray(np.ascontiguousarray(grid_bounds[1], dtype=np.float64))
     m = cp.asarray(np.asarray(grid_shape, dtype=np.int64))
-    launch(kernel, blocks, _BLOCK, (XT, weight, np.int64(n), np.int32(d), lo, hi, m,
+    launch(kernel, blocks, _BLOCK, (XT, _optional(weight), np.int64(n), np.int32(d), lo, hi, m,
                                     np.int64(cells), point_cell, histogram),
            shared_mem=cells * 8 if shared else 0)
     return point_cell, histogram.reshape(grid_shape)
@@ -107,13 +117,18 @@ def _ids(mask):
 
 
 def _compact(roots, mask):
-    """Number components 1..n in raster order of their smallest cell; 0 for background."""
+    """Number components 1..n in raster order of their smallest cell; 0 for background.
+
+    Both labellers leave every foreground cell holding the smallest flat index of its
+    component, and that cell holding itself: a component's number is the count of such
+    root cells up to its root (a prefix sum, no sort).
+    """
     cp = cupy_module()
     flat = mask.ravel()
-    labels = cp.zeros(flat.size, dtype=cp.int64)
-    unique, inverse = cp.unique(roots[flat], return_inverse=True)
-    labels[flat] = inverse.ravel() + 1
-    return labels.reshape(mask.shape), int(unique.size)
+    cells = cp.arange(flat.size, dtype=cp.int64)
+    rank = cp.cumsum(flat & (roots == cells), dtype=cp.int64)
+    labels = cp.where(flat, rank[cp.where(flat, roots, 0)], 0)
+    return labels.reshape(mask.shape), int(rank[-1])  # host sync: the component count
 
 
 def label_sliding_window(mask, connectivity):
@@ -171,40 +186,99 @@ def label_union_find_gpu(mask, connectivity):
     return _compact(parent, mask)
 
 
-def point_coarse_cells(point_cell, wavelet, levels, grid_shape):
-    """Coarse cell (per axis, (n, d)) of each point's flat fine cell; the CPU rule."""
+def point_components(point_cell, components, wavelet, levels, grid_shape, outside=0):
+    """``components`` (a coarse grid) at every point's coarse cell; ``outside`` off the grid.
+
+    The CPU's :func:`~gpumine.wavecluster.wavelet.coarse_cells` rule in one kernel.
+    """
+    from gpumine.wavecluster.wavelet import coarse_shape
+
     cp = cupy_module()
-    cells = cp.stack(cp.unravel_index(cp.maximum(point_cell, 0), tuple(grid_shape)), axis=1)
+    n = point_cell.size
     shift = _get(wavelet).shift
     scale = 2 ** levels
     offset = shift * (scale - 1) + (scale // 2 if shift else 0)
-    from gpumine.wavecluster.wavelet import coarse_shape
+    fine = cp.asarray(np.asarray(grid_shape, dtype=np.int64))
+    coarse = cp.asarray(np.asarray(coarse_shape(grid_shape, wavelet, levels), dtype=np.int64))
+    out = cp.empty(n, dtype=cp.int64)
+    launch(get_kernel(_SOURCE, "point_components"), _stream_blocks(n), _BLOCK,
+           (point_cell, np.int64(n), np.int32(len(grid_shape)), fine, coarse, np.int64(offset),
+            np.int64(scale), cp.ascontiguousarray(components.ravel(), dtype=cp.int64),
+            np.int64(outside), out))
+    return out
 
-    upper = cp.asarray(np.asarray(coarse_shape(grid_shape, wavelet, levels)) - 1)
-    return cp.minimum((cells + offset) // scale, upper)
+
+def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
+    """:func:`gpumine.wavecluster.engine.lookup` on the device: labels stay there."""
+    cp = cupy_module()
+    XT = X.T if X.T.flags.c_contiguous else cp.ascontiguousarray(X.T)
+    point_cell, _ = quantize_histogram(XT, None, bounds, grid_shape)
+    return point_components(point_cell, cp.asarray(grid_labels), wavelet, levels, grid_shape,
+                            outside=-1)
+
+
+def weighted_bincount(values, weight, bins):
+    """``bincount(values, weights=weight, minlength=bins)`` with block-private bins."""
+    cp = cupy_module()
+    n = values.size
+    out = cp.zeros(bins, dtype=cp.float64)
+    shared = bins * 8 <= _SHARED_HISTOGRAM
+    launch(get_kernel(_SOURCE, "weighted_bincount", "true" if shared else "false"),
+           _stream_blocks(n), _BLOCK, (values, _optional(weight), np.int64(n), np.int64(bins), out),
+           shared_mem=bins * 8 if shared else 0)
+    return out
+
+
+def _stream_blocks(n):
+    return min(_blocks(n), device_attribute("MultiProcessorCount") * _STREAM_BLOCKS_PER_SM)
+
+
+def _optional(array):
+    return np.uint64(0) if array is None else array
+
+
+def threshold_value(threshold, coarse) -> float:
+    """:func:`~gpumine.wavecluster.engine.resolve_threshold` on the device: one readback."""
+    if threshold != "auto":
+        return float(threshold)
+    from gpumine.wavecluster.engine import AUTO_THRESHOLD_FRACTION
+
+    cp = cupy_module()
+    positive = coarse > 0
+    # host sync: two numbers, the occupied cells' total and count
+    total, count = cp.stack([cp.where(positive, coarse, 0).sum(),
+                             positive.sum().astype(cp.float64)]).get().tolist()
+    return AUTO_THRESHOLD_FRACTION * total / count if count else 0.0
 
 
 def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, threshold,
-                    connectivity, min_cluster_size, label):
+                    connectivity, min_cluster_size, label, device_labels=False):
     """The engine's pipeline on the device (see :func:`gpumine.wavecluster.engine.fit_wavecluster`).
 
     ``X`` is a device (n, d) view of a column-major buffer; ``sample_weight`` a device
-    float64 array; ``bounds`` a host (2, d) array. Returns host arrays.
+    float64 array or None (every point weighs 1); ``bounds`` a host (2, d) array. What
+    comes back to the host: the threshold, the component count and sizes (a few bytes
+    per component) and the coarse grid's labels; the labels of the points stay on the
+    device when ``device_labels`` (CuPy input), else they are copied once at the end.
     """
-    from gpumine.wavecluster.engine import WaveClusterResult, cluster_ids, resolve_threshold
+    from gpumine.wavecluster.engine import WaveClusterResult, cluster_ids
 
     cp = cupy_module()
-    XT = cp.ascontiguousarray(X.T)
+    XT = X.T if X.T.flags.c_contiguous else cp.ascontiguousarray(X.T)
     point_cell, grid = quantize_histogram(XT, sample_weight, bounds, grid_shape)
     coarse = lowpass(grid, wavelet, levels)
-    threshold = resolve_threshold(threshold, coarse)
+    del grid
+    threshold = threshold_value(threshold, coarse)
     mask = coarse > threshold if threshold == 0 else coarse >= threshold
     components, n_components = label(mask, connectivity)
-    coarse_index = point_coarse_cells(point_cell, wavelet, levels, grid_shape)
-    point_components = cp.where(point_cell >= 0, components[tuple(coarse_index.T)], 0)
-    sizes = cp.bincount(point_components, weights=sample_weight, minlength=n_components + 1)
-    remap = cp.asarray(cluster_ids(cp.asnumpy(sizes), min_cluster_size))
+    point_component = point_components(point_cell, components, wavelet, levels, grid_shape)
+    del point_cell
+    sizes = weighted_bincount(point_component, sample_weight, n_components + 1)
+    remap_host = cluster_ids(cp.asnumpy(sizes), min_cluster_size)  # n_components + 1 values
+    remap = cp.asarray(remap_host)
+    labels = remap[point_component]
     return WaveClusterResult(
-        labels=cp.asnumpy(remap[point_components]), grid_labels=cp.asnumpy(remap[components]),
+        labels=labels if device_labels else cp.asnumpy(labels),
+        grid_labels=cp.asnumpy(remap[components]),
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
-        threshold=float(threshold), n_clusters=int((remap >= 0).sum()))
+        threshold=float(threshold), n_clusters=int((remap_host >= 0).sum()))
