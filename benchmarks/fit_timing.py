@@ -13,8 +13,10 @@ start from host data):
 * the whole default fit of the same data (k-means++, tol 1e-4) from host NumPy,
   and, with ``--sklearn``, scikit-learn's ``KMeans`` on the machine's CPUs from the
   same k-means++ centres (one run: it takes a minute);
-* 17,695 x 18, k = 128 (Corel size): per Lloyd iteration ((T(60) - T(10)) / 50 of
-  fits from one init with tol = 0), a 10-iteration fit with k-means++ from device
+* 17,695 x 18, k = 128 (Corel size): per Lloyd iteration ((T(60) - T(10)) over the
+  difference in iterations, fits from one init with tol = 0, the longer one stopping at
+  strict convergence), where a 10-iteration fit's host time goes (cProfile's top
+  functions by own time), a 10-iteration fit with k-means++ from device
   data, and with ``--torch`` a plain PyTorch Lloyd (cdist argmin + index_add) per
   iteration;
 * 4M x 8, k = 200: per Lloyd iteration the same way;
@@ -126,8 +128,11 @@ def kmeans_section(cp, args) -> dict:
             fits[iters] = m.n_iter_
         out[f"corel_fit_{iters}_iter_device_s"], _ = wall(cp, fit, repeats=7)
     out["corel_n_iter"] = fits
-    out["corel_lloyd_iteration_s"] = (out["corel_fit_60_iter_device_s"]
-                                      - out["corel_fit_10_iter_device_s"]) / 50
+    out["corel_lloyd_iteration_s"] = ((out["corel_fit_60_iter_device_s"]
+                                       - out["corel_fit_10_iter_device_s"])
+                                      / (fits[60] - fits[10]))
+    out["corel_fit_profile"] = profile(lambda: GPUKMeans(128, init=start_centres, max_iter=10,
+                                                         tol=0, device="gpu").fit(C))
     out["corel_fit_10_iter_kmeanspp_device_s"], _ = wall(
         cp, lambda: GPUKMeans(128, max_iter=10, random_state=0, device="gpu").fit(C), repeats=7)
     fitted = GPUKMeans(128, init=start_centres, max_iter=1, device="gpu").fit(C)
@@ -135,6 +140,25 @@ def kmeans_section(cp, args) -> dict:
     if args.torch:
         out.update(torch_corel(C_host, start_centres))
     return out
+
+
+def profile(fn, calls=20, top=15) -> list:
+    """cProfile of ``calls`` calls of ``fn``: the functions of most own time, in ms per call."""
+    import cProfile
+    import pstats
+
+    fn()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats
+    rows = sorted(stats.items(), key=lambda item: -item[1][2])[:top]
+    return [{"function": f"{path.rsplit('/', 1)[-1]}:{line}({name})",
+             "calls_per_fit": ncalls / calls, "own_ms_per_fit": 1e3 * tottime / calls,
+             "cumulative_ms_per_fit": 1e3 * cumtime / calls}
+            for (path, line, name), (_, ncalls, tottime, cumtime, _) in rows]
 
 
 def torch_corel(X_host, start_centres) -> dict:
@@ -175,6 +199,12 @@ def wavecluster_section(cp) -> dict:
     X_host = np.concatenate([uniform, discs])
     X = cp.asarray(X_host)
     out = {"wavecluster_points": n}
+    from gpumine.backend import get_backend
+
+    backend = get_backend("gpu")
+    out["transfer_pageable_s"], _ = wall(cp, lambda: cp.asarray(X_host))
+    out["transfer_staged_columns_s"], _ = wall(cp, lambda: backend.to_device_columns(X_host))
+    out["transfer_bytes"] = int(X_host.nbytes)
     model = WaveCluster(grid_size=4096, device="gpu")
     out["wavecluster_4096_device_s"], _ = wall(cp, lambda: model.fit(X))
     out["wavecluster_4096_clusters"] = int(model.n_clusters_)

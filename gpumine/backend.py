@@ -155,9 +155,10 @@ def _staged_copy(cupy, X):
     stream = cupy.cuda.Stream(non_blocking=True)
 
     def fill(target, source):
-        pieces = np.array_split(np.arange(source.size), _STAGING_THREADS)
-        bounds = [(p[0], p[-1] + 1) for p in pieces if p.size]
-        list(pool.map(lambda b: np.copyto(target[b[0]:b[1]], source[b[0]:b[1]]), bounds))
+        edges = [source.size * t // _STAGING_THREADS for t in range(_STAGING_THREADS + 1)]
+        list(pool.map(lambda t: np.copyto(target[edges[t]:edges[t + 1]],
+                                          source[edges[t]:edges[t + 1]]),
+                      range(_STAGING_THREADS)))
 
     with ThreadPoolExecutor(_STAGING_THREADS) as pool:
         for number, start in enumerate(range(0, flat_in.size, step)):
