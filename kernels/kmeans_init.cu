@@ -15,9 +15,10 @@
 // Per centre: [every block] draw the m candidates from the uniforms; score them on the
 // block's points (sum of w * min(D^2, d(x, cand)^2) per candidate) into `partial`;
 // grid barrier; [every block] add the partials in a fixed order, keep the candidate of
-// lowest potential (the first on ties, as numpy.argmin); update D^2 and the sums on the
-// block's points; block 0 writes the centre; grid barrier. Two barriers per centre, one
-// launch per init: nothing comes back to the host until the end. Values another block wrote
+// lowest potential (the first on ties, as numpy.argmin); update D^2 and, in the same pass,
+// the tile and block sums on the block's points; block 0 writes the centre; grid barrier.
+// Two barriers per centre, one launch per init: nothing comes back to the host until the
+// end. Values another block wrote
 // are read with __ldcg (L2, never a stale L1 line) after the barrier.
 #include <cooperative_groups.h>
 #include "common.cuh"
@@ -53,9 +54,13 @@ __device__ index_t warp_search(index_t lo, index_t hi, double r, bool right, dou
     const int lane = threadIdx.x & (kWarp - 1);
     index_t last_positive = hi - 1;
     double base_at_last = base;
+    // The next chunk's values are loaded before this chunk is scanned, so a step costs a
+    // scan, not a memory round trip.
+    double next = lo + lane < hi ? value(lo + lane) : 0.0;
     for (index_t start = lo; start < hi; start += kWarp) {
         const index_t p = start + lane;
-        const double v = p < hi ? value(p) : 0.0;
+        const double v = next;
+        next = p + kWarp < hi ? value(p + kWarp) : 0.0;
         const double inclusive = warp_inclusive_scan(v, lane);
         const double running = base + inclusive;
         const bool reached = p < hi && (right ? running > r : running >= r);
@@ -143,21 +148,36 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
     extern __shared__ double kpp_shared[];  // m * d candidate coordinates when they fit
     __shared__ double scratch[BLOCK / kpp::kWarp];
     __shared__ long long candidate_ids[MT];
+    __shared__ double candidate_potential[MT];
     __shared__ int best_slot;
     const int lane = threadIdx.x & (kpp::kWarp - 1), warp = threadIdx.x / kpp::kWarp;
     const int n_blocks = gridDim.x;
     const index_t lo = (index_t)blockIdx.x * chunk;
     const index_t hi = min(n, lo + chunk);
 
-    // Sums of v over this block's tiles and over the block, for the next draw.
-    auto publish_sums = [&](bool first) {
+    // D^2 of this block's points to point `id` min'ed into `closest` (`first`: set; id < 0:
+    // no centre yet, v = w), and in the same pass the sums of v = w * D^2 over this block's
+    // tiles and over the block, for the next draw.
+    auto update_and_publish = [&](long long id, bool first) {
         double block_total = 0.0;
         for (index_t base = lo; base < hi; base += BLOCK) {
             const index_t i = base + threadIdx.x;
             double v = 0.0;
             if (i < hi) {
                 const double w = weight != nullptr ? (double)weight[i] : 1.0;
-                v = first ? w : w * closest[i];
+                if (id < 0) {
+                    v = w;
+                } else {
+                    double dist = 0.0;
+                    for (int j = 0; j < d; ++j) {
+                        const double diff = (double)XT[(index_t)j * n + i]
+                                            - (double)XT[(index_t)j * n + id];
+                        dist += diff * diff;
+                    }
+                    const double own = first ? dist : fmin(closest[i], dist);
+                    closest[i] = own;
+                    v = w * own;
+                }
             }
             const double tile = kpp::warp_sum(v);
             const index_t tile_start = base + (index_t)warp * kpp::kWarp;
@@ -166,18 +186,6 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
         }
         const double total = kpp::block_sum<BLOCK>(lane == 0 ? block_total : 0.0, scratch);
         if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
-    };
-
-    // D^2 of this block's points to point `id`, min'ed into `closest` (`first`: set).
-    auto update_closest = [&](long long id, bool first) {
-        for (index_t i = lo + threadIdx.x; i < hi; i += BLOCK) {
-            double dist = 0.0;
-            for (int j = 0; j < d; ++j) {
-                const double diff = (double)XT[(index_t)j * n + i] - (double)XT[(index_t)j * n + id];
-                dist += diff * diff;
-            }
-            closest[i] = first ? dist : fmin(closest[i], dist);
-        }
     };
 
     auto write_center = [&](int c, long long id) {
@@ -190,7 +198,7 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
 
     // The first centre: drawn with probability proportional to the weight (side="right",
     // numpy's RandomState.choice).
-    publish_sums(true);
+    update_and_publish(-1, true);
     grid.sync();
     if (warp == 0) {
         const index_t id = kpp::draw<T>(uniforms[0], true, n, chunk, n_blocks, block_sums,
@@ -200,9 +208,8 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
     __syncthreads();
     long long best_id = candidate_ids[0];
     write_center(0, best_id);
-    update_closest(best_id, true);
-    __syncthreads();
-    publish_sums(false);
+    grid.sync();  // every block has read the weight sums of the first draw
+    update_and_publish(best_id, true);
     grid.sync();
 
     for (int c = 1; c < k; ++c) {
@@ -256,29 +263,27 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
             }
         }
         grid.sync();
-        // Choose: the candidate of lowest total potential, partials added in block order.
-        if (warp == 0) {
-            double best = 0.0;
-            int best_t = 0;
-            for (int t = 0; t < m; ++t) {
-                double total = 0.0;
-                for (int start = 0; start < n_blocks; start += kpp::kWarp) {
-                    const int b = start + lane;
-                    total += kpp::warp_sum(b < n_blocks ? __ldcg(partial + (index_t)b * MT + t) : 0.0);
-                }
-                if (t == 0 || total < best) {
-                    best = total;
-                    best_t = t;
-                }
+        // Choose: the candidate of lowest total potential (the first on ties), each total
+        // added by one warp over the blocks in a fixed order.
+        for (int t = warp; t < m; t += BLOCK / kpp::kWarp) {
+            double total = 0.0;
+            for (int start = 0; start < n_blocks; start += kpp::kWarp) {
+                const int b = start + lane;
+                total += kpp::warp_sum(b < n_blocks ? __ldcg(partial + (index_t)b * MT + t) : 0.0);
             }
-            if (lane == 0) best_slot = best_t;
+            if (lane == 0) candidate_potential[t] = total;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int best_t = 0;
+            for (int t = 1; t < m; ++t)
+                if (candidate_potential[t] < candidate_potential[best_t]) best_t = t;
+            best_slot = best_t;
         }
         __syncthreads();
         best_id = candidate_ids[best_slot];
         write_center(c, best_id);
-        update_closest(best_id, false);
-        __syncthreads();
-        publish_sums(false);
+        update_and_publish(best_id, false);
         grid.sync();
     }
 }

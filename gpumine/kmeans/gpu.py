@@ -11,6 +11,8 @@ whose label changed.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from gpumine.backend import cupy_module
@@ -27,6 +29,7 @@ __all__ = [
     "assign_gemm",
     "assign_tiled",
     "finish_centers",
+    "graphs_enabled",
     "hybrid",
     "inertia",
     "kmeans_plusplus",
@@ -144,6 +147,7 @@ def assign_tiled(X, centers, labels, changed=None):
 
 
 assign_tiled.counts_changes = True  # the engine's loop then keeps no copy of the labels
+assign_tiled.graph_safe = True  # launches only: capturable into a CUDA graph
 
 
 def assign_gemm(X, centers, labels):
@@ -191,6 +195,9 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     else:
         launch(get_kernel(_UPDATE, "update_atomic_global", X.dtype), min(_blocks(n), 1 << 20),
                _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
+
+
+update_atomic.graph_safe = True
 
 
 def update_gm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
@@ -369,6 +376,12 @@ hybrid = _Hybrid()
 
 
 # -- the device Lloyd loop's own steps (gpumine.kmeans.lloyd) ---------------------------
+def graphs_enabled() -> bool:
+    """Whether the Lloyd loop may capture CUDA graphs (not with ``GPUMINE_DEBUG``, which
+    synchronizes after every launch, nor with ``GPUMINE_GRAPHS=0``)."""
+    return not os.environ.get("GPUMINE_DEBUG") and os.environ.get("GPUMINE_GRAPHS", "1") != "0"
+
+
 class LoopBuffers:
     """Small device buffers a device Lloyd run reuses every iteration.
 

@@ -248,12 +248,16 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
     The same iteration, tests and results as the host loop (module docstring); the
     averaging, centre shift, empty count and changed count are one kernel
     (:func:`gpumine.kmeans.gpu.finish_centers`) whose status is the only readback.
+    When both strategies are ``graph_safe`` (launches only: no host syncs, allocations
+    or library calls), the iteration's launches are captured once into a CUDA graph
+    and each later iteration is one graph launch: the small problems, where launches
+    cost more than the work, then pay one launch and one readback per iteration.
     """
     from gpumine.kmeans import gpu
 
     n_clusters, n_features = centers_init.shape
-    centers = centers_init.copy()
-    centers_new = xp.empty_like(centers)
+    centers = xp.empty_like(centers_init)
+    centers_new = centers_init.copy()  # each iteration starts by taking the previous result
     labels = xp.full(X.shape[0], -1, dtype=xp.int32)
     counts = getattr(assign, "counts_changes", False)
     # Strategies that do not count changed labels are compared with a copy of the old ones.
@@ -261,8 +265,9 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
     sums = xp.zeros((n_clusters, n_features), dtype=xp.float64)
     weights = xp.zeros(n_clusters, dtype=xp.float64)
     buffers = gpu.LoopBuffers()
-    strict_convergence = False
-    for iteration in range(max_iter):
+
+    def step():
+        centers[...] = centers_new
         if counts:
             assign(X, centers, labels, changed=buffers.changed)
         else:
@@ -272,31 +277,51 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             buffers.changed[0] = xp.count_nonzero(labels != labels_old)
             labels_old[...] = labels
         gpu.finish_centers(sums, weights, centers, centers_new, buffers)
-        # The iteration's one readback: shift, empty clusters, labels changed (24 bytes).
-        center_shift_total, n_empty, n_changed = buffers.status.get().tolist()
-        if n_empty:
-            # Rare: relocation reads the distances on the device, then averaging again.
-            relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
-            gpu.finish_centers(sums, weights, centers, centers_new, buffers, count=False)
-            center_shift_total = float(buffers.status[0])  # host sync: 8 bytes
-        if verbose:
-            print(f"Iteration {iteration}, inertia "
-                  f"{inertia(X, sample_weight, centers, labels, xp)}.")
-        centers, centers_new = centers_new, centers
-        if n_changed == 0:
+
+    use_graph = (counts and getattr(assign, "graph_safe", False)
+                 and getattr(update, "graph_safe", False) and gpu.graphs_enabled())
+    caller = xp.cuda.get_current_stream()
+    stream = xp.cuda.Stream(non_blocking=True) if use_graph else caller
+    if stream is not caller:  # capture needs a stream of its own; it starts after X is ready
+        stream.wait_event(caller.record())
+    graph = None
+    strict_convergence = False
+    with stream:
+        for iteration in range(max_iter):
+            if graph is not None:
+                graph.launch(stream)
+            else:
+                step()  # the first iteration also compiles and warms what the graph captures
+                if use_graph and iteration + 1 < max_iter:
+                    stream.begin_capture()
+                    step()
+                    graph = stream.end_capture()
+            # The iteration's one readback: shift, empty clusters, labels changed (24 bytes).
+            center_shift_total, n_empty, n_changed = buffers.status.get().tolist()
+            if n_empty:
+                # Rare: relocation reads the distances on the device, then averaging again.
+                relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
+                gpu.finish_centers(sums, weights, centers, centers_new, buffers, count=False)
+                center_shift_total = float(buffers.status[0])  # host sync: 8 bytes
             if verbose:
-                print(f"Converged at iteration {iteration}: strict convergence.")
-            strict_convergence = True
-            break
-        if center_shift_total <= tol:
-            if verbose:
-                print(f"Converged at iteration {iteration}: center shift "
-                      f"{center_shift_total} within tolerance {tol}.")
-            break
-    if not strict_convergence:
-        assign(X, centers, labels)
-    return LloydResult(labels=labels, inertia=inertia(X, sample_weight, centers, labels, xp),
-                       centers=centers, n_iter=iteration + 1)
+                print(f"Iteration {iteration}, inertia "
+                      f"{inertia(X, sample_weight, centers, labels, xp)}.")
+            if n_changed == 0:
+                if verbose:
+                    print(f"Converged at iteration {iteration}: strict convergence.")
+                strict_convergence = True
+                break
+            if center_shift_total <= tol:
+                if verbose:
+                    print(f"Converged at iteration {iteration}: center shift "
+                          f"{center_shift_total} within tolerance {tol}.")
+                break
+        if not strict_convergence:
+            assign(X, centers_new, labels)
+        result = LloydResult(labels=labels,
+                             inertia=inertia(X, sample_weight, centers_new, labels, xp),
+                             centers=centers_new, n_iter=iteration + 1)
+    return result
 
 
 def is_same_clustering(labels1, labels2, n_clusters: int, xp=np) -> bool:
