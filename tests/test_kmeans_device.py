@@ -211,7 +211,11 @@ def test_k_equals_n_and_k_one_on_device():
 @pytest.mark.gpu
 @pytest.mark.parametrize("empty", [False, True])
 def test_graph_loop_equals_launch_loop(cp, monkeypatch, empty):
-    """The captured-graph iteration gives bit for bit the plain launches' result."""
+    """The captured-graph iteration gives the plain launches' result.
+
+    The default update adds with atomics, so two runs may differ in the last bits of a
+    sum whatever the launch path; labels and iterations must agree exactly.
+    """
     rng = np.random.RandomState(11)
     X = cp.asarray(rng.normal(size=(30000, 6)).astype(np.float32))
     init = cp.asnumpy(X[:7]).copy()
@@ -225,5 +229,5 @@ def test_graph_loop_equals_launch_loop(cp, monkeypatch, empty):
                      km.inertia_))
     assert runs[0][2] == runs[1][2] > 2
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    np.testing.assert_array_equal(runs[0][1], runs[1][1])
-    assert runs[0][3] == runs[1][3]
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-6, atol=1e-6)
+    assert runs[0][3] == pytest.approx(runs[1][3], rel=1e-9)
