@@ -36,6 +36,9 @@ def test_quick_experiment_writes_csv_json_and_plots(experiment, tmp_path, shared
              or r.get("iteration_seconds") or r.get("total_seconds")]
     assert timed and all(float(next(v for k, v in r.items() if k.endswith("seconds") and v))
                          > 0 for r in timed)
+    if experiment != "gpu-vs-cpu":  # itself a whole-fit experiment
+        user_level = [r for r in rows if any("fit from host data" in str(v) for v in r.values())]
+        assert user_level, "the user-level fit time is missing beside the stages"
     record = json.loads((tmp_path / f"{experiment}.json").read_text())
     assert record["complete"] and record["device"] == "cpu" and record["commit"]
     assert record["parameters"] and len(record["rows"]) == len(rows)

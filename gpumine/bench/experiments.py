@@ -20,7 +20,13 @@ recorded rows alone), so ``gpumine bench report`` redraws a record on any machin
 ``wavecluster``    seed 003 Table 1: WaveCluster per stage, CPU and GPU, and
                    the paper's aggregate speed-up
 ``peers``          per-iteration time against PyTorch, flash-kmeans, fastkmeans
-                   with label agreement and time / floor
+                   with label agreement and time / floor, and the whole fit
+                   (``GPUKMeans.fit`` from host and device data) against
+                   scikit-learn's on every core
+
+Every experiment records, beside its stage times, what users call: ``fit`` from
+device data and from host data (rows ``fit from device data`` / ``fit from host
+data``; the sweeps' and gpu-vs-hybrid's summaries give their medians).
 =================  ==========================================================
 
 Strategies are those the backend can run (every GPU update strategy on a GPU,
@@ -100,7 +106,10 @@ def _sweep_updates(run, results, cells, data_for):
     """Time every update strategy on each cell ``{..., "k": k}``; skip what is recorded."""
     too_slow = {}
     for cell in cells:
-        X, labels = data_for(cell)
+        X, labels, host, centers_host = data_for(cell)
+        for label, seconds in _missing_user_fits(run, results, cell, host, centers_host):
+            results.add({**cell, "strategy": label, "seconds": seconds, "repeats": 3,
+                         "note": f"GPUKMeans.fit, {_USER_FIT_ITERATIONS} iterations"})
         for strategy in _strategies(run.backend):
             row = {**cell, "strategy": strategy.name}
             if results.has(row):
@@ -119,6 +128,42 @@ def _sweep_updates(run, results, cells, data_for):
             run.log(f"{results.name} {row} {m.seconds * 1e3:.3f} ms")
 
 
+#: Rows of an experiment's CSV that hold user-level ``fit`` times beside its stage times.
+FIT_FROM_DEVICE = "fit from device data"
+FIT_FROM_HOST = "fit from host data"
+USER_LEVEL = (FIT_FROM_DEVICE, FIT_FROM_HOST)
+_USER_FIT_ITERATIONS = 10
+
+
+def user_level_fits(backend, host, centers_host, *, estimator=None) -> dict:
+    """What a user waits for: ``fit`` from device data and from host data, seconds.
+
+    ``estimator()`` builds the estimator (default: ``GPUKMeans`` from ``centers_host``,
+    ten forced iterations, on ``backend``); each figure is the median of three fits
+    after a warm-up. On the CPU both figures are the same call.
+    """
+    from gpumine import GPUKMeans
+
+    if estimator is None:
+        def estimator():
+            return GPUKMeans(len(centers_host), init=centers_host,
+                             max_iter=_USER_FIT_ITERATIONS, tol=0.0, device=backend.name)
+    device = (backend.xp.ascontiguousarray(backend.xp.asarray(host))
+              if backend.is_gpu else host)
+    out = {}
+    for label, data in ((FIT_FROM_DEVICE, device), (FIT_FROM_HOST, host)):
+        out[label] = measure(lambda data=data: estimator().fit(data), backend,
+                             repeats=3).seconds
+    return out
+
+
+def _missing_user_fits(run, results, cell, host, centers_host):
+    """The user-level fit rows of ``cell`` not yet recorded: (label, seconds) pairs."""
+    if all(results.has({**cell, "strategy": label}) for label in USER_LEVEL):
+        return []
+    return list(user_level_fits(run.backend, host, centers_host).items())
+
+
 def _speedups(rows, group_keys, reference):
     """Add ``speedup_vs_reference`` (reference seconds / seconds) within each group."""
     by_group = {}
@@ -129,7 +174,8 @@ def _speedups(rows, group_keys, reference):
     for row in rows:
         base = by_group.get(tuple(row[k] for k in group_keys))
         seconds = row["seconds"]
-        speedup = base / float(seconds) if base and seconds not in ("", None) else None
+        speedup = (base / float(seconds) if base and seconds not in ("", None)
+                   and row["strategy"] not in USER_LEVEL else None)
         out.append({**row, "speedup_vs_reference": speedup})
     return out
 
@@ -179,10 +225,11 @@ def update_vs_k(run: Run) -> tuple[Results, dict]:
         n, k = cell["n"], cell["k"]
         if n not in cache:
             cache.clear()
-            cache[n] = _device_data(run, make_uniform(n, d, random_state=5489))
-        X = cache[n]
-        centers = run.backend.to_device(make_uniform(k, d, random_state=k))
-        return X, _labels(run, X, centers)
+            host = make_uniform(n, d, random_state=5489)
+            cache[n] = (_device_data(run, host), host)
+        X, host = cache[n]
+        centers_host = make_uniform(k, d, random_state=k)
+        return X, _labels(run, X, run.backend.to_device(centers_host)), host, centers_host
 
     _sweep_updates(run, results, [{"n": n, "d": d, "k": k} for n in sizes for k in ks],
                    data_for)
@@ -200,9 +247,10 @@ def update_vs_d(run: Run) -> tuple[Results, dict]:
     results = Results(run.out_dir, "update-vs-d", params, key=("k", "d", "strategy"))
 
     def data_for(cell):
-        X = _device_data(run, make_uniform(n, cell["d"], random_state=5489))
-        centers = run.backend.to_device(make_uniform(cell["k"], cell["d"], random_state=7))
-        return X, _labels(run, X, centers)
+        host = make_uniform(n, cell["d"], random_state=5489)
+        X = _device_data(run, host)
+        centers_host = make_uniform(cell["k"], cell["d"], random_state=7)
+        return X, _labels(run, X, run.backend.to_device(centers_host)), host, centers_host
 
     _sweep_updates(run, results, [{"k": k, "d": d} for k in ks for d in ds], data_for)
     return results, {}
@@ -226,7 +274,7 @@ def corel(run: Run) -> tuple[Results, dict]:
             cache[subset] = (host, _device_data(run, host))
         host, X = cache[subset]
         picks = np.random.RandomState(cell["k"]).choice(len(host), cell["k"], replace=False)
-        return X, _labels(run, X, run.backend.to_device(host[picks]))
+        return X, _labels(run, X, run.backend.to_device(host[picks])), host, host[picks]
 
     _sweep_updates(run, results, [{"subset": s, "k": k} for s in subsets for k in ks],
                    data_for)
@@ -266,7 +314,11 @@ def _summary(rows, group_keys, plots, reference) -> dict:
                       if r["strategy"] == name and r["speedup_vs_reference"] is not None]
             if values:
                 medians[name] = float(np.median(values))
-        summary["groups"]["/".join(map(str, group))] = {"median_speedup_vs_reference": medians}
+        fits = {label: float(np.median([float(r["seconds"]) for r in members
+                                         if r["strategy"] == label]))
+                for label in USER_LEVEL if any(r["strategy"] == label for r in members)}
+        summary["groups"]["/".join(map(str, group))] = {"median_speedup_vs_reference": medians,
+                                                        "median_user_level_fit_seconds": fits}
     return summary
 
 
@@ -291,6 +343,15 @@ def gpu_vs_hybrid(run: Run) -> tuple[Results, dict]:
             for n in ns:
                 host = make_uniform(n, d, random_state=5489)
                 centers_host = host[:k].copy()
+                cell = {"k": k, "n": n, "d": d}
+                if not all(results.has({**cell, "strategy": s}) for s in USER_LEVEL):
+                    fits = user_level_fits(backend, host, centers_host, estimator=_forced(
+                        backend, centers_host, iterations))
+                    for label, seconds in fits.items():
+                        results.add({**cell, "strategy": label, "transfer_seconds": "",
+                                     "bind_seconds": "", "iteration_seconds": "",
+                                     "iterations_timed": "", "total_seconds": seconds,
+                                     "note": f"GPUKMeans.fit, {iterations} iterations"})
                 for strategy in _strategies(backend):
                     row = {"k": k, "n": n, "d": d, "strategy": strategy.name}
                     if results.has(row):
@@ -319,6 +380,14 @@ def _report_gpu_vs_hybrid(results, measured) -> dict:
                                f"({results.params['iterations']} iterations, d = {d})",
                          ylabel="speed-up")] if rows else []
     return _summary(rows, ("k",), plots, reference)
+
+
+def _forced(backend, centers_host, iterations):
+    """A ``GPUKMeans`` factory running exactly ``iterations`` Lloyd iterations."""
+    from gpumine import GPUKMeans
+
+    return lambda: GPUKMeans(len(centers_host), init=centers_host, max_iter=iterations,
+                             tol=0.0, device=backend.name)
 
 
 def _forced_fit(backend, xp, host, centers_host, assign, update, iterations) -> dict:
@@ -377,6 +446,8 @@ def gpu_vs_cpu(run: Run) -> tuple[Results, dict]:
     flop_rate = gemm_rate(cpu, 1024, np.float64)
     implementations = {"gpumine-" + run.backend.name: lambda X, init: GPUKMeans(
         init.shape[0], init=init, max_iter=max_iter, tol=0.0, device=run.backend.name)}
+    if run.backend.is_gpu:  # the same fit with X already on the device (CuPy in, CuPy out)
+        implementations["gpumine-gpu-device-data"] = implementations["gpumine-gpu"]
     if run.backend.is_gpu:
         implementations["gpumine-cpu"] = lambda X, init: GPUKMeans(
             init.shape[0], init=init, max_iter=max_iter, tol=0.0, device="cpu")
@@ -393,7 +464,7 @@ def gpu_vs_cpu(run: Run) -> tuple[Results, dict]:
                     if results.has(row):
                         continue
                     estimate = 3 * max_iter * 2.0 * n * d * k / flop_rate
-                    if not name.endswith("gpu") and estimate > cpu_budget:
+                    if "gpu" not in name and estimate > cpu_budget:
                         results.add({**row, "note": f"skipped: about {estimate:.0f} s "
                                      f"estimated on the CPU, over {cpu_budget:.0f} s"})
                         continue
@@ -402,10 +473,15 @@ def gpu_vs_cpu(run: Run) -> tuple[Results, dict]:
                         # Warm-up: kernels compiled, threads and memory pools started. The
                         # CPU paths warm up on a slice: a second full fit adds minutes at 4M
                         # rows and starts nothing the slice does not.
-                        warm = X if name.endswith("gpu") else X[:max(k, min(n, 65536))]
+                        on_gpu = "gpu" in name
+                        data = (run.backend.xp.asarray(X) if name.endswith("device-data")
+                                else X)
+                        warm = data if on_gpu else X[:max(k, min(n, 65536))]
                         make(warm, X[:k]).fit(warm)
+                        run.backend.synchronize()
                         start = time.perf_counter()
-                        model = make(X, X[:k]).fit(X)
+                        model = make(data, X[:k]).fit(data)
+                        run.backend.synchronize()
                         seconds = time.perf_counter() - start
                     results.add({**row, "fit_seconds": seconds, "n_iter": int(model.n_iter_),
                                  "iteration_seconds": seconds / max(1, model.n_iter_),
@@ -451,7 +527,13 @@ def _wave_points(m, rng):
 
 
 def wavecluster(run: Run) -> tuple[Results, dict]:
-    """Seed 003 Table 1: per-stage WaveCluster times, CPU and GPU, and the aggregate speed-up."""
+    """Seed 003 Table 1: per-stage WaveCluster times, CPU and GPU, and the aggregate speed-up.
+
+    Beside the stages: ``WaveCluster(grid_size=m).fit`` as users call it, from host data
+    and (GPU) from device data, with the default threshold (the stages use four times
+    it, as before).
+    """
+    from gpumine import WaveCluster
     from gpumine.backend import get_backend
 
     grids = (64, 128) if run.quick else (256, 512, 1024, 2048, 4096)
@@ -471,6 +553,17 @@ def wavecluster(run: Run) -> tuple[Results, dict]:
             for stage, seconds in _wave_gpu_stages(run.backend, X, shape).items():
                 results.add({"grid": m, "points": m * m, "side": "gpu", "stage": stage,
                              "seconds": seconds})
+        for side, backend in (("cpu", cpu), ("gpu", run.backend if run.backend.is_gpu else None)):
+            if backend is None or results.has({"grid": m, "side": side,
+                                               "stage": FIT_FROM_HOST}):
+                continue
+            fits = user_level_fits(backend, X, None, estimator=lambda backend=backend, m=m: (
+                WaveCluster(grid_size=m, device=backend.name)))
+            for stage, seconds in fits.items():
+                if side == "cpu" and stage == FIT_FROM_DEVICE:
+                    continue  # the same call as from host data on the CPU
+                results.add({"grid": m, "points": m * m, "side": side, "stage": stage,
+                             "seconds": seconds})
         run.log(f"wavecluster grid {m} done")
     return results, {}
 
@@ -482,7 +575,10 @@ def _report_wavecluster(results, measured) -> dict:
             continue
         times = {(r["side"], r["stage"]): float(r["seconds"]) for r in results.rows
                  if r["grid"] == m}
-        entry = {"grid": m, "cpu_total_seconds": times.get(("cpu", "total"))}
+        entry = {"grid": m, "cpu_total_seconds": times.get(("cpu", "total")),
+                 "cpu_fit_seconds": times.get(("cpu", FIT_FROM_HOST)),
+                 "gpu_fit_from_host_seconds": times.get(("gpu", FIT_FROM_HOST)),
+                 "gpu_fit_from_device_seconds": times.get(("gpu", FIT_FROM_DEVICE))}
         if ("gpu", "total") in times:
             kernels = times[("gpu", "total")] - times[("gpu", "transfer")]
             entry.update(gpu_transfer_seconds=times[("gpu", "transfer")],
@@ -560,6 +656,7 @@ def _wave_gpu_stages(backend, X, shape) -> dict:
 
 def peers(run: Run) -> tuple[Results, dict]:
     """Per-Lloyd-iteration time against PyTorch, flash-kmeans and fastkmeans, with floors."""
+    from gpumine.backend import get_backend
     from gpumine.bench.peers import fp64_labels, gpumine_step, peer_steps
     from gpumine.datasets import load_corel, make_uniform
 
@@ -574,6 +671,7 @@ def peers(run: Run) -> tuple[Results, dict]:
     rate = gemm_rate(backend, 1024 if run.quick else 8192)
     run.log(f"peers: copy {bandwidth / 1e9:.0f} GB/s, float32 GEMM {rate / 1e12:.1f} TFLOP/s")
     assign, update = _default("kmeans.assign", backend), _default("kmeans.update", backend)
+    cpu_rate = gemm_rate(get_backend("cpu"), 1024, np.float32)
     skipped_all = {}
     for n, d, k in shapes:
         host = (load_corel("edge", data_home=run.data_home) if n == "corel-edge"
@@ -617,10 +715,55 @@ def peers(run: Run) -> tuple[Results, dict]:
             run.log(f"peers {shape} {name}: {m.seconds * 1e3:.3f} ms, "
                     f"{m.seconds / floor:.1f}x floor, labels {agree:.6f}")
         del X, reference
+        _whole_fits(run, results, shape, host, centers_host, floor, cpu_rate)
     for name, reason in skipped_all.items():
         run.log(f"peers: {name} skipped: {reason}")
     return results, {"copy_bandwidth_bytes_per_s": bandwidth, "gemm_flops_per_s": rate,
                      "skipped": skipped_all}
+
+
+#: Iterations of the whole-fit comparison in ``peers`` (forced: tol = 0).
+_WHOLE_FIT_ITERATIONS = 20
+#: scikit-learn fits estimated longer than this are not run (the row says so).
+_SKLEARN_BUDGET_SECONDS = 120.0
+
+
+def _whole_fits(run, results, shape, host, centers_host, floor, cpu_rate):
+    """``GPUKMeans.fit`` from host and device data against scikit-learn's ``KMeans.fit``.
+
+    Both from the same centres for the same number of forced iterations, as users call
+    them; scikit-learn uses every core of the machine (its default).
+    """
+    import os
+
+    from sklearn.cluster import KMeans
+
+    k = len(centers_host)
+    iterations = _WHOLE_FIT_ITERATIONS
+    fits = {}
+    if not results.has({"shape": shape, "impl": "gpumine " + FIT_FROM_HOST}):
+        fits = {"gpumine " + label: seconds for label, seconds in user_level_fits(
+            run.backend, host, centers_host,
+            estimator=_forced(run.backend, centers_host, iterations)).items()}
+    sklearn_name = f"scikit-learn fit ({os.cpu_count()} CPUs)"
+    if not results.has({"shape": shape, "impl": sklearn_name}):
+        estimate = 3 * iterations * 2.0 * host.shape[0] * host.shape[1] * k / cpu_rate
+        if estimate > _SKLEARN_BUDGET_SECONDS:
+            results.add({"shape": shape, "impl": sklearn_name, "note":
+                         f"skipped: about {estimate:.0f} s estimated, over "
+                         f"{_SKLEARN_BUDGET_SECONDS:.0f} s"})
+        else:
+            model = KMeans(k, init=centers_host, n_init=1, max_iter=iterations, tol=0.0)
+            start = time.perf_counter()
+            model.fit(host)
+            fits[sklearn_name] = time.perf_counter() - start
+    for name, seconds in fits.items():
+        per_iteration = seconds / iterations
+        results.add({"shape": shape, "impl": name, "n": host.shape[0], "d": host.shape[1],
+                     "k": k, "iteration_seconds": per_iteration, "floor_seconds": floor,
+                     "time_over_floor": per_iteration / floor, "labels_equal_fp64": "",
+                     "note": f"whole fit, {iterations} iterations: {seconds:.4f} s"})
+        run.log(f"peers {shape} {name}: {seconds:.4f} s for {iterations} iterations")
 
 
 def _report_peers(results, measured) -> dict:
