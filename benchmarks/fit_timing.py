@@ -21,7 +21,9 @@ start from host data):
   data, and with ``--torch`` a plain PyTorch Lloyd (cdist argmin + index_add) per
   iteration;
 * 4M x 8, k = 200: per Lloyd iteration the same way;
-* WaveCluster on 16.7M 2-d points, grid 4096: ``fit`` from device and from host data.
+* WaveCluster on 16.7M 2-d points, grid 4096: ``fit`` from device and from host data
+  (with a cProfile of the host-data fit), and the host-to-device copy alone, pageable
+  against the pinned staging.
 
 Writes ``fit-timing-<date>-<commit>.json`` with the device, versions and commit.
 """
@@ -211,6 +213,7 @@ def wavecluster_section(cp) -> dict:
     out["wavecluster_4096_device_s"], _ = wall(cp, lambda: model.fit(X))
     out["wavecluster_4096_clusters"] = int(model.n_clusters_)
     out["wavecluster_4096_host_s"], _ = wall(cp, lambda: model.fit(X_host))
+    out["wavecluster_4096_host_profile"] = profile(lambda: model.fit(X_host), calls=3)
     return out
 
 

@@ -123,11 +123,30 @@ __device__ double block_sum(double v, double* scratch) {
     return total;
 }
 
+// A point's features as doubles. DMAX > 0 (d <= DMAX): all d loads are issued before any
+// is used, so a thread waits for memory once per point instead of once per feature;
+// DMAX = 0: any d, read feature by feature.
+template <typename T, int DMAX>
+struct PointLoader {
+    T x[DMAX > 0 ? DMAX : 1];  // in T: half the registers of doubles for float data
+    __device__ __forceinline__ void load(const T* XT, index_t n, int d, index_t i) {
+        if (DMAX > 0) {
+#pragma unroll
+            for (int j = 0; j < DMAX; ++j) x[j] = j < d ? XT[(index_t)j * n + i] : T(0);
+        }
+    }
+    __device__ __forceinline__ double get(const T* XT, index_t n, index_t i, int j) const {
+        if (DMAX > 0) return (double)x[j < DMAX ? j : 0];
+        return (double)XT[(index_t)j * n + i];
+    }
+};
+
 }  // namespace kpp
 
-// BLOCK threads per block; MT the most candidates per centre (m <= MT).
-template <typename T, int BLOCK, int MT>
-__global__ void __launch_bounds__(BLOCK)
+// BLOCK threads per block; MT the most candidates per centre (m <= MT); DMAX: d <= DMAX
+// with the point held in registers, or 0 for any d.
+template <typename T, int BLOCK, int MT, int DMAX>
+__global__ void __launch_bounds__(BLOCK, MT <= 8 ? 2 : 1)
 kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centred
                 const T* __restrict__ weight,        // IN  (n) sample weights, or null (all 1)
                 index_t n,                           // IN
@@ -168,11 +187,16 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
                 if (id < 0) {
                     v = w;
                 } else {
+                    kpp::PointLoader<T, DMAX> point;
+                    point.load(XT, n, d, i);
                     double dist = 0.0;
-                    for (int j = 0; j < d; ++j) {
-                        const double diff = (double)XT[(index_t)j * n + i]
-                                            - (double)XT[(index_t)j * n + id];
-                        dist += diff * diff;
+#pragma unroll
+                    for (int j = 0; j < (DMAX > 0 ? DMAX : d); ++j) {
+                        if (j < d) {
+                            const double diff = point.get(XT, n, i, j)
+                                                - (double)XT[(index_t)j * n + id];
+                            dist += diff * diff;
+                        }
                     }
                     const double own = first ? dist : fmin(closest[i], dist);
                     closest[i] = own;
@@ -236,8 +260,14 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
             double dist[MT];
 #pragma unroll
             for (int t = 0; t < MT; ++t) dist[t] = 0.0;
-            for (int j = 0; j < d; ++j) {
-                const double x = (double)XT[(index_t)j * n + i];
+            kpp::PointLoader<T, DMAX> point;
+            point.load(XT, n, d, i);
+            const double w = weight != nullptr ? (double)weight[i] : 1.0;
+            const double own = closest[i];
+#pragma unroll
+            for (int j = 0; j < (DMAX > 0 ? DMAX : d); ++j) {
+                if (DMAX > 0 && j >= d) break;
+                const double x = point.get(XT, n, i, j);
 #pragma unroll
                 for (int t = 0; t < MT; ++t) {
                     if (t < m) {
@@ -249,8 +279,6 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
                     }
                 }
             }
-            const double w = weight != nullptr ? (double)weight[i] : 1.0;
-            const double own = closest[i];
 #pragma unroll
             for (int t = 0; t < MT; ++t)
                 if (t < m) potential[t] += w * fmin(own, dist[t]);

@@ -74,7 +74,8 @@ def _potential(X, centers, weight=None):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (5, 2, 5), (1000, 3, 1), (4099, 7, 31),
-                                           (20000, 18, 128), (3001, 300, 9), (700, 600, 5)])
+                                           (2000, 16, 12), (20000, 18, 128), (3001, 300, 9),
+                                           (700, 600, 5)])
 def test_device_kmeans_plusplus_picks_distinct_data_points(cp, n, d, k, dtype):
     rng = np.random.RandomState(n + d + k)
     X = rng.normal(size=(n, d)).astype(dtype) + 1000.0  # far from the origin

@@ -168,7 +168,48 @@ def _gpu_pairs(backend) -> dict[str, tuple[Callable, Callable]]:
     table = pa.table({f"x{j}": host[:, j] for j in range(d)})
     pairs["as_columns(Arrow table) to the GPU / cupy.asarray of the same bytes"] = (
         lambda: as_columns(table, backend=backend), lambda: cp.asarray(host))
+    pairs.update(_gpu_user_level_pairs(backend, X, centers, labels, reference))
     return pairs
+
+
+def _gpu_user_level_pairs(backend, X, centers, labels, update_step):
+    """What users call against the kernels it is made of: the orchestration's cost.
+
+    A fit of ten forced iterations from device data against ten of its assign + update
+    steps (host syncs or launches creeping back into the loop raise it); the device
+    k-means++ against a tiled assignment to as many centres (both one pass per centre
+    over X); ``WaveCluster.fit`` from device data against its histogram kernel.
+    """
+    from gpumine import GPUKMeans, WaveCluster
+    from gpumine.kmeans import gpu
+    from gpumine.wavecluster import gpu as wave_gpu
+
+    cp = backend.xp
+    k = centers.shape[0]
+    init = cp.asnumpy(centers)
+    assign = registry.load_strategy("kmeans.assign", "tiled")
+    ones = cp.ones(X.shape[0], dtype=X.dtype)
+
+    def ten_steps():
+        for _ in range(10):
+            assign(X, centers, labels)
+            update_step()
+
+    points = cp.asarray(np.random.RandomState(2).random_sample((2_000_000, 2)))
+    columns = cp.ascontiguousarray(points.T)
+    bounds = np.array([[0.0, 0.0], [1.0, 1.0]])
+    return {
+        "GPUKMeans fit, device data, 10 iterations / 10 assign + update steps": (
+            lambda: GPUKMeans(k, init=init, max_iter=10, tol=0.0, device="gpu").fit(X),
+            ten_steps),
+        "device k-means++ / tiled assignment to as many centres": (
+            lambda: gpu.kmeans_plusplus(X, k, sample_weight=ones,
+                                        random_state=np.random.RandomState(0)),
+            lambda: assign(X, centers, labels)),
+        "WaveCluster fit, device data / its quantize-histogram kernel": (
+            lambda: WaveCluster(grid_size=1024, device="gpu").fit(points),
+            lambda: wave_gpu.quantize_histogram(columns, None, bounds, (1024, 1024))),
+    }
 
 
 def measure_ratios(backend, runs: int = 3) -> dict[str, float]:

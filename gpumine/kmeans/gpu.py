@@ -80,7 +80,8 @@ for _t in ("float", "double"):
     instantiation(_STEP, "finish_centers", _t, _FINISH_BLOCK)
     instantiation(_STEP, "inertia_partial", _t, _t, _BLOCK)
     for _mt in _KPP_TRIALS:
-        instantiation(_INIT, "kmeans_plusplus", _t, _KPP_BLOCK, _mt)
+        for _dmax in (*_REGISTER_DIMS, 0) if _mt < _KPP_TRIALS[-1] else (0,):
+            instantiation(_INIT, "kmeans_plusplus", _t, _KPP_BLOCK, _mt, _dmax)
 instantiation(_UPDATE, "irregular_finish")
 instantiation(_UPDATE, "masked_tree_summation")
 
@@ -460,7 +461,11 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
     uniforms = cp.asarray(random_state.random_sample(1 + (n_clusters - 1) * m))
     shared_candidates = m * d * 8 <= _KPP_SHARED
     shared = m * d * 8 if shared_candidates else 0
-    kernel = get_kernel(_INIT, "kmeans_plusplus", X.dtype, _KPP_BLOCK, trials, cooperative=True)
+    # d <= 32 (and not the largest candidate bound): the point held in registers
+    dmax = (next((m_ for m_ in _REGISTER_DIMS if m_ >= d), 0)
+            if trials < _KPP_TRIALS[-1] else 0)
+    kernel = get_kernel(_INIT, "kmeans_plusplus", X.dtype, _KPP_BLOCK, trials, dmax,
+                        cooperative=True)
     grid = min(resident_blocks(kernel, _KPP_BLOCK, shared), _blocks(n, _KPP_BLOCK))
     chunk = -(-n // grid)
     chunk = -(-chunk // 32) * 32
