@@ -139,6 +139,7 @@ def kmeans_section(cp, args) -> dict:
                                                          tol=0, device="gpu").fit(C))
     out["corel_fit_10_iter_kmeanspp_device_s"], _ = wall(
         cp, lambda: GPUKMeans(128, max_iter=10, random_state=0, device="gpu").fit(C), repeats=7)
+    out["corel_step_breakdown"] = corel_step_breakdown(cp, C, start_centres)
     fitted = GPUKMeans(128, init=start_centres, max_iter=1, device="gpu").fit(C)
     out["corel_predict_device_s"], _ = wall(cp, lambda: fitted.predict(C), repeats=7)
     if args.torch:
@@ -163,6 +164,61 @@ def profile(fn, calls=20, top=15) -> list:
              "calls_per_fit": ncalls / calls, "own_ms_per_fit": 1e3 * tottime / calls,
              "cumulative_ms_per_fit": 1e3 * cumtime / calls}
             for (path, line, name), (_, ncalls, tottime, cumtime, _) in rows]
+
+
+def events(cp, fn, repeats=50) -> float:
+    """Median seconds of ``fn`` between CUDA events (device time, launches included)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
+
+
+def corel_step_breakdown(cp, C, start_centres) -> dict:
+    """One Corel-size Lloyd iteration taken apart: each launch, and the readback."""
+    from gpumine import registry
+    from gpumine.kmeans import gpu
+
+    k, d = start_centres.shape
+    centers = cp.asarray(start_centres)
+    centers_new = cp.empty_like(centers)
+    labels = cp.zeros(C.shape[0], dtype=cp.int32)
+    ones = cp.ones(C.shape[0], dtype=C.dtype)
+    sums, weights = cp.zeros((k, d)), cp.zeros(k)
+    buffers = gpu.LoopBuffers()
+    assign = registry.load_strategy("kmeans.assign", "tiled")
+    update = registry.load_strategy("kmeans.update", "atomic")
+    return {
+        "assign_s": events(cp, lambda: assign(C, centers, labels, changed=buffers.changed)),
+        "update_s": events(cp, lambda: update(C, labels, ones, sums, weights)),
+        "finish_s": events(cp, lambda: gpu.finish_centers(sums, weights, centers, centers_new,
+                                                          buffers)),
+        "status_readback_s": wall(cp, lambda: buffers.status.get(), repeats=50)[0],
+    }
+
+
+def wavecluster_host_breakdown(cp, X_host) -> dict:
+    """The host-data WaveCluster fit taken apart, each step synchronized."""
+    from gpumine import WaveCluster
+    from gpumine.adapters import validate_input
+    from gpumine.backend import get_backend
+    from gpumine.wavecluster import gpu
+
+    backend = get_backend("gpu")
+    model = WaveCluster(grid_size=4096, device="gpu")
+    out = {}
+    out["validate_and_copy_s"], _ = wall(cp, lambda: validate_input(
+        model, X_host, reset=True, backend=backend, dtype=np.float64), repeats=3)
+    X = validate_input(model, X_host, reset=True, backend=backend, dtype=np.float64).X
+    out["bounds_s"], _ = wall(cp, lambda: gpu.bounds(X.T), repeats=3)
+    out["fit_from_validated_device_columns_s"], _ = wall(cp, lambda: model.fit(X), repeats=3)
+    return out
 
 
 def torch_corel(X_host, start_centres) -> dict:
@@ -214,6 +270,7 @@ def wavecluster_section(cp) -> dict:
     out["wavecluster_4096_clusters"] = int(model.n_clusters_)
     out["wavecluster_4096_host_s"], _ = wall(cp, lambda: model.fit(X_host))
     out["wavecluster_4096_host_profile"] = profile(lambda: model.fit(X_host), calls=3)
+    out["wavecluster_4096_host_breakdown"] = wavecluster_host_breakdown(cp, X_host)
     return out
 
 
