@@ -114,8 +114,14 @@ class Backend:
         return columns.T
 
     def to_host(self, array):
-        """Return ``array`` as a NumPy array (copied from the device if needed)."""
+        """Return ``array`` as a NumPy array (copied from the device if needed).
+
+        Device arrays of ``STAGING_MIN_BYTES`` or more come back through pinned
+        staging buffers (see :func:`_staged_copy_to_host`).
+        """
         if self.is_gpu and isinstance(array, self._cupy.ndarray):
+            if array.nbytes >= STAGING_MIN_BYTES:
+                return _staged_copy_to_host(self._cupy, array)
             return self._cupy.asnumpy(array)
         return np.asarray(array)
 
@@ -171,6 +177,52 @@ def _staged_copy(cupy, X):
             done[slot] = stream.record()
     # The pinned buffers go back to CuPy's pool on return: wait for their last chunks.
     stream.synchronize()
+    return out
+
+
+def _staged_copy_to_host(cupy, array):
+    """Copy a large device array to the host through two pinned buffers.
+
+    The reverse of :func:`_staged_copy`: while one pinned buffer's chunk is copied
+    into the NumPy result by a few host threads, the next chunk comes down into the
+    other on a side stream (which first waits for the work queued on the current
+    stream, so the array is complete).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cupyx
+
+    array = cupy.ascontiguousarray(array)
+    out = np.empty(array.shape, dtype=array.dtype)
+    flat_in, flat_out = array.reshape(-1), out.reshape(-1)
+    step = max(1, _STAGING_CHUNK_BYTES // array.itemsize)
+    buffers = [cupyx.empty_pinned(step, dtype=array.dtype) for _ in range(2)]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    stream.wait_event(cupy.cuda.get_current_stream().record())
+    starts = list(range(0, flat_in.size, step))
+    done = [None, None]
+
+    def drain(number):
+        start = starts[number]
+        size = min(step, flat_in.size - start)
+        done[number % 2].synchronize()
+        edges = [size * t // _STAGING_THREADS for t in range(_STAGING_THREADS + 1)]
+        source, target = buffers[number % 2], flat_out[start:start + size]
+        list(pool.map(lambda t: np.copyto(target[edges[t]:edges[t + 1]],
+                                          source[edges[t]:edges[t + 1]]),
+                      range(_STAGING_THREADS)))
+
+    with ThreadPoolExecutor(_STAGING_THREADS) as pool:
+        for number, start in enumerate(starts):
+            slot = number % 2
+            if number >= 2:
+                drain(number - 2)  # the slot's previous chunk leaves before it is reused
+            size = min(step, flat_in.size - start)
+            flat_in[start:start + size].get(stream=stream, out=buffers[slot][:size],
+                                            blocking=False)
+            done[slot] = stream.record()
+        for number in range(max(0, len(starts) - 2), len(starts)):
+            drain(number)
     return out
 
 

@@ -20,10 +20,12 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
                unsigned long long* changed,           // INOUT (1) read, then zeroed; may be null
                double* __restrict__ status)           // OUT (3)
 {
-    __shared__ double shared_value[BLOCK];
-    __shared__ int shared_index[BLOCK];
+    constexpr int kWarps = BLOCK / 32;
+    __shared__ double shared_value[kWarps];
+    __shared__ int shared_index[kWarps];
     __shared__ int heaviest;
-    // Heaviest cluster: the first maximum of the weights.
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    // Heaviest cluster: the first maximum of the weights (warp shuffles, then one warp).
     double best = -1.0;
     int best_index = 0;
     int empty = 0;
@@ -32,22 +34,26 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
         if (w > best) { best = w; best_index = c; }
         empty += w > 0.0 ? 0 : 1;
     }
-    shared_value[threadIdx.x] = best;
-    shared_index[threadIdx.x] = best_index;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half >>= 1) {
-        if (threadIdx.x < half) {
-            const double other = shared_value[threadIdx.x + half];
-            const int other_index = shared_index[threadIdx.x + half];
-            if (other > shared_value[threadIdx.x] ||
-                (other == shared_value[threadIdx.x] && other_index < shared_index[threadIdx.x])) {
-                shared_value[threadIdx.x] = other;
-                shared_index[threadIdx.x] = other_index;
-            }
-        }
-        __syncthreads();
+    auto better = [](double value, int index, double other, int other_index) {
+        return other > value || (other == value && other_index < index);
+    };
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const double other = __shfl_down_sync(0xffffffffu, best, offset);
+        const int other_index = __shfl_down_sync(0xffffffffu, best_index, offset);
+        if (better(best, best_index, other, other_index)) { best = other; best_index = other_index; }
     }
-    if (threadIdx.x == 0) heaviest = shared_index[0];
+    if (lane == 0) { shared_value[warp] = best; shared_index[warp] = best_index; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double value = shared_value[0];
+        int index = shared_index[0];
+        for (int w = 1; w < kWarps; ++w)
+            if (better(value, index, shared_value[w], shared_index[w])) {
+                value = shared_value[w];
+                index = shared_index[w];
+            }
+        heaviest = index;
+    }
     __syncthreads();
     const int h = heaviest;
     const double reciprocal_h = weights[h] > 0.0 ? 1.0 / weights[h] : 1.0;
@@ -61,21 +67,23 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
         shift += diff * diff;
         centers_new[e] = value;
     }
-    // Block sums of the shift and the empty count, in a fixed order.
-    __syncthreads();
-    shared_value[threadIdx.x] = shift;
-    shared_index[threadIdx.x] = empty;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half >>= 1) {
-        if (threadIdx.x < half) {
-            shared_value[threadIdx.x] += shared_value[threadIdx.x + half];
-            shared_index[threadIdx.x] += shared_index[threadIdx.x + half];
-        }
-        __syncthreads();
+    // Sums of the shift and the empty count: warp shuffles, then thread 0 in warp order.
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        shift += __shfl_down_sync(0xffffffffu, shift, offset);
+        empty += __shfl_down_sync(0xffffffffu, empty, offset);
     }
+    __syncthreads();  // shared_value / shared_index are read above by thread 0
+    if (lane == 0) { shared_value[warp] = shift; shared_index[warp] = empty; }
+    __syncthreads();
     if (threadIdx.x == 0) {
-        status[0] = shared_value[0];
-        status[1] = (double)shared_index[0];
+        double total_shift = 0.0;
+        int total_empty = 0;
+        for (int w = 0; w < kWarps; ++w) {
+            total_shift += shared_value[w];
+            total_empty += shared_index[w];
+        }
+        status[0] = total_shift;
+        status[1] = (double)total_empty;
         if (changed != nullptr) {
             status[2] = (double)*changed;
             *changed = 0ull;

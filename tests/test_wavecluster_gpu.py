@@ -141,3 +141,16 @@ def test_pinned_staging_copies_exactly(cp, monkeypatch):
     X = np.random.default_rng(5).normal(size=(10_001, 3))
     got = backend_module.get_backend("gpu").to_device_columns(X)
     np.testing.assert_array_equal(cp.asnumpy(got), X)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64])
+def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
+    import gpumine.backend as backend_module
+
+    monkeypatch.setattr(backend_module, "STAGING_MIN_BYTES", 1)
+    monkeypatch.setattr(backend_module, "_STAGING_CHUNK_BYTES", 4096 + 8)  # ragged chunks
+    expected = (np.random.default_rng(6).normal(size=30_001) * 1e6).astype(dtype)
+    device = cp.asarray(expected) * 1  # queued work the copy must wait for
+    got = backend_module.get_backend("gpu").to_host(device)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected)

@@ -57,7 +57,7 @@ _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
 _STEP = "kmeans_step.cu"
 _INIT = "kmeans_init.cu"
-_FINISH_BLOCK = 1024
+_FINISH_BLOCK = 256
 _KPP_BLOCK = 256
 _KPP_TRIALS = (8, 16, 32)  # compile-time bounds on the candidates per k-means++ centre
 _KPP_SHARED = 40 * 1024    # candidate coordinates kept in shared memory up to this size
@@ -189,7 +189,10 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     XT, n, d, k = _prepare(X, sums, weights)
     shared = k * (d + 1) * X.dtype.itemsize
     if shared <= _DEFAULT_SHARED:
-        blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8)
+        # Each block flushes its k (d + 1) partial sums with global atomics: give it at
+        # least 4 k points, so that small problems do not flush more than they add.
+        blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
+                     max(1, n // (4 * k)))
         launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, X.dtype), blocks, _BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
                 weights), shared_mem=shared)
@@ -396,9 +399,21 @@ class LoopBuffers:
     """
 
     def __init__(self):
+        import cupyx
+
         cp = cupy_module()
         self.changed = cp.zeros(1, dtype=cp.uint64)
         self.status = cp.zeros(3, dtype=cp.float64)
+        self._status_host = cupyx.zeros_pinned(3, dtype=np.float64)
+
+    def read_status(self) -> tuple[float, int, int]:
+        """The iteration's one readback (24 bytes, into pinned memory): shift, empty, changed.
+
+        A host sync: it waits for the iteration's kernels.
+        """
+        self.status.get(out=self._status_host)
+        shift, empty, changed = self._status_host.tolist()
+        return shift, int(empty), int(changed)
 
 
 def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=True):

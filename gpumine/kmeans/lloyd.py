@@ -297,7 +297,7 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                     step()
                     graph = stream.end_capture()
             # The iteration's one readback: shift, empty clusters, labels changed (24 bytes).
-            center_shift_total, n_empty, n_changed = buffers.status.get().tolist()
+            center_shift_total, n_empty, n_changed = buffers.read_status()
             if n_empty:
                 # Rare: relocation reads the distances on the device, then averaging again.
                 relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)

@@ -277,8 +277,10 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     remap_host = cluster_ids(cp.asnumpy(sizes), min_cluster_size)  # n_components + 1 values
     remap = cp.asarray(remap_host)
     labels = remap[point_component]
+    from gpumine.backend import get_backend
+
     return WaveClusterResult(
-        labels=labels if device_labels else cp.asnumpy(labels),
+        labels=labels if device_labels else get_backend("gpu").to_host(labels),
         grid_labels=cp.asnumpy(remap[components]),
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
         threshold=float(threshold), n_clusters=int((remap_host >= 0).sum()))
