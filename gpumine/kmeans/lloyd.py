@@ -64,7 +64,6 @@ __all__ = [
     "fit_lloyd",
     "inertia",
     "is_same_clustering",
-    "labels_inertia",
     "lloyd_single",
     "relocate_empty_clusters",
     "squared_row_norms",
@@ -404,19 +403,6 @@ def assign_labels(X, centers, *, assign: Callable, xp=np):
     labels = xp.empty(X.shape[0], dtype=xp.int32)
     assign(X, centers, labels)
     return labels
-
-
-def labels_inertia(X, sample_weight, centers, *, assign: Callable, xp=np):
-    """E-step only: labels of X for fixed ``centers`` and the inertia.
-
-    Returns
-    -------
-    labels : array of shape (n_samples,), int32
-    inertia : float
-    """
-    labels = xp.empty(X.shape[0], dtype=xp.int32)
-    assign(X, centers, labels)
-    return labels, inertia(X, sample_weight, centers, labels, xp)
 
 
 def euclidean_distances(X, centers, xp=np):
