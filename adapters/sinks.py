@@ -331,7 +331,10 @@ def write_labeled(source, out, labels, *, label_column: str = "cluster",
         for batch in iter_batches(source, batch_rows=batch_rows):
             stop = first_row + batch.num_rows
             if callable(labels):
-                part = pa.array(np.asarray(labels(first_row, batch)), type=label_type)
+                part = labels(first_row, batch)
+                # an Arrow array keeps its nulls (rows dropped for nulls); NumPy has no null
+                part = (part.cast(label_type) if isinstance(part, pa.Array)
+                        else pa.array(np.asarray(part), type=label_type))
             else:
                 part = full[first_row:stop]
                 part = part if isinstance(part, pa.Array) else pa.array(part)

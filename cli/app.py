@@ -23,6 +23,7 @@ from gpumine.cli.datasets import app as datasets_app
 __all__ = ["app", "main"]
 
 app = typer.Typer(
+    rich_markup_mode=None,  # help texts are plain: '[default: 8]' is text, not markup
     name="gpumine",
     help="GPU clustering for Python: k-means and WaveCluster on CPU or GPU, from the shell.\n\n"
          "Exit codes: 0 ok, 1 data or runtime error (one line on stderr; --debug shows the "
@@ -99,6 +100,15 @@ def info():
         stdout.print(f"{key}: {value}", highlight=False, markup=False)
 
 
+def _terminate(signum, frame) -> None:
+    # SIGTERM (kill, timeout, Slurm, Kubernetes) unwinds like Ctrl-C: the atomic outputs'
+    # cleanup runs, so no temporary file is left beside the target. Exit 128 + 15.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     """Console-script entry point."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)
     app()

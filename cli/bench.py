@@ -12,8 +12,11 @@ from gpumine.exceptions import GpumineError
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Benchmarks: reproduce the seed papers' experiments; the regression "
-                       "gate.", no_args_is_help=True)
+app = typer.Typer(
+    help="Benchmarks: reproduce the seed papers' experiments; the regression gate.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: '[default: 8]' is text, not markup
+)
 
 
 @app.command("run")

@@ -13,8 +13,11 @@ from gpumine.exceptions import GpumineError
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Generate, fetch and convert data files (.parquet, .csv, .bin, .arff).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Generate, fetch and convert data files (.parquet, .csv, .bin, .arff).",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: '[default: 8]' is text, not markup
+)
 
 
 class Dtype(str, Enum):

@@ -345,3 +345,61 @@ def test_python_dash_m_runs_the_same_command_line(tmp_path):
     usage = subprocess.run([sys.executable, "-m", "gpumine", "bench", "run", "nope"],
                            capture_output=True, text=True, timeout=300)
     assert usage.returncode == 2
+
+
+def test_help_keeps_every_default():
+    """Rich markup ate the '[default: ...]' of options whose default is documented in text."""
+    result = runner.invoke(app, ["cluster", "--help"])
+    assert result.exit_code == 0
+    output = " ".join(result.output.split())  # wrapped lines joined
+    for text in ("[default: 8]", "[default: every numeric column]", "[default: k-means++]",
+                 "[default: 300]", "[default: 1e-4]", "[default: haar]", "[default: 1]"):
+        assert text in output, text
+    assert output.count("[default: auto]") >= 4  # device, assign, update, grid size, threshold
+
+
+@pytest.mark.parametrize(("algorithm", "suffix"), [("kmeans", ".parquet"),
+                                                   ("wavecluster", ".csv")])
+def test_fit_sample_with_dropped_nulls_writes_null_labels(tmp_path, algorithm, suffix):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=1000), rng.normal(size=1000)
+    a[5] = np.nan
+    pq.write_table(pa.table({"a": a, "b": b}), tmp_path / "in.parquet")
+    out = tmp_path / f"out{suffix}"
+    result = runner.invoke(app, ["cluster", str(tmp_path / "in.parquet"), "--fit-sample", "500",
+                                 "--nulls", "drop", "--out", str(out), "--algorithm", algorithm,
+                                 "--quiet"])
+    assert result.exit_code == 0, result.output
+    if suffix == ".parquet":
+        labels = pq.read_table(out).column("cluster")
+    else:
+        import pyarrow.csv as pacsv
+
+        labels = pacsv.read_csv(out).column("cluster")
+    assert len(labels) == 1000 and labels.null_count == 1 and labels[5].as_py() is None
+
+
+def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
+    """SIGTERM is handled like SIGINT: the partial output is removed, the target never made."""
+    import signal
+    import time
+
+    source = tmp_path / "big.parquet"
+    made = runner.invoke(app, ["datasets", "make-uniform", "3000000", "8", str(source)])
+    assert made.exit_code == 0, made.output
+    out = tmp_path / "out.parquet"
+    proc = subprocess.Popen([sys.executable, "-m", "gpumine", "cluster", str(source),
+                             "--fit-sample", "2000", "--device", "cpu", "--out", str(out),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".out.parquet.*.tmp")):
+        assert proc.poll() is None, "finished before the test could interrupt it"
+        assert time.monotonic() < deadline, "no temporary output appeared"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [source]
