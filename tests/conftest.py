@@ -18,8 +18,15 @@ SHARED_DATASETS = Path(os.environ.get("GPUMINE_SHARED_DATASETS",
 
 @pytest.fixture(scope="session")
 def shared_datasets() -> Path:
+    """The optional larger data sets (real Corel features, labelled shapes).
+
+    A user's clone has no ``../shared`` beside it: the checks that need those files skip
+    with this reason, and the suite stays complete without them (generated data and the
+    small files under ``tests/data`` cover the same code). CI runs the suite both ways.
+    """
     if not SHARED_DATASETS.is_dir():
-        pytest.fail(f"test data missing: {SHARED_DATASETS} (the shared/ folder beside the repo)")
+        pytest.skip(f"optional data not here: {SHARED_DATASETS} (a checkout's ../shared/datasets, "
+                    "or GPUMINE_SHARED_DATASETS)")
     return SHARED_DATASETS
 
 

@@ -24,10 +24,16 @@ PLOTS = {"update-vs-k": ["update-vs-k.png", "update-vs-k-speedup.png"],
 
 
 @pytest.mark.parametrize("experiment", list(EXPERIMENTS))
-def test_quick_experiment_writes_csv_json_and_plots(experiment, tmp_path, shared_datasets):
+def test_quick_experiment_writes_csv_json_and_plots(experiment, tmp_path, monkeypatch):
+    import urllib.request
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("--quick must not use the network")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    monkeypatch.setenv("GPUMINE_DATA", str(tmp_path / "no-corel-here"))
     result = runner.invoke(app, ["bench", "run", experiment, "--quick", "--device", "cpu",
-                                 "--out", str(tmp_path), "--data-home",
-                                 str(shared_datasets / "corel"), "-q"])
+                                 "--out", str(tmp_path), "-q"])
     assert result.exit_code == 0, result.output
     with open(tmp_path / f"{experiment}.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))

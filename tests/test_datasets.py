@@ -57,37 +57,61 @@ def test_load_corel_from_data_home(subset, d, corel):
     assert np.isfinite(X).all()
 
 
-def test_load_corel_search_order(tmp_path, shared_datasets, monkeypatch):
-    shutil.copy(shared_datasets / "corel" / "color17695.bin", tmp_path)
-    monkeypatch.setenv("GPUMINE_DATA", str(tmp_path))
+@pytest.fixture
+def small_corel(tmp_path, monkeypatch):
+    """A 300 x 9 'color' file in the Corel format, which the loader is told to expect.
+
+    The real files are 1.9 MB and not part of the repository; the loader's search
+    order, download, checksum and shape checks are the same for this one.
+    """
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    X = make_uniform(300, 9, random_state=3)
+    path = mirror / "color17695.bin"
+    write_minebench_bin(path, X)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setitem(corel_module.COREL_SUBSETS, "color", (9, digest))
+    monkeypatch.setattr(corel_module, "_N_SAMPLES", 300)
+    monkeypatch.delenv("GPUMINE_DATA", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert load_corel("color", download=False).shape == (17695, 9)
+    return path, X
+
+
+def test_load_corel_search_order(tmp_path, small_corel, monkeypatch):
+    path, X = small_corel
+    home = tmp_path / "env"
+    home.mkdir()
+    shutil.copy(path, home)
+    monkeypatch.setenv("GPUMINE_DATA", str(home))
+    np.testing.assert_array_equal(load_corel("color", download=False), X)
     monkeypatch.delenv("GPUMINE_DATA")
     with pytest.raises(FileNotFoundError, match="download=False"):
         load_corel("color", download=False)
+    cache = tmp_path / "home" / ".cache" / "gpumine"
+    cache.mkdir(parents=True)
+    shutil.copy(path, cache)
+    np.testing.assert_array_equal(load_corel("color", download=False), X)
 
 
-def test_load_corel_downloads_and_verifies(tmp_path, shared_datasets, monkeypatch):
-    monkeypatch.delenv("GPUMINE_DATA", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    mirror = (shared_datasets / "corel").as_uri() + "/{subset}17695.bin"
+def test_load_corel_downloads_and_verifies(tmp_path, small_corel):
+    path, X = small_corel
+    mirror = path.parent.as_uri() + "/{subset}17695.bin"
     target = tmp_path / "cache"
-    X = load_corel("edge", data_home=target, url=mirror)
-    assert X.shape == (17695, 18)
-    stored = target / "edge17695.bin"
+    np.testing.assert_array_equal(load_corel("color", data_home=target, url=mirror), X)
+    stored = target / "color17695.bin"
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == corel_module.COREL_SUBSETS[
-        "edge"][1]
-    assert sorted(p.name for p in target.iterdir()) == ["edge17695.bin"]  # no temp files left
+        "color"][1]
+    assert sorted(p.name for p in target.iterdir()) == ["color17695.bin"]  # no temp files left
     # now found locally: no URL needed
-    np.testing.assert_array_equal(load_corel("edge", data_home=target, url="file:///nowhere/"
+    np.testing.assert_array_equal(load_corel("color", data_home=target, url="file:///nowhere/"
                                              "{subset}"), X)
 
 
-def test_load_corel_rejects_a_bad_download(tmp_path, shared_datasets, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    bad = tmp_path / "mirror"
+def test_load_corel_rejects_a_bad_download(tmp_path, small_corel):
+    path, _ = small_corel
+    bad = tmp_path / "bad-mirror"
     bad.mkdir()
-    data = bytearray((shared_datasets / "corel" / "color17695.bin").read_bytes())
+    data = bytearray(path.read_bytes())
     data[100] ^= 0xFF
     (bad / "color17695.bin").write_bytes(bytes(data))
     target = tmp_path / "cache"
@@ -98,6 +122,14 @@ def test_load_corel_rejects_a_bad_download(tmp_path, shared_datasets, monkeypatc
     (target / "color17695.bin").write_bytes(bytes(data))
     with pytest.raises(DataFormatError, match="sha256"):
         load_corel("color", data_home=target, download=False)
+
+
+def test_the_real_corel_files_match_their_checksums(shared_datasets, monkeypatch):
+    """Optional: the published files themselves (../shared/datasets/corel)."""
+    monkeypatch.delenv("GPUMINE_DATA", raising=False)
+    for subset, d in (("color", 9), ("edge", 18)):
+        X = load_corel(subset, data_home=shared_datasets / "corel", download=False)
+        assert X.shape == (17695, d)
 
 
 def test_load_corel_unreachable(tmp_path, monkeypatch):
@@ -153,6 +185,23 @@ def test_read_shapes(name, n, d, n_clusters, has_noise, shared_datasets):
     assert names == ["x", "y", "z"][:d]
     assert len(set(y.tolist()) - {NOISE_LABEL}) == n_clusters
     assert (NOISE_LABEL in y) == has_noise
+
+
+def test_read_labelled_points(tmp_path):
+    """A labelled 3-d set with a noise class, as the shape benchmarks write them."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(50, 3)).round(4)
+    classes = rng.choice(["1", "2", "noise"], size=50)
+    lines = ["% generated", "@RELATION blobs", "@ATTRIBUTE x REAL", "@ATTRIBUTE y REAL",
+             "@ATTRIBUTE z REAL", "@ATTRIBUTE CLASS {1,2,noise}", "@DATA"]
+    lines += [f"{a},{b},{c},{label}" for (a, b, c), label in zip(X, classes, strict=True)]
+    path = tmp_path / "blobs.arff"
+    path.write_text("\n".join(lines) + "\n")
+    got, y, names = read_arff_points(path)
+    np.testing.assert_allclose(got, X)
+    assert names == ["x", "y", "z"]
+    assert ((y == NOISE_LABEL) == (classes == "noise")).all()
+    assert len(set(y.tolist()) - {NOISE_LABEL}) == len(set(classes.tolist()) - {"noise"})
 
 
 def test_read_arff_errors(tmp_path):
