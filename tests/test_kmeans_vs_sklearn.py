@@ -25,10 +25,21 @@ from gpumine.datasets import make_uniform
 EPS32 = float(np.finfo(np.float32).eps)
 
 
-def _data(name, corel):
+def _blobs():
+    """17,695 x 12 float32 points around 40 centres: Corel-sized clustered data, generated."""
+    rng = np.random.default_rng(17695)
+    centres = rng.uniform(-5, 5, size=(40, 12))
+    return (centres[rng.integers(0, 40, 17695)] + rng.normal(size=(17695, 12))).astype(
+        np.float32)
+
+
+def _data(name, request):
+    """Generated data always; the Corel subsets only where ../shared is (optional checks)."""
     if name == "uniform":
         return make_uniform(100_000, 8, random_state=5489)
-    return corel(name)
+    if name == "blobs":
+        return _blobs()
+    return request.getfixturevalue("corel")(name)
 
 
 def _fit_pair(X, k, dtype, weighted, rng, ref_dtype=None):
@@ -43,13 +54,13 @@ def _fit_pair(X, k, dtype, weighted, rng, ref_dtype=None):
     return ours, ref
 
 
-CASES = [(name, k) for name in ("color", "edge", "uniform") for k in (1, 8, 100)]
+CASES = [(name, k) for name in ("blobs", "uniform", "color", "edge") for k in (1, 8, 100)]
 
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize(("dataset", "k"), CASES)
-def test_float64_matches_sklearn_exactly(dataset, k, weighted, corel, rng):
-    ours, ref = _fit_pair(_data(dataset, corel), k, np.float64, weighted, rng)
+def test_float64_matches_sklearn_exactly(dataset, k, weighted, request, rng):
+    ours, ref = _fit_pair(_data(dataset, request), k, np.float64, weighted, rng)
     assert ours.cluster_centers_.dtype == np.float64
     assert ours.labels_.dtype == np.int32
     np.testing.assert_array_equal(ours.labels_, ref.labels_)
@@ -60,9 +71,9 @@ def test_float64_matches_sklearn_exactly(dataset, k, weighted, corel, rng):
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize(("dataset", "k"), CASES)
-def test_float32_fit_follows_the_exact_trajectory(dataset, k, weighted, corel, rng,
+def test_float32_fit_follows_the_exact_trajectory(dataset, k, weighted, request, rng,
                                                   record_property):
-    ours, ref = _fit_pair(_data(dataset, corel), k, np.float32, weighted, rng,
+    ours, ref = _fit_pair(_data(dataset, request), k, np.float32, weighted, rng,
                           ref_dtype=np.float64)
     assert ours.cluster_centers_.dtype == np.float32
     n_differ = int((ours.labels_ != ref.labels_).sum())
@@ -73,10 +84,10 @@ def test_float32_fit_follows_the_exact_trajectory(dataset, k, weighted, corel, r
 
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
-@pytest.mark.parametrize("dataset", ["color", "edge"])
-def test_float32_fit_matches_sklearn_float32_on_corel(dataset, weighted, corel, rng):
-    """On Corel, scikit-learn's own float32 run is stable enough to match it directly."""
-    ours, ref = _fit_pair(_data(dataset, corel), 8, np.float32, weighted, rng)
+@pytest.mark.parametrize("dataset", ["blobs", "color", "edge"])
+def test_float32_fit_matches_sklearn_float32_on_clustered_data(dataset, weighted, request, rng):
+    """On clustered data (blobs, Corel) scikit-learn's float32 run is stable: match it directly."""
+    ours, ref = _fit_pair(_data(dataset, request), 8, np.float32, weighted, rng)
     assert ours.n_iter_ == ref.n_iter_
     np.testing.assert_array_equal(ours.labels_, ref.labels_)
     assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-5)
@@ -84,8 +95,8 @@ def test_float32_fit_matches_sklearn_float32_on_corel(dataset, weighted, corel, 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize(("dataset", "k"), CASES)
-def test_float32_estep_differs_only_at_near_ties(dataset, k, corel, rng, record_property):
-    X = _data(dataset, corel).astype(np.float32)
+def test_float32_estep_differs_only_at_near_ties(dataset, k, request, rng, record_property):
+    X = _data(dataset, request).astype(np.float32)
     centers = X[rng.choice(X.shape[0], k, replace=False)] + rng.normal(
         0, 1e-3, (k, X.shape[1])).astype(np.float32)
     ours = GPUKMeans(k, init=centers, n_init=1, max_iter=1, device="cpu").fit(X[:k])
@@ -172,15 +183,16 @@ def test_n_init_auto_rule():
         assert len(seen) == expected, init
 
 
-def test_kmeans_plusplus_quality_on_corel_edge(corel):
-    X = corel("edge")
+@pytest.mark.parametrize("dataset", ["blobs", "edge"])
+def test_kmeans_plusplus_quality(dataset, request):
+    X = _data(dataset, request)
     ours = GPUKMeans(16, random_state=0, device="cpu").fit(X).inertia_
     theirs = [KMeans(16, random_state=s).fit(X).inertia_ for s in range(10)]
     assert ours <= np.median(theirs) * 1.02, (ours, np.median(theirs))
 
 
-def test_random_state_reproducible(corel):
-    X = corel("color")
+def test_random_state_reproducible():
+    X = _blobs()
     a = GPUKMeans(8, random_state=0, device="cpu").fit(X)
     b = GPUKMeans(8, random_state=0, device="cpu").fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -189,8 +201,8 @@ def test_random_state_reproducible(corel):
     assert not np.array_equal(a.cluster_centers_, c.cluster_centers_)
 
 
-def test_transform_score_and_predict_match_sklearn(corel):
-    X = corel("color").astype(np.float64)
+def test_transform_score_and_predict_match_sklearn():
+    X = _blobs().astype(np.float64)
     ours = GPUKMeans(8, random_state=0, device="cpu").fit(X)
     ref = KMeans(8, init=ours.cluster_centers_, n_init=1, max_iter=1).fit(X)
     ref.cluster_centers_ = ours.cluster_centers_
