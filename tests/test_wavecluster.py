@@ -39,6 +39,28 @@ def _ari(shared_datasets, name, **params):
     return adjusted_rand_score(y, labels)  # noise (-1) counts as a label of its own
 
 
+def _blobs_with_noise(d, seed):
+    """Three well-separated Gaussian blobs and 10 % uniform noise in [0, 1]^d (generated)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(0.2, 0.8, size=(3, d))
+    while min(np.linalg.norm(a - b) for i, a in enumerate(centres) for b in centres[i + 1:]) < 0.3:
+        centres = rng.uniform(0.2, 0.8, size=(3, d))
+    y = rng.integers(0, 3, 6000)
+    X = centres[y] + rng.normal(scale=0.03, size=(6000, d))
+    return (np.concatenate([X, rng.uniform(size=(600, d))]),
+            np.concatenate([y, np.full(600, -1)]))
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_quality_on_generated_blobs_with_noise(d, seed, record_property):
+    X, y = _blobs_with_noise(d, seed)
+    wc = WaveCluster(device="cpu").fit(X)
+    score = adjusted_rand_score(y, wc.labels_)
+    record_property("ari", score)
+    assert wc.n_clusters_ == 3 and score >= 0.9, (wc.n_clusters_, score)
+
+
 @pytest.mark.parametrize("name", CLUTO)
 def test_quality_on_cluto_with_defaults(name, shared_datasets, record_property):
     score = _ari(shared_datasets, name)
@@ -52,8 +74,8 @@ def test_quality_on_the_other_shapes_with_defaults(shared_datasets, record_prope
     assert np.mean(list(scores.values())) >= 0.85, scores
 
 
-def test_fitted_attributes_and_predict(shared_datasets):
-    X, _, _ = _shape(shared_datasets, "cluto-t7-10k")
+def test_fitted_attributes_and_predict():
+    X, _ = _blobs_with_noise(2, 5)
     wc = WaveCluster(device="cpu").fit(X)
     assert wc.labels_.dtype == np.int64 and wc.labels_.min() == -1
     sizes = np.bincount(wc.labels_[wc.labels_ >= 0])
