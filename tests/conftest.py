@@ -61,3 +61,45 @@ def snake():
         return mask
 
     return make
+
+
+@pytest.fixture
+def labelled_arff(tmp_path):
+    """A generated labelled 2-d ARFF file (x, y, CLASS): 4 blobs and noise, 2,200 points."""
+    rng = np.random.default_rng(8)
+    centres = np.array([[0.2, 0.2], [0.8, 0.2], [0.2, 0.8], [0.8, 0.8]])
+    y = rng.integers(0, 4, 2000)
+    X = np.concatenate([centres[y] + rng.normal(scale=0.04, size=(2000, 2)),
+                        rng.uniform(size=(200, 2))]).round(5)
+    classes = [str(c) for c in y] + ["noise"] * 200
+    lines = ["@RELATION blobs", "@ATTRIBUTE x REAL", "@ATTRIBUTE y REAL",
+             "@ATTRIBUTE CLASS {0,1,2,3,noise}", "@DATA"]
+    lines += [f"{a},{b},{c}" for (a, b), c in zip(X, classes, strict=True)]
+    path = tmp_path / "blobs.arff"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def small_corel(tmp_path, monkeypatch):
+    """A 300 x 9 'color' file in the Corel format, which the loader is told to expect.
+
+    The real files are 1.9 MB and not part of the repository; the loader's search
+    order, download, checksum and shape checks are the same for this one.
+    """
+    import hashlib
+
+    from gpumine.datasets import corel as corel_module
+    from gpumine.datasets import make_uniform, write_minebench_bin
+
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    X = make_uniform(300, 9, random_state=3)
+    path = mirror / "color17695.bin"
+    write_minebench_bin(path, X)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setitem(corel_module.COREL_SUBSETS, "color", (9, digest))
+    monkeypatch.setattr(corel_module, "_N_SAMPLES", 300)
+    monkeypatch.delenv("GPUMINE_DATA", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return path, X

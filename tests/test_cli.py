@@ -47,9 +47,8 @@ def test_cluster_files(tmp_path, suffix):
     assert (summary["rows"], summary["features"], summary["n_clusters"]) == (500, 3, 4)
 
 
-def test_cluster_arff(shared_datasets):
-    result = runner.invoke(app, ["cluster", str(shared_datasets / "shapes" / "hepta.arff"),
-                                 "-k", "7"])
+def test_cluster_arff(labelled_arff):
+    result = runner.invoke(app, ["cluster", str(labelled_arff), "-k", "4"])
     assert result.exit_code == 0, result.output
     assert "iterations" in result.stdout
 
@@ -197,15 +196,15 @@ def test_fit_sample_labels_every_row_streaming(data_dir):
     assert streamed["cluster_sizes"] == summary["cluster_sizes"]
 
 
-def test_wavecluster_on_a_file(shared_datasets, tmp_path):
+def test_wavecluster_on_a_file(labelled_arff, tmp_path):
     import pyarrow.parquet as pq
 
     out = tmp_path / "t4.parquet"
-    result = runner.invoke(app, ["cluster", str(shared_datasets / "shapes" / "cluto-t4-8k.arff"),
+    result = runner.invoke(app, ["cluster", str(labelled_arff),
                                  "--algorithm", "wavecluster", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["n_clusters"] >= 6 and summary["noise"] > 0
+    assert summary["n_clusters"] == 4 and summary["noise"] > 0
     table = pq.read_table(out)
     assert "CLASS" in table.column_names  # the ARFF class column is kept, not clustered
     assert summary["columns"] == ["x", "y"]
@@ -240,10 +239,10 @@ def test_datasets_make_uniform_is_bit_for_bit(tmp_path):
                                   make_uniform(10, 2, random_state=5489, dtype=np.float64))
 
 
-def test_datasets_convert_between_every_format(tmp_path, shared_datasets):
+def test_datasets_convert_between_every_format(tmp_path, labelled_arff):
     from gpumine.adapters import read_table
 
-    source = shared_datasets / "shapes" / "jain.arff"
+    source = labelled_arff
     steps = ["j.parquet", "j.arff"]
     previous = source
     for name in steps:
@@ -253,7 +252,7 @@ def test_datasets_convert_between_every_format(tmp_path, shared_datasets):
     first, last = read_table(source), read_table(previous)
     assert first.column_names == last.column_names
     np.testing.assert_allclose(last.column("x").to_numpy(), first.column("x").to_numpy())
-    assert last.column("class").to_pylist() == first.column("class").to_pylist()
+    assert last.column("CLASS").to_pylist() == first.column("CLASS").to_pylist()
     result = runner.invoke(app, ["datasets", "convert", str(tmp_path / "j.parquet"),
                                  str(tmp_path / "j.csv"), "--columns", "x,y"])
     assert result.exit_code == 0, result.output
@@ -266,15 +265,17 @@ def test_datasets_convert_between_every_format(tmp_path, shared_datasets):
     assert read_minebench_bin(tmp_path / "j.bin").shape == (373, 2)
 
 
-def test_datasets_corel(shared_datasets, tmp_path):
+def test_datasets_corel(small_corel, tmp_path):
     import pyarrow.parquet as pq
 
-    out = tmp_path / "edge.parquet"
-    result = runner.invoke(app, ["datasets", "corel", "edge", str(out), "--data-home",
-                                 str(shared_datasets / "corel")])
+    path, X = small_corel
+    out = tmp_path / "color.parquet"
+    result = runner.invoke(app, ["datasets", "corel", "color", str(out), "--data-home",
+                                 str(path.parent)])
     assert result.exit_code == 0, result.output
     table = pq.read_table(out)
-    assert table.num_rows == 17695 and table.num_columns == 18
+    assert table.num_rows == 300 and table.num_columns == 9
+    np.testing.assert_array_equal(table.to_pandas().to_numpy(), X)
 
 
 def test_peak_memory_stays_under_three_times_the_data(tmp_path):

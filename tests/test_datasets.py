@@ -57,26 +57,6 @@ def test_load_corel_from_data_home(subset, d, corel):
     assert np.isfinite(X).all()
 
 
-@pytest.fixture
-def small_corel(tmp_path, monkeypatch):
-    """A 300 x 9 'color' file in the Corel format, which the loader is told to expect.
-
-    The real files are 1.9 MB and not part of the repository; the loader's search
-    order, download, checksum and shape checks are the same for this one.
-    """
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    X = make_uniform(300, 9, random_state=3)
-    path = mirror / "color17695.bin"
-    write_minebench_bin(path, X)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    monkeypatch.setitem(corel_module.COREL_SUBSETS, "color", (9, digest))
-    monkeypatch.setattr(corel_module, "_N_SAMPLES", 300)
-    monkeypatch.delenv("GPUMINE_DATA", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    return path, X
-
-
 def test_load_corel_search_order(tmp_path, small_corel, monkeypatch):
     path, X = small_corel
     home = tmp_path / "env"
