@@ -12,8 +12,16 @@ import pytest
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip ``@pytest.mark.gpu`` tests only when no CUDA GPU with CuPy is present."""
+    """Mark the optional checks on shared data; skip GPU tests only when no GPU is present.
+
+    Tests that use the ``shared_datasets`` (or ``corel``) fixture get the ``shared_data``
+    marker, so CI can run them on their own once the self-contained suite has passed.
+    """
     from gpumine.backend import gpu_available
+
+    for item in items:
+        if {"shared_datasets", "corel"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.shared_data)
 
     if gpu_available():
         return

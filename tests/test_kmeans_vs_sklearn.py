@@ -54,7 +54,16 @@ def _fit_pair(X, k, dtype, weighted, rng, ref_dtype=None):
     return ours, ref
 
 
-CASES = [(name, k) for name in ("blobs", "uniform", "color", "edge") for k in (1, 8, 100)]
+COREL = ("color", "edge")
+
+
+def _param(*values):
+    """A test case; those on the Corel subsets are optional checks (``shared_data``)."""
+    marks = [pytest.mark.shared_data] if values[0] in COREL else []
+    return pytest.param(*values, marks=marks)
+
+
+CASES = [_param(name, k) for name in ("blobs", "uniform", *COREL) for k in (1, 8, 100)]
 
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
@@ -84,7 +93,7 @@ def test_float32_fit_follows_the_exact_trajectory(dataset, k, weighted, request,
 
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
-@pytest.mark.parametrize("dataset", ["blobs", "color", "edge"])
+@pytest.mark.parametrize("dataset", [_param("blobs"), *map(_param, COREL)])
 def test_float32_fit_matches_sklearn_float32_on_clustered_data(dataset, weighted, request, rng):
     """On clustered data (blobs, Corel) scikit-learn's float32 run is stable: match it directly."""
     ours, ref = _fit_pair(_data(dataset, request), 8, np.float32, weighted, rng)
@@ -183,7 +192,7 @@ def test_n_init_auto_rule():
         assert len(seen) == expected, init
 
 
-@pytest.mark.parametrize("dataset", ["blobs", "edge"])
+@pytest.mark.parametrize("dataset", [_param("blobs"), _param("edge")])
 def test_kmeans_plusplus_quality(dataset, request):
     X = _data(dataset, request)
     ours = GPUKMeans(16, random_state=0, device="cpu").fit(X).inertia_
