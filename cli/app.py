@@ -43,10 +43,18 @@ def _root(debug: Annotated[bool, typer.Option(
     DEBUG["on"] = debug
 
 
+def _check_kind(kind: str | None) -> str | None:
+    from gpumine.registry import KINDS
+
+    if kind is not None and kind not in KINDS:
+        raise typer.BadParameter(f"unknown strategy kind {kind!r}; kinds are {', '.join(KINDS)}")
+    return kind
+
+
 @app.command()
 def strategies(
     kind: Annotated[str | None, typer.Option(
-        help="Only this kind, e.g. kmeans.update.")] = None,
+        help="Only this kind, e.g. kmeans.update.", callback=_check_kind)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ):
     """List the registered strategies and whether they can run here."""

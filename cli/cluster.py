@@ -37,6 +37,26 @@ class Nulls(str, Enum):
     drop = "drop"
 
 
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+def _check_strategies(given: dict[str, str | None]) -> None:
+    """Unknown strategy names are usage errors (exit 2), found before anything is read."""
+    from gpumine.registry import list_strategies
+
+    for option, (kind, name) in given.items():
+        if name is None:
+            continue
+        known = sorted({s.name for s in list_strategies(kind)})
+        if name not in known and not (name == "auto" and kind in ("kmeans.assign",
+                                                                  "kmeans.update")):
+            raise typer.BadParameter(f"unknown {kind} strategy {name!r}; known: "
+                                     f"{', '.join(known)}", param_hint=option)
+
+
 def _names(option: str | None) -> list[str] | None:
     if option is None:
         return None
@@ -169,7 +189,7 @@ def cluster(
     fit_sample: Annotated[int | None, typer.Option(
         min=1, help="Fit on this many random rows, then label every row, streaming the "
                     "file (for files larger than memory).")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu or gpu.")] = "auto",
+    device: Annotated[Device, typer.Option(help="Where to run.")] = Device.auto,
     init: Annotated[str | None, typer.Option(
         help="k-means: init strategy [default: k-means++].", show_default=False)] = None,
     assign: Annotated[str | None, typer.Option(
@@ -214,6 +234,9 @@ def cluster(
                   if value is not None]
     _check_usage(algorithm, given_kmeans, given_wave, out, labels_only, centers_out, demo,
                  input, fit_sample)
+    _check_strategies({"--init": ("kmeans.init", init), "--assign": ("kmeans.assign", assign),
+                       "--update": ("kmeans.update", update),
+                       "--wavelet": ("wavecluster.wavelet", wavelet)})
     given = {"n_clusters": n_clusters, "init": init, "assign": assign, "update": update,
              "max_iter": max_iter, "tol": tol, "grid_size": _grid_size(grid_size),
              "levels": levels, "wavelet": wavelet, "threshold": _threshold(threshold)}
@@ -223,7 +246,7 @@ def cluster(
     try:
         summary = _run(algorithm, options, input, demo, _names(columns), _names(exclude),
                        nulls.value, out, labels_only, label_column, centers_out, fit_sample,
-                       device, seed, quiet)
+                       device.value, seed, quiet)
     except (GpumineError, ValueError, OSError, MemoryError) as exc:
         fail(exc)
     if as_json:

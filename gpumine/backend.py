@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from gpumine.exceptions import BackendUnavailable
+from gpumine.exceptions import BackendUnavailable, InvalidParameterError
 
 __all__ = [
     "DEVICES",
@@ -275,12 +275,12 @@ def gpu_unavailable_reason() -> str:
 
 def _requested_device(device: str) -> str:
     if not isinstance(device, str) or device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        raise InvalidParameterError(f"device must be one of {DEVICES}, got {device!r}")
     if device == "auto":
         override = os.environ.get(ENV_VAR, "").strip().lower()
         if override:
             if override not in DEVICES:
-                raise ValueError(
+                raise InvalidParameterError(
                     f"environment variable {ENV_VAR}={override!r} must be one of {DEVICES}"
                 )
             device = override

@@ -21,6 +21,7 @@ __all__ = [
     "GpumineError",
     "IncompatibleStrategy",
     "InvalidInputError",
+    "InvalidParameterError",
     "KernelCompileError",
     "StrategyLoadError",
     "UnknownStrategy",
@@ -52,6 +53,10 @@ class StrategyLoadError(GpumineError, RuntimeError):
 
 class KernelCompileError(GpumineError, RuntimeError):
     """NVRTC rejected a CUDA source; the message carries the compiler log."""
+
+
+class InvalidParameterError(GpumineError, ValueError):
+    """An estimator or function parameter out of its domain (the message names it)."""
 
 
 class InvalidInputError(GpumineError, ValueError):

@@ -83,9 +83,6 @@ def data_dir(tmp_path):
     (["cluster", "{d}/good.parquet", "--exclude", "nope"], "no column 'nope'"),
     (["cluster", "{d}/nan.parquet"], "column 'a' has 1 NaN values"),
     (["cluster", "{d}/good.parquet", "-k", "401"], "should be >= n_clusters"),
-    (["cluster", "{d}/good.parquet", "--update", "nope"], "unknown kmeans.update strategy"),
-    (["cluster", "{d}/good.parquet", "--algorithm", "wavecluster", "--wavelet", "db4"],
-     "unknown wavecluster.wavelet strategy"),
     (["cluster", "{d}/good.parquet", "--out", "{d}/no/dir/out.parquet"], "does not exist"),
     (["cluster", "{d}/good.parquet", "--out", "{d}/good.parquet"], "overwrite the input"),
     (["cluster", "{d}/good.parquet", "--out", "{d}/out.txt"], "unsupported file type"),
@@ -97,7 +94,6 @@ def data_dir(tmp_path):
     (["datasets", "convert", "{d}/good.parquet", "{d}/x.bin", "--columns", "name"],
      "numbers only"),
     (["datasets", "corel", "nope", "{d}/c.parquet"], "nope"),
-    (["strategies", "--kind", "nope"], "unknown strategy kind"),
 ])
 def test_bad_input_is_one_line_exit_1_and_no_output(data_dir, args, message):
     before = sorted(p.name for p in data_dir.iterdir())
@@ -139,6 +135,22 @@ def test_debug_shows_the_traceback(data_dir):
 def test_conflicting_or_bad_options_are_usage_errors(args):
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["cluster", "--demo", "--update", "nope"], "unknown kmeans.update strategy 'nope'"),
+    (["cluster", "--demo", "--init", "nope"], "unknown kmeans.init strategy 'nope'"),
+    (["cluster", "--demo", "--algorithm", "wavecluster", "--wavelet", "db4"],
+     "unknown wavecluster.wavelet strategy 'db4'"),
+    (["cluster", "--demo", "--device", "tpu"], "'tpu' is not one of"),
+    (["strategies", "--kind", "nope"], "unknown strategy kind 'nope'"),
+])
+def test_unknown_names_are_usage_errors_naming_the_option(args, message):
+    """A wrong name in an option is a usage error (exit 2), found before any work."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert message in output and "Traceback" not in output
 
 
 def test_out_keeps_columns_and_adds_labels(data_dir):

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from gpumine import registry
 from gpumine.adapters import validate_input
 from gpumine.backend import DEVICES, get_backend
-from gpumine.exceptions import InvalidInputError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import lloyd
 from gpumine.validation import check_sample_weight, fit_or_restore, is_device_array
 
@@ -135,25 +135,28 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         def positive_int(name):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+                raise InvalidParameterError(f"{name} must be an integer >= 1, got {value!r}")
 
         positive_int("n_clusters")
         positive_int("max_iter")
         if not (self.n_init == "auto" or (isinstance(self.n_init, numbers.Integral)
                                           and not isinstance(self.n_init, bool)
                                           and self.n_init >= 1)):
-            raise ValueError(f"n_init must be 'auto' or an integer >= 1, got {self.n_init!r}")
+            raise InvalidParameterError(
+                f"n_init must be 'auto' or an integer >= 1, got {self.n_init!r}")
         if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool)
                 or not np.isfinite(self.tol) or self.tol < 0):
-            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+            raise InvalidParameterError(f"tol must be a finite number >= 0, got {self.tol!r}")
         if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+            raise InvalidParameterError(f"device must be one of {DEVICES}, got {self.device!r}")
         for name in ("assign", "update"):
             if not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a strategy name, got {getattr(self, name)!r}")
+                raise InvalidParameterError(
+                    f"{name} must be a strategy name, got {getattr(self, name)!r}")
         if not (isinstance(self.init, str) or callable(self.init) or hasattr(self.init, "__len__")):
-            raise ValueError("init must be a strategy name, a callable or an array of centres, "
-                             f"got {self.init!r}")
+            raise InvalidParameterError(
+                "init must be a strategy name, a callable or an array of centres, "
+                f"got {self.init!r}")
 
     def _backend(self):
         """The backend to run on (``"auto"``: the GPU when one answers)."""

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from gpumine import registry
 from gpumine.adapters import validate_input
 from gpumine.backend import DEVICES, get_backend
-from gpumine.exceptions import InvalidInputError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.validation import check_sample_weight, fit_or_restore, is_device_array
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import coarse_shape
@@ -124,45 +124,48 @@ class WaveCluster(ClusterMixin, BaseEstimator):
 
     def _check_params(self, n_features):
         if not isinstance(self.levels, numbers.Integral) or self.levels < 1:
-            raise ValueError(f"levels must be an integer >= 1, got {self.levels!r}")
+            raise InvalidParameterError(f"levels must be an integer >= 1, got {self.levels!r}")
         if not isinstance(self.wavelet, str):
-            raise ValueError(f"wavelet must be a strategy name, got {self.wavelet!r}")
+            raise InvalidParameterError(f"wavelet must be a strategy name, got {self.wavelet!r}")
         if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+            raise InvalidParameterError(f"device must be one of {DEVICES}, got {self.device!r}")
         connectivity = n_features if self.connectivity is None else self.connectivity
         if (not isinstance(connectivity, numbers.Integral)
                 or not 1 <= connectivity <= n_features):
-            raise ValueError(f"connectivity must be an integer in 1..{n_features} (the number "
-                             f"of features), got {self.connectivity!r}")
+            raise InvalidParameterError(
+                f"connectivity must be an integer in 1..{n_features} (the number "
+                f"of features), got {self.connectivity!r}")
         if not (self.threshold == "auto" or (isinstance(self.threshold, numbers.Real)
                                              and np.isfinite(self.threshold))):
-            raise ValueError(f"threshold must be 'auto' or a finite number, got "
+            raise InvalidParameterError(f"threshold must be 'auto' or a finite number, got "
                              f"{self.threshold!r}")
         if not (self.min_cluster_size == "auto" or (
                 isinstance(self.min_cluster_size, numbers.Real) and self.min_cluster_size >= 0)):
-            raise ValueError("min_cluster_size must be 'auto' or a number >= 0, got "
+            raise InvalidParameterError("min_cluster_size must be 'auto' or a number >= 0, got "
                              f"{self.min_cluster_size!r}")
         return int(connectivity)
 
     def _grid_shape(self, total_weight, n_features, wavelet):
         if isinstance(self.grid_size, str):
             if self.grid_size != "auto":
-                raise ValueError(f"grid_size must be 'auto', an int or one int per feature, "
-                                 f"got {self.grid_size!r}")
+                raise InvalidParameterError(
+                    f"grid_size must be 'auto', an int or one int per feature, "
+                    f"got {self.grid_size!r}")
             shape = engine.auto_grid_shape(total_weight, n_features, self.levels)
         elif isinstance(self.grid_size, numbers.Integral):
             shape = (int(self.grid_size),) * n_features
         else:
             shape = tuple(int(s) for s in self.grid_size)
             if len(shape) != n_features:
-                raise ValueError(f"grid_size has {len(shape)} entries for {n_features} "
+                raise InvalidParameterError(f"grid_size has {len(shape)} entries for {n_features} "
                                  "features")
         if min(shape) < 2:
-            raise ValueError(f"grid_size must be >= 2 per feature, got {shape}")
+            raise InvalidParameterError(f"grid_size must be >= 2 per feature, got {shape}")
         coarse = coarse_shape(shape, wavelet, self.levels)
         if any(2 * 2 ** self.levels > s for s in shape):
-            raise ValueError(f"levels={self.levels} shrinks the grid {shape} to {coarse}: the "
-                             f"grid vanishes; use fewer levels or a finer grid_size")
+            raise InvalidParameterError(
+                f"levels={self.levels} shrinks the grid {shape} to {coarse}: the "
+                f"grid vanishes; use fewer levels or a finer grid_size")
         needed = engine.required_bytes(shape)
         available = _available_memory()
         if needed > available:
@@ -256,8 +259,9 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         if self.bounds is not None:
             bounds = np.asarray(self.bounds, dtype=np.float64)
             if bounds.shape != (2, X.shape[1]) or not np.all(np.isfinite(bounds)):
-                raise ValueError(f"bounds must be finite, of shape (2, {X.shape[1]}), got "
-                                 f"{bounds.shape}")
+                raise InvalidParameterError(
+                    f"bounds must be finite, of shape (2, {X.shape[1]}), got "
+                    f"{bounds.shape}")
         else:
             weighted = X if weight is None else X[backend.to_device(weight > 0)]
             bounds = backend.to_host(backend.xp.stack([weighted.min(axis=0),
