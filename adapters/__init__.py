@@ -16,6 +16,7 @@ from gpumine.adapters.columns import NULLS, Columns, as_columns, validate_input
 from gpumine.adapters.sinks import (
     TableWriter,
     atomic_output,
+    check_columns_writable,
     check_output_path,
     labels_as,
     table_as,
@@ -39,6 +40,7 @@ __all__ = [
     "TableWriter",
     "as_columns",
     "atomic_output",
+    "check_columns_writable",
     "check_output_path",
     "iter_batches",
     "iter_device_batches",

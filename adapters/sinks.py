@@ -32,6 +32,7 @@ __all__ = [
     "LABEL_OUTPUTS",
     "TableWriter",
     "atomic_output",
+    "check_columns_writable",
     "check_output_path",
     "labels_as",
     "table_as",
@@ -136,7 +137,46 @@ def check_output_path(out, *inputs) -> Path:
         if source is not None and out.exists() and os.path.samefile(out, source):
             raise InvalidInputError(f"{out}: the output would overwrite the input; choose "
                                     "another path")
+    # Written through a temporary file beside it: make sure one can be made, now, before
+    # any work (os.access is no help to root or on read-only mounts).
+    try:
+        fd, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InvalidInputError(f"{out}: cannot write in {out.parent} "
+                                f"({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
     return out
+
+
+def check_columns_writable(out, schema) -> None:
+    """Refuse, before any work, input columns that ``out``'s format cannot hold.
+
+    Parquet holds everything; CSV and ARFF hold numbers, text, booleans and dates,
+    not nested (list, struct, map) or binary columns; MineBench .bin holds numbers.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the output file and the first column it cannot hold.
+    """
+    import pyarrow as pa
+
+    kind = file_format(out)
+    if kind == "parquet":
+        return
+    for field in schema:
+        kind_type = field.type
+        if kind == "bin":
+            ok = pa.types.is_integer(kind_type) or pa.types.is_floating(kind_type)
+        else:
+            ok = not (pa.types.is_nested(kind_type) or pa.types.is_binary(kind_type)
+                      or pa.types.is_large_binary(kind_type))
+        if not ok:
+            holds = " (numbers only)" if kind == "bin" else ""
+            raise InvalidInputError(
+                f"{out}: column {field.name!r} ({kind_type}) cannot be written to a .{kind} "
+                f"file{holds}; leave it out (--columns/--exclude) or write .parquet")
 
 
 @contextlib.contextmanager
@@ -146,7 +186,11 @@ def atomic_output(path) -> Iterator[Path]:
     On an exception the temporary file is removed and ``path`` is left as it was.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:  # name the user's path, not the temporary one
+        raise InvalidInputError(f"{path}: cannot write in {path.parent} "
+                                f"({exc.strerror or exc})") from None
     os.close(fd)
     try:
         yield Path(tmp)

@@ -263,6 +263,10 @@ def _run(algorithm, options, source, demo, columns, exclude, nulls, out, labels_
     for path in (out, centers_out):
         if path is not None:
             check_output_path(path, source)
+    if out is not None and source is not None and not labels_only:
+        from gpumine.adapters import check_columns_writable, read_schema
+
+        check_columns_writable(out, read_schema(source))  # the input rows are written too
     if out is not None and centers_out is not None and out.resolve() == centers_out.resolve():
         raise GpumineError("--out and --centers-out name the same file")
     backend = get_backend(device)  # fails here, before reading, without a GPU

@@ -115,6 +115,7 @@ def convert_file(
     from gpumine.adapters import (
         TableWriter,
         atomic_output,
+        check_columns_writable,
         check_output_path,
         iter_batches,
         read_schema,
@@ -130,6 +131,7 @@ def convert_file(
         else:
             names = schema.names
         schema = pa.schema([schema.field(n) for n in names])
+        check_columns_writable(out, schema)
         with Stages(quiet=quiet) as stages, stages.stage("convert") as advance, \
                 atomic_output(out) as tmp, TableWriter(tmp, schema, _kind(out)) as writer:
             for batch in iter_batches(source, names):

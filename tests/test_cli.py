@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -416,3 +417,50 @@ def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [source]
+
+
+def test_unwritable_output_directory_is_found_before_the_fit(data_dir, monkeypatch):
+    """The probe runs first and the message names the user's path, not a temporary file."""
+    import tempfile
+
+    import gpumine.adapters.sinks as sinks
+    from gpumine import GPUKMeans
+
+    locked = data_dir / "locked"
+    locked.mkdir()
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == locked:
+            raise PermissionError(13, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+
+    fits = []
+    monkeypatch.setattr(sinks.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(GPUKMeans, "fit", lambda self, *a, **k: fits.append(1))
+    out = locked / "out.parquet"
+    result = runner.invoke(app, ["cluster", str(data_dir / "good.parquet"), "--out", str(out)])
+    assert result.exit_code == 1 and fits == []
+    message = " ".join(result.output.split())
+    assert f"{out}: cannot write in {locked} (Permission denied)" in message
+    assert ".tmp" not in message
+
+
+@pytest.mark.parametrize(("command", "target"), [("cluster", "x.csv"), ("convert", "n.arff"),
+                                                 ("convert", "n.csv")])
+def test_a_nested_column_the_output_cannot_hold_is_named_before_any_work(tmp_path, command,
+                                                                         target):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"a": np.arange(50.0), "b": np.arange(50.0) ** 2,
+                             "l": pa.array([[i] for i in range(50)])}), source)
+    args = (["cluster", str(source), "-k", "2", "--out", str(tmp_path / target)]
+            if command == "cluster" else ["datasets", "convert", str(source),
+                                          str(tmp_path / target)])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    message = " ".join(result.output.split())
+    assert f"{tmp_path / target}: column 'l'" in message and "Traceback" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nested.parquet"]
