@@ -27,7 +27,9 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -121,7 +123,6 @@ def _arff_table(path):
 def read_schema(path):
     """The Arrow schema of a data file, reading as little of it as possible."""
     import pyarrow as pa
-    import pyarrow.csv as pa_csv
 
     kind = file_format(path)
     path = _existing(path)
@@ -131,19 +132,63 @@ def read_schema(path):
         _, d = _bin_shape(path)
         return pa.schema([(f"x{j}", pa.float32()) for j in range(d)])
     if kind == "csv":
-        try:
-            with pa_csv.open_csv(path) as reader:
-                return reader.schema
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise DataFormatError(f"{path}: not a readable CSV file: {exc}") from exc
+        return _csv_schema(path)
     return _arff_table(path).schema
+
+
+_CSV_CONVERSION = re.compile(r"In CSV column #(\d+): CSV conversion error to (\w+)")
+
+
+def _csv_schema(path):
+    """The column types of a CSV file, inferred from the whole file.
+
+    pyarrow infers the types from the first block (about 1 MiB) only, so a column of
+    integers there and ``1.5`` (or text) later fails the read half-way. The file is
+    read once with the types found so far; a conversion error widens that column
+    (integer -> float64 -> string) and the pass starts again, so the result holds
+    for every row. Cached per file (path, size, modification time).
+    """
+    stat = path.stat()
+    return _csv_schema_cached(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _csv_schema_cached(path, size, mtime_ns):
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    column_types = {}
+    while True:
+        options = pa_csv.ConvertOptions(column_types=column_types)
+        try:
+            with pa_csv.open_csv(path, convert_options=options) as reader:
+                schema = reader.schema
+                repeated = sorted({n for n in schema.names if schema.names.count(n) > 1})
+                if repeated:
+                    raise DataFormatError(f"{path}: the header names column {repeated[0]!r} "
+                                          "more than once; rename the copies")
+                for _ in reader:
+                    pass
+            return schema
+        except pa.ArrowInvalid as exc:
+            match = _CSV_CONVERSION.search(str(exc))
+            if match is None:
+                raise DataFormatError(f"{path}: not a readable CSV file: {exc}") from exc
+            name = schema.names[int(match.group(1))]
+            wider = pa.float64() if match.group(2).startswith(("int", "uint")) else pa.string()
+            if column_types.get(name) == wider:
+                raise DataFormatError(f"{path}: column {name!r}: {exc}") from exc
+            column_types[name] = wider
+        except OSError as exc:
+            raise DataFormatError(f"{path}: not a readable CSV file: {exc}") from exc
 
 
 def _is_numeric(field) -> bool:
     import pyarrow as pa
 
     kind = field.type
-    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+            or pa.types.is_boolean(kind))  # booleans and decimals are cast, with a warning
 
 
 def select_columns(schema, columns: Sequence[str] | None = None,
@@ -215,7 +260,8 @@ def iter_batches(path, columns: Sequence[str] | None = None, *,
         finally:
             reader.close()
     elif kind == "csv":
-        options = pa_csv.ConvertOptions(include_columns=columns)
+        types = {f.name: f.type for f in _csv_schema(path)}  # the whole file's types
+        options = pa_csv.ConvertOptions(include_columns=columns, column_types=types)
         try:
             with pa_csv.open_csv(path, convert_options=options) as reader:
                 for batch in reader:

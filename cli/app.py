@@ -117,6 +117,13 @@ def _terminate(signum, frame) -> None:
 def main() -> None:
     """Console-script entry point."""
     import signal
+    import warnings
 
     signal.signal(signal.SIGTERM, _terminate)
+    warnings.showwarning = _one_line_warning
     app()
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # A warning is one line on stderr, without the source line Python shows by default.
+    stderr.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)

@@ -267,6 +267,8 @@ def _run(algorithm, options, source, demo, columns, exclude, nulls, out, labels_
         from gpumine.adapters import check_columns_writable, read_schema
 
         check_columns_writable(out, read_schema(source))  # the input rows are written too
+    if source is not None and not demo:
+        exclude = _announce_columns(source, columns, exclude, label_column)
     if out is not None and centers_out is not None and out.resolve() == centers_out.resolve():
         raise GpumineError("--out and --centers-out name the same file")
     backend = get_backend(device)  # fails here, before reading, without a GPU
@@ -345,6 +347,34 @@ def _write_demo(out, X, labels, names, labels_only, label_column):
     columns = {} if labels_only else {name: X[:, j] for j, name in enumerate(names)}
     columns[label_column] = labels
     write_table(out, pa.table(columns))
+
+
+def _announce_columns(source, columns, exclude, label_column):
+    """Say on stderr which columns are left out of the features, and why.
+
+    Without ``--columns``: a column named like gpumine's label column (a file it
+    labelled before) is left out -- clustering on old labels is never meant -- and so
+    is every non-numeric column; each is named. Returns the exclusions to use.
+    """
+    from gpumine.adapters import read_schema, select_columns
+    from gpumine.cli.console import stderr
+
+    if columns:
+        return exclude
+    schema = read_schema(source)
+    exclude = list(exclude or [])
+    if label_column in schema.names and label_column not in exclude:
+        exclude.append(label_column)
+        stderr.print(f"note: leaving out column {label_column!r}, a label column as gpumine "
+                     "writes them; name it in --columns to cluster on it", markup=False,
+                     highlight=False, soft_wrap=True)
+    chosen = select_columns(schema, None, exclude)
+    dropped = [f"{f.name} ({f.type})" for f in schema
+               if f.name not in chosen and f.name not in exclude]
+    if dropped:
+        stderr.print(f"note: leaving out non-numeric columns: {', '.join(dropped)}",
+                     markup=False, highlight=False, soft_wrap=True)
+    return exclude
 
 
 def _read_sample(source, columns, exclude, n_sample, seed, backend, dtype, nulls, stages):

@@ -464,3 +464,69 @@ def test_a_nested_column_the_output_cannot_hold_is_named_before_any_work(tmp_pat
     message = " ".join(result.output.split())
     assert f"{tmp_path / target}: column 'l'" in message and "Traceback" not in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nested.parquet"]
+
+
+def _long_csv(path, tail):
+    """120,000 rows (past pyarrow's first 1 MiB block) of integers; the last 5 of column a
+    are ``tail``."""
+    n = 120_000
+    rows = [f"{i * 1000003},{i % 7},{i * 7919}" for i in range(n - 5)]
+    rows += [f"{tail},{i % 7},{i * 7919}" for i in range(n - 5, n)]
+    path.write_text("a,b,c\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_csv_types_come_from_the_whole_file(tmp_path):
+    source = _long_csv(tmp_path / "mixed.csv", "1.5")
+    result = runner.invoke(app, ["cluster", str(source), "-k", "2", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["columns"] == ["a", "b", "c"]  # a widened to float
+
+
+def test_a_column_left_out_is_named(tmp_path):
+    source = _long_csv(tmp_path / "text.csv", "-")
+    result = runner.invoke(app, ["cluster", str(source), "-k", "2", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["columns"] == ["b", "c"]
+    assert "leaving out non-numeric columns: a (string)" in " ".join(result.stderr.split())
+
+
+def test_a_repeated_csv_header_is_one_line(tmp_path):
+    source = tmp_path / "dup.csv"
+    source.write_text("a,a\n1,2\n3,4\n")
+    result = runner.invoke(app, ["cluster", str(source), "-k", "1"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "names column 'a' more than once" in " ".join(result.output.split())
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.DataConversionWarning")
+def test_labels_and_booleans_of_a_labelled_file(tmp_path):
+    """Re-clustering a file gpumine labelled leaves its label column out, with a note; a
+    boolean column is a feature, cast with a one-line warning."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "labelled.parquet"
+    pq.write_table(pa.table({"a": np.arange(50.0), "flag": np.arange(50) % 2 == 0,
+                             "cluster": np.zeros(50, np.int32)}), source)
+    result = runner.invoke(app, ["cluster", str(source), "-k", "2", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["columns"] == ["a", "flag"]
+    notes = " ".join(result.stderr.split())
+    assert "leaving out column 'cluster'" in notes
+    chosen = runner.invoke(app, ["cluster", str(source), "-k", "2", "--json", "--quiet",
+                                 "--columns", "a,cluster"])
+    assert json.loads(chosen.stdout)["columns"] == ["a", "cluster"]
+
+
+def test_warnings_are_one_line_in_the_command_line(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "flags.parquet"
+    pq.write_table(pa.table({"a": np.arange(50.0), "flag": np.arange(50) % 2 == 0}), source)
+    result = subprocess.run([sys.executable, "-m", "gpumine", "cluster", str(source), "-k", "2",
+                             "--json", "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "warning: column 'flag' is boolean: cast to float64" in result.stderr
+    assert "warnings.warn" not in result.stderr and ".py:" not in result.stderr
