@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -47,14 +47,32 @@ def _search_dirs(data_home) -> list[Path]:
     return dirs
 
 
-def _download(url: str, target: Path, sha256: str) -> None:
-    """Fetch ``url`` into ``target`` via a temporary file; keep it only if the checksum matches."""
+#: Seconds a connection or a read may stall before the download gives up.
+STALL_SECONDS = 15.0
+#: Seconds a whole download may take (the files are 0.6-1.4 MB).
+DEADLINE_SECONDS = 120.0
+_CHUNK = 1 << 16
+
+
+def _download(url: str, target: Path, sha256: str, *, stall=None, deadline=None) -> None:
+    """Fetch ``url`` into ``target`` via a temporary file; keep it only if the checksum matches.
+
+    A stalled connection or read gives up after ``stall`` seconds, the whole transfer
+    after ``deadline`` (a host that trickles bytes is stopped too).
+    """
+    stall = STALL_SECONDS if stall is None else stall
+    deadline = DEADLINE_SECONDS if deadline is None else deadline
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-            shutil.copyfileobj(response, out)
+        start = time.monotonic()
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=stall) as response:
+            read = getattr(response, "read1", response.read)  # what has arrived, not a full chunk
+            while chunk := read(_CHUNK):
+                out.write(chunk)
+                if time.monotonic() - start > deadline:
+                    raise TimeoutError(f"not complete after {deadline:.0f} s")
         actual = _sha256(tmp)
         if actual != sha256:
             raise DataFormatError(f"{url}: sha256 {actual} does not match the expected {sha256}; "
@@ -112,11 +130,17 @@ def load_corel(subset="color", data_home=None, download=True, *, url=None):
     dirs = _search_dirs(data_home)
     path = next((d / filename for d in dirs if (d / filename).is_file()), None)
     if path is None:
+        where = (f"{filename} is not in {', '.join(map(str, dirs))} (data_home, $GPUMINE_DATA, "
+                 "~/.cache/gpumine, in that order)")
         if not download:
-            raise FileNotFoundError(f"{filename} not found in {', '.join(map(str, dirs))} and "
-                                    "download=False")
+            raise FileNotFoundError(f"{where} and download=False")
         path = dirs[0] / filename
-        _download((url or COREL_URL).format(subset=subset), path, sha256)
+        source = (url or COREL_URL).format(subset=subset)
+        try:
+            _download(source, path, sha256)
+        except OSError as exc:
+            raise OSError(f"{exc}; {where}: put the file in one of them, or point data_home or "
+                          "$GPUMINE_DATA at a folder that has it") from exc
     elif _sha256(path) != sha256:
         raise DataFormatError(f"{path}: sha256 does not match the published Corel {subset} file "
                               f"({sha256}); delete it to download a fresh copy")

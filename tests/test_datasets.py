@@ -193,3 +193,61 @@ def test_read_arff_errors(tmp_path):
                     "1.0,a\n2.0,noise\n")
     _, y, _ = read_arff_points(path)
     assert y.tolist() == [0, NOISE_LABEL]
+
+
+def _serve(behaviour):
+    """A local HTTP host on a thread: ``behaviour(connection)`` answers one request."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def run():
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(4096)
+            behaviour(connection)
+
+    threading.Thread(target=run, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}/{{subset}}17695.bin", server
+
+
+def _stall(connection):
+    import time
+
+    time.sleep(5)
+
+
+def _trickle(connection):
+    import time
+
+    connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    try:
+        for _ in range(50):
+            connection.sendall(b"x")
+            time.sleep(0.1)
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("behaviour", [_stall, _trickle], ids=["stalled", "trickling"])
+def test_load_corel_gives_up_on_a_slow_host_and_says_where_it_looked(tmp_path, monkeypatch,
+                                                                     behaviour):
+    import time
+
+    monkeypatch.setattr(corel_module, "STALL_SECONDS", 0.5)
+    monkeypatch.setattr(corel_module, "DEADLINE_SECONDS", 1.0)
+    monkeypatch.setenv("GPUMINE_DATA", str(tmp_path / "env"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    url, server = _serve(behaviour)
+    start = time.monotonic()
+    with server, pytest.raises(OSError) as info:
+        load_corel("color", data_home=tmp_path / "home-dir", url=url)
+    assert time.monotonic() - start < 4
+    message = str(info.value)
+    assert "could not download" in message
+    for place in ("home-dir", "env", ".cache/gpumine", "data_home", "$GPUMINE_DATA"):
+        assert place in message, place
+    assert not any((tmp_path / "home-dir").glob("*")), "a partial download was kept"
