@@ -10,7 +10,12 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gpumine import WaveCluster
 from gpumine.datasets import read_arff_points
-from gpumine.exceptions import BackendUnavailable, GpumineError, UnknownStrategy
+from gpumine.exceptions import (
+    BackendUnavailable,
+    GpumineError,
+    InvalidParameterError,
+    UnknownStrategy,
+)
 
 CLUTO = ["cluto-t4-8k", "cluto-t7-10k"]
 OTHERS = ["aggregation", "compound", "jain", "3-spiral", "atom", "chainlink", "hepta"]
@@ -133,6 +138,16 @@ def test_pandas_feature_names_and_clone():
     (np.random.RandomState(0).rand(50, 2), {"levels": 0}, ValueError, "levels"),
     (np.random.RandomState(0).rand(50, 2), {"grid_size": (8, 8, 8)}, ValueError, "3 entries"),
     (np.ones((1, 2)), {}, ValueError, "1 sample"),
+    (np.random.RandomState(0).rand(50, 2), {"threshold": -1}, InvalidParameterError, ">= 0"),
+    (np.random.RandomState(0).rand(50, 2), {"levels": True}, InvalidParameterError, "levels"),
+    (np.random.RandomState(0).rand(50, 2), {"grid_size": 2.5}, InvalidParameterError,
+     "grid_size must be 'auto', an integer"),
+    (np.random.RandomState(0).rand(50, 2), {"levels": 14}, MemoryError,
+     "levels=14 with grid_size='auto'.*use fewer levels"),
+    (np.random.RandomState(0).rand(50, 2), {"bounds": [[np.nan, 0.0], [1.0, 1.0]]},
+     InvalidParameterError, "bounds must be finite; they hold NaN"),
+    (np.random.RandomState(0).rand(50, 2), {"bounds": [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]},
+     InvalidParameterError, r"bounds must have shape \(2, 2\)"),
 ])
 def test_bad_input(data, params, error, match):
     wc = WaveCluster(device="cpu", **params)

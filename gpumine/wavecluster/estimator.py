@@ -123,7 +123,8 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                               before_copy=before_copy).X
 
     def _check_params(self, n_features):
-        if not isinstance(self.levels, numbers.Integral) or self.levels < 1:
+        if (not isinstance(self.levels, numbers.Integral) or isinstance(self.levels, bool)
+                or self.levels < 1):
             raise InvalidParameterError(f"levels must be an integer >= 1, got {self.levels!r}")
         if not isinstance(self.wavelet, str):
             raise InvalidParameterError(f"wavelet must be a strategy name, got {self.wavelet!r}")
@@ -135,10 +136,11 @@ class WaveCluster(ClusterMixin, BaseEstimator):
             raise InvalidParameterError(
                 f"connectivity must be an integer in 1..{n_features} (the number "
                 f"of features), got {self.connectivity!r}")
-        if not (self.threshold == "auto" or (isinstance(self.threshold, numbers.Real)
-                                             and np.isfinite(self.threshold))):
-            raise InvalidParameterError(f"threshold must be 'auto' or a finite number, got "
-                             f"{self.threshold!r}")
+        if not (self.threshold == "auto" or (
+                isinstance(self.threshold, numbers.Real) and not isinstance(self.threshold, bool)
+                and np.isfinite(self.threshold) and self.threshold >= 0)):
+            raise InvalidParameterError(f"threshold must be 'auto' or a finite number >= 0 (a "
+                                        f"density), got {self.threshold!r}")
         if not (self.min_cluster_size == "auto" or (
                 isinstance(self.min_cluster_size, numbers.Real) and self.min_cluster_size >= 0)):
             raise InvalidParameterError("min_cluster_size must be 'auto' or a number >= 0, got "
@@ -152,10 +154,18 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                     f"grid_size must be 'auto', an int or one int per feature, "
                     f"got {self.grid_size!r}")
             shape = engine.auto_grid_shape(total_weight, n_features, self.levels)
-        elif isinstance(self.grid_size, numbers.Integral):
+        elif isinstance(self.grid_size, numbers.Integral) and not isinstance(self.grid_size,
+                                                                            bool):
             shape = (int(self.grid_size),) * n_features
         else:
-            shape = tuple(int(s) for s in self.grid_size)
+            sizes = (list(self.grid_size) if isinstance(self.grid_size, (list, tuple, np.ndarray))
+                     else None)
+            if sizes is None or not all(isinstance(v, numbers.Integral)
+                                        and not isinstance(v, bool) for v in sizes):
+                raise InvalidParameterError(
+                    f"grid_size must be 'auto', an integer >= 2 or one integer per feature, "
+                    f"got {self.grid_size!r}")
+            shape = tuple(int(v) for v in sizes)
             if len(shape) != n_features:
                 raise InvalidParameterError(f"grid_size has {len(shape)} entries for {n_features} "
                                  "features")
@@ -168,6 +178,12 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                 f"grid vanishes; use fewer levels or a finer grid_size")
         needed = engine.required_bytes(shape)
         available = _available_memory()
+        if needed > available and self.grid_size == "auto" and self.levels > 1:
+            raise MemoryError(
+                f"levels={self.levels} with grid_size='auto' asks for a "
+                f"{'x'.join(map(str, shape))} fine grid ({2 ** self.levels} fine cells per coarse "
+                f"cell and axis), about {needed / 2**30:.1f} GiB, more than the "
+                f"{available / 2**30:.1f} GiB available; use fewer levels")
         if needed > available:
             raise MemoryError(
                 f"a {'x'.join(map(str, shape))} grid ({math.prod(shape):,} cells for "
@@ -258,10 +274,12 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     def _bounds(self, X, weight, backend):
         if self.bounds is not None:
             bounds = np.asarray(self.bounds, dtype=np.float64)
-            if bounds.shape != (2, X.shape[1]) or not np.all(np.isfinite(bounds)):
+            if bounds.shape != (2, X.shape[1]):
                 raise InvalidParameterError(
-                    f"bounds must be finite, of shape (2, {X.shape[1]}), got "
-                    f"{bounds.shape}")
+                    f"bounds must have shape (2, {X.shape[1]}) (lower and upper per feature), "
+                    f"got {bounds.shape}")
+            if not np.all(np.isfinite(bounds)):
+                raise InvalidParameterError("bounds must be finite; they hold NaN or infinity")
         else:
             weighted = X if weight is None else X[backend.to_device(weight > 0)]
             bounds = backend.to_host(backend.xp.stack([weighted.min(axis=0),
