@@ -1,5 +1,9 @@
 """gpumine: GPU clustering for Python, scikit-learn compatible.
 
+The estimators and helpers are imported on first use (PEP 562), so that
+``import gpumine`` -- and with it ``gpumine --help`` -- does not pay for
+scikit-learn, SciPy and pandas before they are needed.
+
 Examples
 --------
 >>> import gpumine
@@ -8,23 +12,22 @@ Examples
 3
 """
 
-from importlib import metadata as _metadata
+from importlib import import_module as _import_module
 
-from gpumine.backend import get_backend
 from gpumine.exceptions import (
     BackendUnavailable,
     GpumineError,
     KernelCompileError,
     UnknownStrategy,
 )
-from gpumine.kmeans import GPUKMeans
-from gpumine.registry import list_strategies
-from gpumine.wavecluster import WaveCluster
 
-try:
-    __version__ = _metadata.version("gpumine")
-except _metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+#: Public name -> module that defines it, imported when the name is first used.
+_LAZY = {
+    "GPUKMeans": "gpumine.kmeans",
+    "WaveCluster": "gpumine.wavecluster",
+    "get_backend": "gpumine.backend",
+    "list_strategies": "gpumine.registry",
+}
 
 __all__ = [
     "BackendUnavailable",
@@ -37,3 +40,23 @@ __all__ = [
     "get_backend",
     "list_strategies",
 ]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(_import_module(_LAZY[name]), name)
+    elif name == "__version__":
+        from importlib import metadata
+
+        try:
+            value = metadata.version("gpumine")
+        except metadata.PackageNotFoundError:  # a source tree that was never installed
+            value = "0+unknown"
+    else:
+        raise AttributeError(f"module 'gpumine' has no attribute {name!r}")
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -530,3 +530,17 @@ def test_warnings_are_one_line_in_the_command_line(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "warning: column 'flag' is boolean: cast to float64" in result.stderr
     assert "warnings.warn" not in result.stderr and ".py:" not in result.stderr
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    """`gpumine --help` imports neither scikit-learn, SciPy, pandas nor pyarrow (they cost
+    seconds at start-up); commands import them when they run."""
+    code = ("import sys, gpumine, gpumine.cli.app; "
+            "print(sorted(m for m in ('sklearn', 'scipy', 'pandas', 'pyarrow') "
+            "if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "[]"
+    result = subprocess.run([sys.executable, "-m", "gpumine", "cluster", "--help"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and "--n-clusters" in result.stdout
