@@ -66,7 +66,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
-from gpumine.exceptions import InvalidInputError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.validation import is_device_array
 
 __all__ = ["NULLS", "Columns", "as_columns", "validate_input"]
@@ -258,7 +258,7 @@ def _names(frame) -> list:
 
 def _check_nulls(nulls):
     if nulls not in NULLS:
-        raise ValueError(f"nulls must be one of {NULLS}, got {nulls!r}")
+        raise InvalidParameterError(f"nulls must be one of {NULLS}, got {nulls!r}")
 
 
 def _columnar(frame, backend, dtype, nulls, out=None, allow_empty=False) -> Columns:
@@ -421,9 +421,10 @@ def as_columns(data, *, backend, dtype=_FLOATS, nulls: str = "error", copy: bool
     if frame is not None:
         return _columnar(frame, backend, dtype, nulls, out, allow_empty)
     if out is not None or allow_empty:
-        raise ValueError("out and allow_empty apply to columnar (pandas or Arrow) input only")
+        raise InvalidParameterError(
+            "out and allow_empty apply to columnar (pandas or Arrow) input only")
     if nulls == "drop":
-        raise ValueError("nulls='drop' needs columnar input (pandas or Arrow)")
+        raise InvalidParameterError("nulls='drop' needs columnar input (pandas or Arrow)")
     return _numpy_input(data, backend, dtype, copy)
 
 

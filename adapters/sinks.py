@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from gpumine.adapters.sources import BATCH_ROWS, file_format, iter_batches, read_schema
-from gpumine.exceptions import InvalidInputError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 
 __all__ = [
     "LABEL_OUTPUTS",
@@ -61,7 +61,7 @@ def labels_as(labels, output: str = "numpy", *, name: str = "cluster", index=Non
         others get a missing label (-1 in NumPy, ``<NA>`` in pandas, null in Arrow).
     """
     if output not in LABEL_OUTPUTS:
-        raise ValueError(f"output must be one of {LABEL_OUTPUTS}, got {output!r}")
+        raise InvalidParameterError(f"output must be one of {LABEL_OUTPUTS}, got {output!r}")
     if hasattr(labels, "get") and hasattr(labels, "__cuda_array_interface__"):
         labels = labels.get()
     labels = np.asarray(labels)
@@ -105,17 +105,17 @@ def table_as(values, output: str = "numpy", *, columns=None, index=None):
     ['a', 'b']
     """
     if output not in LABEL_OUTPUTS:
-        raise ValueError(f"output must be one of {LABEL_OUTPUTS}, got {output!r}")
+        raise InvalidParameterError(f"output must be one of {LABEL_OUTPUTS}, got {output!r}")
     if hasattr(values, "get") and hasattr(values, "__cuda_array_interface__"):
         values = values.get()
     values = np.asarray(values)
     if values.ndim != 2:
-        raise ValueError(f"values must be 2-D, got shape {values.shape}")
+        raise InvalidParameterError(f"values must be 2-D, got shape {values.shape}")
     if output == "numpy":
         return values
     names = [str(c) for c in (columns if columns is not None else range(values.shape[1]))]
     if len(names) != values.shape[1]:
-        raise ValueError(f"{len(names)} column names for {values.shape[1]} columns")
+        raise InvalidParameterError(f"{len(names)} column names for {values.shape[1]} columns")
     if output == "arrow":
         import pyarrow as pa
 

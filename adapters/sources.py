@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from gpumine.adapters.columns import Columns, as_columns
-from gpumine.exceptions import DataFormatError, InvalidInputError
+from gpumine.exceptions import DataFormatError, InvalidInputError, InvalidParameterError
 
 __all__ = [
     "BATCH_ROWS",
@@ -417,7 +417,7 @@ def iter_device_batches(path, columns: Sequence[str], *, backend, dtype,
         Batches read ahead (at least 1).
     """
     if max_in_flight < 1:
-        raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        raise InvalidParameterError(f"max_in_flight must be >= 1, got {max_in_flight}")
     ahead: queue.Queue = queue.Queue(maxsize=max_in_flight)
     stop = threading.Event()
     done = object()

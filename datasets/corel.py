@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from gpumine.datasets.minebench import read_minebench_bin
-from gpumine.exceptions import DataFormatError
+from gpumine.exceptions import DataFormatError, InvalidParameterError
 
 __all__ = ["COREL_SUBSETS", "COREL_URL", "load_corel"]
 
@@ -124,7 +124,8 @@ def load_corel(subset="color", data_home=None, download=True, *, url=None):
     (17695, 18)
     """
     if subset not in COREL_SUBSETS:
-        raise ValueError(f"subset must be one of {sorted(COREL_SUBSETS)}, got {subset!r}")
+        raise InvalidParameterError(
+            f"subset must be one of {sorted(COREL_SUBSETS)}, got {subset!r}")
     n_features, sha256 = COREL_SUBSETS[subset]
     filename = f"{subset}17695.bin"
     dirs = _search_dirs(data_home)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumine.exceptions import DataFormatError
+from gpumine.exceptions import DataFormatError, InvalidParameterError
 
 __all__ = ["read_minebench_bin", "write_minebench_bin"]
 
@@ -74,9 +74,9 @@ def write_minebench_bin(path, X) -> None:
     """
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[1] < 1:
-        raise ValueError(f"X must be 2-D with at least one column, got shape {X.shape}")
+        raise InvalidParameterError(f"X must be 2-D with at least one column, got shape {X.shape}")
     if X.shape[0] > np.iinfo(np.int32).max or X.shape[1] > np.iinfo(np.int32).max:
-        raise ValueError(f"shape {X.shape} does not fit the format's int32 header")
+        raise InvalidParameterError(f"shape {X.shape} does not fit the format's int32 header")
     from gpumine.adapters.sinks import atomic_output
 
     with atomic_output(path) as tmp, open(tmp, "wb") as handle:

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import numpy as np
 from sklearn.utils import check_random_state
 
+from gpumine.exceptions import InvalidParameterError
+
 __all__ = ["DEFAULT_SEED", "iter_uniform", "make_shapes", "make_uniform"]
 
 #: MT19937's reference default seed (Matsumoto & Nishimura's ``init_genrand(5489)``).
@@ -62,14 +64,14 @@ def make_uniform(n_samples, n_features, random_state=None, dtype=np.float32):
 def _check_shape(n_samples, n_features) -> int:
     for name, value in (("n_samples", n_samples), ("n_features", n_features)):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            raise InvalidParameterError(f"{name} must be an integer >= 1, got {value!r}")
     return int(n_samples)
 
 
 def _check_dtype(dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        raise InvalidParameterError(f"dtype must be float32 or float64, got {dtype}")
     return dtype
 
 
@@ -102,7 +104,7 @@ def iter_uniform(n_samples, n_features, random_state=None, dtype=np.float32,
     rng = check_random_state(random_state)
     rows_per_block = block_rows or max(1, _BLOCK_VALUES // n_features)
     if not isinstance(rows_per_block, numbers.Integral) or rows_per_block < 1:
-        raise ValueError(f"block_rows must be an integer >= 1, got {block_rows!r}")
+        raise InvalidParameterError(f"block_rows must be an integer >= 1, got {block_rows!r}")
     for start in range(0, n_samples, rows_per_block):
         stop = min(n_samples, start + rows_per_block)
         yield start, rng.random_sample((stop - start, n_features)).astype(dtype, copy=False)
@@ -136,9 +138,9 @@ def make_shapes(n_samples=100_000, noise=0.05, random_state=None):
     ((1000, 2), [-1, 0, 1, 2, 3])
     """
     if not isinstance(n_samples, numbers.Integral) or n_samples < 100:
-        raise ValueError(f"n_samples must be an integer >= 100, got {n_samples!r}")
+        raise InvalidParameterError(f"n_samples must be an integer >= 100, got {n_samples!r}")
     if not 0 <= noise < 1:
-        raise ValueError(f"noise must be in [0, 1), got {noise!r}")
+        raise InvalidParameterError(f"noise must be in [0, 1), got {noise!r}")
     rng = check_random_state(random_state)
     n_noise = round(noise * n_samples)
     per_shape = np.full(4, (n_samples - n_noise) // 4)

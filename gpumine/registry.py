@@ -45,7 +45,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from importlib import metadata
 
-from gpumine.exceptions import IncompatibleStrategy, StrategyLoadError, UnknownStrategy
+from gpumine.exceptions import (
+    IncompatibleStrategy,
+    InvalidParameterError,
+    StrategyLoadError,
+    UnknownStrategy,
+)
 
 __all__ = [
     "BACKENDS",
@@ -107,15 +112,18 @@ class Strategy:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"strategy kind must be one of {KINDS}, got {self.kind!r}")
+            raise InvalidParameterError(f"strategy kind must be one of {KINDS}, got {self.kind!r}")
         if not isinstance(self.name, str) or not self.name or self.name == "auto":
-            raise ValueError(f"strategy name must be a non-empty string other than 'auto', "
-                             f"got {self.name!r}")
+            raise InvalidParameterError(
+                f"strategy name must be a non-empty string other than 'auto', "
+                f"got {self.name!r}")
         if self.backend not in BACKENDS:
-            raise ValueError(f"strategy backend must be one of {BACKENDS}, got {self.backend!r}")
+            raise InvalidParameterError(
+                f"strategy backend must be one of {BACKENDS}, got {self.backend!r}")
         module, _, attribute = self.target.partition(":")
         if not module or not attribute:
-            raise ValueError(f"strategy target must be 'module:attribute', got {self.target!r}")
+            raise InvalidParameterError(
+                f"strategy target must be 'module:attribute', got {self.target!r}")
 
     def runs_on(self, backend_name: str) -> bool:
         """True if the strategy can run on the backend called ``backend_name``."""
@@ -173,7 +181,8 @@ class _Registry:
     def _add(self, table, strategy: Strategy) -> None:
         key = (strategy.kind, strategy.name)
         if key in self._builtin or key in table:
-            raise ValueError(f"strategy {strategy.kind}/{strategy.name!r} is already registered")
+            raise InvalidParameterError(
+                f"strategy {strategy.kind}/{strategy.name!r} is already registered")
         table[key] = strategy
 
     def _discover(self):
@@ -187,8 +196,9 @@ class _Registry:
                 found: dict[tuple[str, str], Strategy] = {}
                 for spec in specs:
                     if (spec.kind, spec.name) in plugins:
-                        raise ValueError(f"{spec.kind}/{spec.name!r} is already registered "
-                                         f"by {plugins[(spec.kind, spec.name)].origin}")
+                        raise InvalidParameterError(
+                            f"{spec.kind}/{spec.name!r} is already registered "
+                            f"by {plugins[(spec.kind, spec.name)].origin}")
                     self._add(found, spec)
             except Exception as exc:
                 broken.append(BrokenPlugin(entry_point.name, dist, f"{type(exc).__name__}: {exc}"))
@@ -236,7 +246,7 @@ def _as_strategies(obj, origin: str) -> list[Strategy]:
             raise TypeError(f"unknown strategy metadata fields {sorted(unknown)}")
         out.append(Strategy(**{**item, "origin": origin}))
     if not out:
-        raise ValueError("the entry point returned no strategies")
+        raise InvalidParameterError("the entry point returned no strategies")
     return out
 
 
@@ -245,7 +255,7 @@ _REGISTRY = _Registry()
 
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
-        raise ValueError(f"unknown strategy kind {kind!r}; kinds are {', '.join(KINDS)}")
+        raise InvalidParameterError(f"unknown strategy kind {kind!r}; kinds are {', '.join(KINDS)}")
 
 
 def list_strategies(kind: str | None = None, backend: str | None = None) -> list[Strategy]:

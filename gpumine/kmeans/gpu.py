@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from gpumine.backend import cupy_module
+from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import (
     device_attribute,
     get_kernel,
@@ -226,9 +227,10 @@ def _chunk(per_cluster_bytes: int, k: int, name: str, d: int) -> tuple[int, int]
     budget = _shared_budget()
     chunk = min(k, budget // per_cluster_bytes)
     if chunk < 1:
-        raise ValueError(f"update={name!r} keeps one cluster's {d} features in shared memory "
-                         f"({per_cluster_bytes} bytes), more than this GPU's {budget}; "
-                         "use update='atomic' or 'gm-cl'")
+        raise InvalidParameterError(
+            f"update={name!r} keeps one cluster's {d} features in shared memory "
+            f"({per_cluster_bytes} bytes), more than this GPU's {budget}; "
+            "use update='atomic' or 'gm-cl'")
     return chunk, chunk * per_cluster_bytes
 
 
@@ -469,7 +471,8 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
         n_local_trials = 2 + int(np.log(n_clusters))
     m = int(n_local_trials)
     if not 1 <= m <= _KPP_TRIALS[-1]:
-        raise ValueError(f"n_local_trials must be in 1..{_KPP_TRIALS[-1]} on the GPU, got {m}")
+        raise InvalidParameterError(
+            f"n_local_trials must be in 1..{_KPP_TRIALS[-1]} on the GPU, got {m}")
     trials = next(t for t in _KPP_TRIALS if t >= m)
     # 1 + (k - 1) m uniforms: RandomState draws doubles in sequence, so one call gives the
     # numbers the CPU strategy draws one centre at a time.

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from gpumine.backend import cupy_module
+from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import device_attribute, get_kernel, instantiation, launch
 from gpumine.wavecluster.labeling import neighbour_offsets
 from gpumine.wavecluster.wavelet import _get
@@ -142,7 +143,7 @@ def label_sliding_window(mask, connectivity):
     cp = cupy_module()
     ndim = mask.ndim
     if ndim > _MAX_DIMS:
-        raise ValueError(f"sliding-window labels grids of up to {_MAX_DIMS} dimensions")
+        raise InvalidParameterError(f"sliding-window labels grids of up to {_MAX_DIMS} dimensions")
     ids = _ids(mask)
     shape = _shape_struct(mask.shape)
     kernel = get_kernel(_SOURCE, "sliding_window")
@@ -172,7 +173,7 @@ def label_union_find_gpu(mask, connectivity):
     """One-pass atomic union-find (label equivalence) over the foreground cells."""
     cp = cupy_module()
     if mask.ndim > _MAX_DIMS:
-        raise ValueError(f"union-find-gpu labels grids of up to {_MAX_DIMS} dimensions")
+        raise InvalidParameterError(f"union-find-gpu labels grids of up to {_MAX_DIMS} dimensions")
     ids = _ids(mask)
     parent = cp.arange(ids.size, dtype=cp.int64)
     offsets = [(0,) * (_MAX_DIMS - mask.ndim) + o

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpumine.exceptions import InvalidParameterError
+
 __all__ = ["BIOR22", "HAAR", "WAVELETS", "Wavelet", "coarse_cells", "coarse_shape", "lowpass"]
 
 
@@ -50,7 +52,8 @@ def _get(wavelet) -> Wavelet:
     try:
         return WAVELETS[wavelet]
     except KeyError:
-        raise ValueError(f"wavelet must be one of {sorted(WAVELETS)}, got {wavelet!r}") from None
+        raise InvalidParameterError(
+            f"wavelet must be one of {sorted(WAVELETS)}, got {wavelet!r}") from None
 
 
 def coarse_shape(shape, wavelet, levels: int) -> tuple:
