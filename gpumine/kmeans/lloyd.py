@@ -44,7 +44,8 @@ with the previous labels on the device), one kernel averages the centres and
 computes the shift and the number of empty clusters, and the host reads back
 those three numbers, 24 bytes, once per iteration (seed 000's rule). Empty
 clusters are relocated (a host-driven step) only in an iteration that has one.
-Nothing of size n crosses to the host during a fit.
+With graph-safe strategies (the defaults) the iteration's launches are one CUDA
+graph, replayed. Nothing of size n crosses to the host during a fit.
 """
 
 from __future__ import annotations
