@@ -53,6 +53,8 @@ _DEFAULT_SHARED = 48 * 1024
 _TILE_SIZES = (1, 2, 4, 8, 16, 32)
 _IRREGULAR_GROUP = 256
 _PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
+#: Points per cluster a block of the privatized atomic update is given, at least.
+ATOMIC_POINTS_PER_CLUSTER = 4
 
 _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
@@ -191,9 +193,10 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     shared = k * (d + 1) * X.dtype.itemsize
     if shared <= _DEFAULT_SHARED:
         # Each block flushes its k (d + 1) partial sums with global atomics: give it at
-        # least 4 k points, so that small problems do not flush more than they add.
+        # least POINTS_PER_CLUSTER * k points, so that small problems do not flush more
+        # than they add.
         blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
-                     max(1, n // (4 * k)))
+                     max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
         launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, X.dtype), blocks, _BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
                 weights), shared_mem=shared)
