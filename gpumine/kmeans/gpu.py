@@ -54,7 +54,7 @@ _TILE_SIZES = (1, 2, 4, 8, 16, 32)
 _IRREGULAR_GROUP = 256
 _PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
 #: Points per cluster a block of the privatized atomic update is given, at least.
-ATOMIC_POINTS_PER_CLUSTER = 4
+ATOMIC_POINTS_PER_CLUSTER = 1
 
 _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
@@ -192,9 +192,10 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     XT, n, d, k = _prepare(X, sums, weights)
     shared = k * (d + 1) * X.dtype.itemsize
     if shared <= _DEFAULT_SHARED:
-        # Each block flushes its k (d + 1) partial sums with global atomics: give it at
-        # least POINTS_PER_CLUSTER * k points, so that small problems do not flush more
-        # than they add.
+        # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
+        # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
+        # small problems (17,695 x 18, k = 128: 21 us at 1 against 32 us at 4 and 83 us
+        # at 16), where a block's own points, not the flush of its k (d + 1) sums, cost.
         blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
                      max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
         launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, X.dtype), blocks, _BLOCK,
