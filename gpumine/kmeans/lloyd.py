@@ -224,21 +224,33 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
         centers = centers_new
         unchanged = (n_changed == 0 if n_changed is not None
                      else bool(xp.array_equal(labels, labels_old)))
-        if unchanged:
-            if verbose:
-                print(f"Converged at iteration {iteration}: strict convergence.")
-            strict_convergence = True
-            break
-        if center_shift_total <= tol:
-            if verbose:
-                print(f"Converged at iteration {iteration}: center shift "
-                      f"{center_shift_total} within tolerance {tol}.")
+        stop, strict_convergence = _converged(iteration, unchanged, center_shift_total, tol,
+                                              verbose)
+        if stop:
             break
         labels_old[:] = labels
     if not strict_convergence:
         assign(X, centers, labels)
     return LloydResult(labels=labels, inertia=inertia(X, sample_weight, centers, labels, xp),
                        centers=centers, n_iter=iteration + 1)
+
+
+def _converged(iteration, unchanged, center_shift_total, tol, verbose) -> tuple[bool, bool]:
+    """The stopping rule, scikit-learn's: (stop, strict) after ``iteration``.
+
+    Strict convergence when no label changed; else stop when the total squared centre
+    shift is within ``tol``. ``verbose`` prints scikit-learn's messages.
+    """
+    if unchanged:
+        if verbose:
+            print(f"Converged at iteration {iteration}: strict convergence.")
+        return True, True
+    if center_shift_total <= tol:
+        if verbose:
+            print(f"Converged at iteration {iteration}: center shift "
+                  f"{center_shift_total} within tolerance {tol}.")
+        return True, False
+    return False, False
 
 
 def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, tol, verbose,
@@ -306,15 +318,9 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             if verbose:
                 print(f"Iteration {iteration}, inertia "
                       f"{inertia(X, sample_weight, centers, labels, xp)}.")
-            if n_changed == 0:
-                if verbose:
-                    print(f"Converged at iteration {iteration}: strict convergence.")
-                strict_convergence = True
-                break
-            if center_shift_total <= tol:
-                if verbose:
-                    print(f"Converged at iteration {iteration}: center shift "
-                          f"{center_shift_total} within tolerance {tol}.")
+            stop, strict_convergence = _converged(iteration, n_changed == 0,
+                                                  center_shift_total, tol, verbose)
+            if stop:
                 break
         if not strict_convergence:
             assign(X, centers_new, labels)
