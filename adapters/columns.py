@@ -355,7 +355,7 @@ def _check_same_device(X, backend):
 
 
 def _check_finite_device(X, backend):
-    # host sync: one boolean, the price of rejecting NaN/inf before the fit starts
+    # sync: one boolean, the price of rejecting NaN/inf before the fit starts
     if not bool(backend.xp.isfinite(X).all()):
         raise InvalidInputError("Input X contains NaN or infinity.")
 
@@ -504,6 +504,7 @@ def _validated(estimator, columns: Columns, *, reset, backend, dtype, before_cop
     if X.dtype not in allowed:
         X = X.astype(allowed[0])
     if backend.is_gpu != is_device_array(X):
+        # sync: not a GPU-path copy -- a batch validated for the other backend is moved once
         X = backend.to_device_columns(X.get() if is_device_array(X) else X)
     return Columns(X, columns.feature_names, columns.kept_rows, columns.host_bytes_copied,
                    columns.device_bytes)

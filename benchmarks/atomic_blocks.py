@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+from gpu_check import device_time  # the script's folder is on sys.path
 
 
 def main() -> int:
@@ -42,13 +44,7 @@ def main() -> int:
             if reference is None:
                 reference = got
             assert np.allclose(got, reference, rtol=1e-5, atol=1e-5)
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(200):
-                update(X, labels, ones, sums, weights)
-            stop.record()
-            stop.synchronize()
-            seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3 / 200
+            seconds = device_time(cp, partial(update, X, labels, ones, sums, weights), 200)
             rows.append({"n": n, "d": d, "k": k, "points_per_cluster": per,
                          "update_device_s": seconds})
             print(n, d, k, per, f"{seconds * 1e6:.1f} us")

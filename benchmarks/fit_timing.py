@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from gpu_check import device_time  # the script's folder is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -180,22 +181,6 @@ def events(cp, fn, repeats=50) -> float:
     return float(np.median(times))
 
 
-def pipelined(cp, fn, repeats=200) -> float:
-    """Seconds per call of ``fn`` issued back to back between two CUDA events.
-
-    The host issues faster than these kernels run, so this is the device time of a
-    call, without the launch gaps a single timed call shows.
-    """
-    fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(repeats):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / 1e3 / repeats
-
-
 def corel_step_breakdown(cp, C, start_centres) -> dict:
     """One Corel-size Lloyd iteration taken apart: each launch, and the readback."""
     from gpumine import registry
@@ -216,7 +201,8 @@ def corel_step_breakdown(cp, C, start_centres) -> dict:
         "finish": lambda: gpu.finish_centers(sums, weights, centers, centers_new, buffers),
     }
     out = {f"{name}_s": events(cp, step) for name, step in steps.items()}
-    out.update({f"{name}_device_s": pipelined(cp, step) for name, step in steps.items()})
+    out.update({f"{name}_device_s": device_time(cp, step, repeats=200)
+                for name, step in steps.items()})
     out["status_readback_s"] = wall(cp, lambda: buffers.read_status(), repeats=50)[0]
     return out
 

@@ -58,7 +58,9 @@ def run_gpu_tests(extra_args) -> dict:
     return result
 
 
-def _time(cp, fn, repeats=10):
+def device_time(cp, fn, repeats=10):
+    """Seconds per call of ``fn``, issued back to back between two CUDA events (after a
+    warm-up call): the device time of a call, without single-call launch gaps."""
     fn()  # warm-up, includes NVRTC compilation
     cp.cuda.get_current_stream().synchronize()
     start, stop = cp.cuda.Event(), cp.cuda.Event()
@@ -89,7 +91,7 @@ def timings(cp) -> dict:
         for strategy in registry.list_strategies("kmeans.update", backend="gpu"):
             step, _ = gpumine_step(backend, X, centers, assign, strategy.load())
             repeats = 2 if strategy.name in ("gm-ct", "sm-ct", "masked-tree") else 5
-            row[strategy.name] = _time(cp, step, repeats)
+            row[strategy.name] = device_time(cp, step, repeats)
             print(f"update {strategy.name:20s} k={k:4d}: {row[strategy.name] * 1e3:9.3f} ms",
                   flush=True)
         result["update_per_iteration_s"][str(k)] = row
@@ -105,10 +107,10 @@ def timings(cp) -> dict:
         X = cp.ascontiguousarray(cp.asarray(host).T).T
         centers = X[:k].copy()
         ours, labels = gpumine_step(backend, X, centers, assign, auto_update)
-        ours_s = _time(cp, ours, 20)
+        ours_s = device_time(cp, ours, 20)
         X_rows = torch.as_tensor(host, device="cuda")
         theirs = torch_step(torch, X_rows, torch.as_tensor(host[:k], device="cuda"))
-        theirs_s = _time(cp, theirs, 20)
+        theirs_s = device_time(cp, theirs, 20)
         reference = fp64_labels(cp, X, centers)
         ours()
         theirs()

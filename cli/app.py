@@ -44,10 +44,14 @@ def _root(debug: Annotated[bool, typer.Option(
 
 
 def _check_kind(kind: str | None) -> str | None:
-    from gpumine.registry import KINDS
+    """An unknown kind is a usage error (exit 2), with the registry's message."""
+    from gpumine.registry import list_strategies
 
-    if kind is not None and kind not in KINDS:
-        raise typer.BadParameter(f"unknown strategy kind {kind!r}; kinds are {', '.join(KINDS)}")
+    if kind is not None:
+        try:
+            list_strategies(kind)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
     return kind
 
 

@@ -44,17 +44,19 @@ class Device(str, Enum):
 
 
 def _check_strategies(given: dict[str, str | None]) -> None:
-    """Unknown strategy names are usage errors (exit 2), found before anything is read."""
-    from gpumine.registry import list_strategies
+    """Unknown strategy names are usage errors (exit 2), found before anything is read.
+
+    The registry's own lookup and message; ``"auto"`` is resolved later, per backend.
+    """
+    from gpumine.registry import get_strategy
 
     for option, (kind, name) in given.items():
-        if name is None:
+        if name is None or name == "auto":
             continue
-        known = sorted({s.name for s in list_strategies(kind)})
-        if name not in known and not (name == "auto" and kind in ("kmeans.assign",
-                                                                  "kmeans.update")):
-            raise typer.BadParameter(f"unknown {kind} strategy {name!r}; known: "
-                                     f"{', '.join(known)}", param_hint=option)
+        try:
+            get_strategy(kind, name)
+        except GpumineError as exc:
+            raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def _names(option: str | None) -> list[str] | None:

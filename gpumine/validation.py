@@ -56,7 +56,7 @@ def _check_device_weight(sample_weight, n_samples, dtype, xp):
     if xp is np:
         return check_sample_weight(sample_weight.get(), n_samples, dtype)
     weight = sample_weight.astype(dtype, copy=False)
-    # One readback of three numbers: all finite? how many negative? the sum.
+    # sync: 24 bytes, once per fit -- all finite? how many negative? the sum.
     finite, negative, total = xp.stack([
         xp.isfinite(weight).all().astype(xp.float64), (weight < 0).sum().astype(xp.float64),
         weight.sum(dtype=xp.float64)]).get().tolist()

@@ -43,6 +43,20 @@ __global__ void minmax_columns(const double* __restrict__ XT,  // IN  (d, n)
 // exactly the CPU's arithmetic (no contraction: explicit round-to-nearest intrinsics).
 // Points outside [lo, hi] get cell -1 and add nothing. With SHARED the block accumulates
 // into a shared-memory copy of the histogram (it fits) and flushes it once.
+// Block-private bins in shared memory (privatized atomics): zeroed before the block adds
+// into them, then flushed into the global bins with one atomic per non-empty bin.
+__device__ __forceinline__ void zero_shared_bins(double* bins, index_t count) {
+    for (index_t t = threadIdx.x; t < count; t += blockDim.x) bins[t] = 0.0;
+    __syncthreads();
+}
+
+__device__ __forceinline__ void flush_shared_bins(const double* bins, double* out,
+                                                  index_t count) {
+    __syncthreads();
+    for (index_t t = threadIdx.x; t < count; t += blockDim.x)
+        if (bins[t] != 0.0) atomicAdd(&out[t], bins[t]);
+}
+
 template <bool SHARED>
 __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d, n)
                                    const double* __restrict__ weight,  // IN  (n), null: all 1
@@ -55,10 +69,7 @@ __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d
                                    double* __restrict__ histogram)     // INOUT (cells), zeroed
 {
     extern __shared__ double s_hist[];
-    if (SHARED) {
-        for (index_t t = threadIdx.x; t < cells; t += blockDim.x) s_hist[t] = 0.0;
-        __syncthreads();
-    }
+    if (SHARED) zero_shared_bins(s_hist, cells);
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
         index_t flat = 0;
@@ -79,11 +90,7 @@ __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d
             else atomicAdd(&histogram[flat], w);
         }
     }
-    if (SHARED) {
-        __syncthreads();
-        for (index_t t = threadIdx.x; t < cells; t += blockDim.x)
-            if (s_hist[t] != 0.0) atomicAdd(&histogram[t], s_hist[t]);
-    }
+    if (SHARED) flush_shared_bins(s_hist, histogram, cells);
 }
 
 // One axis of one low-pass level: out[.., m, ..] = sum_j f[j] * in[.., 2m + 1 - j, ..]
@@ -284,19 +291,12 @@ __global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n
                                   double* __restrict__ out)            // INOUT (bins), zeroed
 {
     extern __shared__ double s_bins[];
-    if (SHARED) {
-        for (index_t t = threadIdx.x; t < bins; t += blockDim.x) s_bins[t] = 0.0;
-        __syncthreads();
-    }
+    if (SHARED) zero_shared_bins(s_bins, bins);
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
         const double w = weight != nullptr ? weight[i] : 1.0;
         if (SHARED) atomicAdd(&s_bins[values[i]], w);
         else atomicAdd(&out[values[i]], w);
     }
-    if (SHARED) {
-        __syncthreads();
-        for (index_t t = threadIdx.x; t < bins; t += blockDim.x)
-            if (s_bins[t] != 0.0) atomicAdd(&out[t], s_bins[t]);
-    }
+    if (SHARED) flush_shared_bins(s_bins, out, bins);
 }

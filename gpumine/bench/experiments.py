@@ -142,12 +142,8 @@ def user_level_fits(backend, host, centers_host, *, estimator=None) -> dict:
     ten forced iterations, on ``backend``); each figure is the median of three fits
     after a warm-up. On the CPU both figures are the same call.
     """
-    from gpumine import GPUKMeans
-
     if estimator is None:
-        def estimator():
-            return GPUKMeans(len(centers_host), init=centers_host,
-                             max_iter=_USER_FIT_ITERATIONS, tol=0.0, device=backend.name)
+        estimator = _forced(backend, centers_host, _USER_FIT_ITERATIONS)
     device = (backend.xp.ascontiguousarray(backend.xp.asarray(host))
               if backend.is_gpu else host)
     out = {}
@@ -406,7 +402,8 @@ def _report_gpu_vs_hybrid(results, measured) -> dict:
 
 
 def _forced(backend, centers_host, iterations):
-    """A ``GPUKMeans`` factory running exactly ``iterations`` Lloyd iterations."""
+    """A ``GPUKMeans`` factory from ``centers_host`` with ``tol = 0``: ``iterations``
+    Lloyd iterations, fewer only if no label changes (strict convergence)."""
     from gpumine import GPUKMeans
 
     return lambda: GPUKMeans(len(centers_host), init=centers_host, max_iter=iterations,

@@ -252,7 +252,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
             assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp)
-        # Distinct labels from the cluster sizes, on the backend: one integer comes back.
+        # Distinct labels from the cluster sizes, on the backend.
+        # sync: one integer, once per fit
         n_distinct = int(xp.count_nonzero(xp.bincount(result.labels, minlength=self.n_clusters)))
         if n_distinct < self.n_clusters:
             warnings.warn(f"Number of distinct clusters ({n_distinct}) found smaller than "
@@ -274,8 +275,10 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
     @staticmethod
     def _output(array, device_input):
         """Results in the input's namespace: CuPy in, CuPy out; anything else, NumPy."""
-        return array if device_input and is_device_array(array) else (
-            array.get() if is_device_array(array) else array)
+        if device_input or not is_device_array(array):
+            return array
+        # sync: host input asks for host results -- the one copy of the result, at the end
+        return get_backend("gpu").to_host(array)
 
     # -- using a fitted model ----------------------------------------------
     def _assign(self, X, backend):

@@ -415,7 +415,7 @@ class LoopBuffers:
     def read_status(self) -> tuple[float, int, int]:
         """The iteration's one readback (24 bytes, into pinned memory): shift, empty, changed.
 
-        A host sync: it waits for the iteration's kernels.
+        A sync (24 bytes): it waits for the iteration's kernels.
         """
         self.status.get(out=self._status_host)
         shift, empty, changed = self._status_host.tolist()
@@ -449,7 +449,7 @@ def inertia(X, sample_weight, centers, labels) -> float:
     centers = cp.ascontiguousarray(centers)
     launch(get_kernel(_STEP, "inertia_partial", X.dtype, centers.dtype, _BLOCK), blocks, _BLOCK,
            (XT, sample_weight, centers, labels, np.int64(n), np.int32(d), partial))
-    return float(partial.sum())  # host sync: the inertia is a Python float
+    return float(partial.sum())  # sync: 8 bytes, the inertia is a Python float
 
 
 def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trials=None):

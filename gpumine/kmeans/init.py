@@ -46,7 +46,7 @@ def choice_without_replacement(weights, size, random_state, xp=np):
     """
     p = weights.astype(xp.float64)
     p /= p.sum()
-    if int(xp.count_nonzero(p > 0)) < size:  # host sync: one integer
+    if int(xp.count_nonzero(p > 0)) < size:  # sync: one integer, once per init
         raise ValueError("Fewer non-zero entries in p than size")
     found = xp.zeros(size, dtype=xp.int64)
     n_uniq = 0
@@ -61,7 +61,7 @@ def choice_without_replacement(weights, size, random_state, xp=np):
         unique_indices.sort()
         new = new[unique_indices]
         found[n_uniq:n_uniq + new.size] = new
-        n_uniq += int(new.size)  # host sync: how many distinct points this round found
+        n_uniq += int(new.size)  # sync: one integer per round (a few rounds per init)
     return found
 
 

@@ -95,8 +95,8 @@ def tolerance(X, tol: float, xp=np) -> float:
     """``tol`` times the mean per-feature variance of X (0 stays 0)."""
     if tol == 0:
         return 0.0
-    if xp is not np:  # one device reduction, one 8-byte readback
-        return float(xp.var(X, axis=0).mean()) * tol
+    if xp is not np:
+        return float(xp.var(X, axis=0).mean()) * tol  # sync: 8 bytes, once per fit
     if X.flags.f_contiguous and not X.flags.c_contiguous:
         # column-major: one feature at a time, so the temporary is one column, not all of X
         return float(np.mean([float(xp.var(X[:, j])) for j in range(X.shape[1])])) * tol
@@ -314,7 +314,7 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                 # Rare: relocation reads the distances on the device, then averaging again.
                 relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
                 gpu.finish_centers(sums, weights, centers, centers_new, buffers, count=False)
-                center_shift_total = float(buffers.status[0])  # host sync: 8 bytes
+                center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
             if verbose:
                 print(f"Iteration {iteration}, inertia "
                       f"{inertia(X, sample_weight, centers, labels, xp)}.")

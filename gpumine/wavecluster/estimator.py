@@ -222,7 +222,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
             weight, total = None, float(n_samples)
         else:
             weight = check_sample_weight(sample_weight, n_samples, np.float64, backend.xp)
-            total = float(weight.sum())  # host sync on the GPU: one number
+            total = float(weight.sum())  # sync: one number, once per fit
         return dict(
             weight=weight, connectivity=connectivity, wavelet=wavelet,
             grid_shape=self._grid_shape(total, n_features, wavelet),

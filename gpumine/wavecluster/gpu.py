@@ -129,7 +129,7 @@ def _compact(roots, mask):
     cells = cp.arange(flat.size, dtype=cp.int64)
     rank = cp.cumsum(flat & (roots == cells), dtype=cp.int64)
     labels = cp.where(flat, rank[cp.where(flat, roots, 0)], 0)
-    return labels.reshape(mask.shape), int(rank[-1])  # host sync: the component count
+    return labels.reshape(mask.shape), int(rank[-1])  # sync: 8 bytes, the component count
 
 
 def label_sliding_window(mask, connectivity):
@@ -246,7 +246,7 @@ def threshold_value(threshold, coarse) -> float:
 
     cp = cupy_module()
     positive = coarse > 0
-    # host sync: two numbers, the occupied cells' total and count
+    # sync: 16 bytes, the occupied cells' total and count
     total, count = cp.stack([cp.where(positive, coarse, 0).sum(),
                              positive.sum().astype(cp.float64)]).get().tolist()
     return AUTO_THRESHOLD_FRACTION * total / count if count else 0.0
@@ -275,13 +275,14 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     point_component = point_components(point_cell, components, wavelet, levels, grid_shape)
     del point_cell
     sizes = weighted_bincount(point_component, sample_weight, n_components + 1)
-    remap_host = cluster_ids(cp.asnumpy(sizes), min_cluster_size)  # n_components + 1 values
+    # sync: the component sizes, 8 bytes per component (the coarse grid's, not the points')
+    remap_host = cluster_ids(cp.asnumpy(sizes), min_cluster_size)
     remap = cp.asarray(remap_host)
     labels = remap[point_component]
     from gpumine.backend import get_backend
 
     return WaveClusterResult(
         labels=labels if device_labels else get_backend("gpu").to_host(labels),
-        grid_labels=cp.asnumpy(remap[components]),
+        grid_labels=cp.asnumpy(remap[components]),  # sync: the coarse grid, kept for predict
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
         threshold=float(threshold), n_clusters=int((remap_host >= 0).sum()))
