@@ -4,8 +4,9 @@
   every estimator: validated, column-major data on the chosen backend plus the
   feature names (:mod:`gpumine.adapters.columns`).
 * :func:`read_table`, :func:`iter_batches`, :func:`read_columns` -- data files
-  (.parquet, .csv, MineBench .bin, .arff) as Arrow record batches, streamed row
-  group by row group, and as device batches (:mod:`gpumine.adapters.sources`).
+  (.parquet, .csv, MineBench .bin, .arff) and directories or globs of Parquet files
+  as Arrow record batches, streamed row group by row group, and as device batches
+  (:mod:`gpumine.adapters.sources`).
 * :func:`labels_as`, :func:`table_as`, :func:`write_labeled`, :func:`write_table`,
   :func:`atomic_output`
   -- results back as NumPy, pandas or Arrow, and written to files that appear
@@ -27,10 +28,13 @@ from gpumine.adapters.sources import (
     FORMATS,
     iter_batches,
     iter_device_batches,
+    parquet_parts,
     read_columns,
     read_schema,
     read_table,
+    row_count,
     select_columns,
+    source_format,
 )
 
 __all__ = [
@@ -45,10 +49,13 @@ __all__ = [
     "iter_batches",
     "iter_device_batches",
     "labels_as",
+    "parquet_parts",
     "read_columns",
     "read_schema",
     "read_table",
+    "row_count",
     "select_columns",
+    "source_format",
     "table_as",
     "validate_input",
     "write_labeled",

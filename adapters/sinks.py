@@ -18,6 +18,7 @@ DataType(int32)
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -25,7 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumine.adapters.sources import BATCH_ROWS, file_format, iter_batches, read_schema
+from gpumine.adapters.sources import (
+    BATCH_ROWS,
+    file_format,
+    is_glob,
+    iter_batches,
+    read_schema,
+    source_format,
+)
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 
 __all__ = [
@@ -134,7 +142,11 @@ def check_output_path(out, *inputs) -> Path:
         raise InvalidInputError(f"{out}: is a directory")
     file_format(out)
     for source in inputs:
-        if source is not None and out.exists() and os.path.samefile(out, source):
+        if source is None:
+            continue
+        if source_format(source) == "dataset":
+            _check_outside_dataset(out, source)
+        elif out.exists() and os.path.samefile(out, source):
             raise InvalidInputError(f"{out}: the output would overwrite the input; choose "
                                     "another path")
     # Written through a temporary file beside it: make sure one can be made, now, before
@@ -147,6 +159,19 @@ def check_output_path(out, *inputs) -> Path:
     os.close(fd)
     os.unlink(probe)
     return out
+
+
+def _check_outside_dataset(out, source) -> None:
+    """An output inside an input directory, or matched by an input glob, is refused:
+    the next run over the same input would read it as data."""
+    target = Path(os.path.abspath(out))
+    if is_glob(source):
+        inside = fnmatch.fnmatch(str(target), os.path.abspath(source))
+    else:
+        inside = target.resolve().is_relative_to(Path(source).resolve())
+    if inside:
+        raise InvalidInputError(f"{out}: the output is part of the input {source}; a later run "
+                                "would read it as data. Write it elsewhere")
 
 
 def check_columns_writable(out, schema) -> None:
@@ -332,7 +357,8 @@ def write_labeled(source, out, labels, *, label_column: str = "cluster",
     Parameters
     ----------
     source : path-like
-        The input data file (any :data:`~gpumine.adapters.FORMATS`).
+        The input data file (any :data:`~gpumine.adapters.FORMATS`), or a directory
+        or glob of Parquet files (:func:`~gpumine.adapters.parquet_parts`).
     out : path-like
         The output file; ``.parquet`` or ``.csv`` (format by suffix).
     labels : ndarray of int, or callable
@@ -357,7 +383,7 @@ def write_labeled(source, out, labels, *, label_column: str = "cluster",
     import pyarrow as pa
 
     schema = read_schema(source)
-    if label_column in schema.names:
+    if label_column in schema.names and not labels_only:
         raise InvalidInputError(f"the input already has a column {label_column!r}; choose "
                                 "another name for the labels")
     if file_format(out) not in ("parquet", "csv"):

@@ -1,7 +1,9 @@
 """Data files as Arrow record batches, streamed, and as validated device data.
 
 Formats (by suffix): ``.parquet``/``.pq`` (the primary one, streamed row group by
-row group with ``ParquetFile(pre_buffer=False).iter_batches``), ``.csv``
+row group with ``ParquetFile(pre_buffer=False).iter_batches``), a directory or a glob
+of Parquet files (read as one table, file after file in path order: see
+:func:`parquet_parts`), ``.csv``
 (streamed with ``pyarrow.csv.open_csv``), MineBench ``.bin`` (memory-mapped,
 columns named ``x0``, ``x1``, ...) and ``.arff`` (numeric attributes as float64,
 nominal ones as strings; read whole, these files are small).
@@ -28,6 +30,8 @@ Examples
 from __future__ import annotations
 
 import functools
+import glob
+import os
 import queue
 import re
 import threading
@@ -43,12 +47,17 @@ __all__ = [
     "BATCH_ROWS",
     "FORMATS",
     "file_format",
+    "is_glob",
+    "is_numeric_field",
     "iter_batches",
     "iter_device_batches",
+    "parquet_parts",
     "read_columns",
     "read_schema",
     "read_table",
+    "row_count",
     "select_columns",
+    "source_format",
 ]
 
 #: Suffixes gpumine reads and writes.
@@ -64,6 +73,91 @@ def file_format(path) -> str:
         raise DataFormatError(f"{path}: unsupported file type {suffix!r} (expected "
                               f"{', '.join(FORMATS)})")
     return {".pq": "parquet"}.get(suffix, suffix[1:])
+
+
+def is_glob(path) -> bool:
+    """Whether ``path`` is a glob pattern (it holds ``*``, ``?`` or ``[``)."""
+    return any(char in str(path) for char in "*?[")
+
+
+def source_format(path) -> str:
+    """The format of an input: ``"dataset"`` for a directory or glob, else :func:`file_format`."""
+    if is_glob(path) or Path(path).is_dir():
+        return "dataset"
+    return file_format(path)
+
+
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _hidden(name: str) -> bool:
+    # pyarrow.dataset's ignore_prefixes: '_SUCCESS', '_metadata', '.crc' files and the like
+    return name.startswith((".", "_"))
+
+
+def parquet_parts(path) -> list[Path]:
+    """The Parquet files of a directory or glob, in the order they are read.
+
+    A directory: every ``.parquet``/``.pq`` file under it, recursively (Hive-style
+    ``key=value`` subdirectories included; the keys are not added as columns),
+    sorted by path. A glob (``data/2026-*.parquet``, ``data/**/*.parquet``): the
+    files it matches, sorted. Names starting with ``.`` or ``_`` are skipped, as
+    pyarrow.dataset skips them (``_SUCCESS``, ``_metadata``, temporary files).
+
+    Raises
+    ------
+    FileNotFoundError
+        No Parquet file there.
+    DataFormatError
+        A glob matches a file that is not Parquet.
+    """
+    if is_glob(path):
+        matches = sorted(Path(m) for m in glob.glob(str(path), recursive=True))
+        parts = [m for m in matches if m.is_file() and not _hidden(m.name)]
+        other = [m for m in parts if m.suffix.lower() not in _PARQUET_SUFFIXES]
+        if other:
+            raise DataFormatError(f"{path}: matches {other[0]}, which is not a Parquet file "
+                                  f"({', '.join(_PARQUET_SUFFIXES)})")
+        if not parts:
+            raise FileNotFoundError(f"{path}: no file matches")
+        return parts
+    root = Path(path)
+    parts = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not _hidden(d))
+        parts.extend(Path(folder) / name for name in sorted(files)
+                     if not _hidden(name) and Path(name).suffix.lower() in _PARQUET_SUFFIXES)
+    if not parts:
+        raise FileNotFoundError(f"{path}: no Parquet files ({', '.join(_PARQUET_SUFFIXES)}) "
+                                "in the directory")
+    return sorted(parts)
+
+
+def _dataset_schema(parts):
+    """The one schema of every part (footers only), or an error naming the first misfit."""
+    return _dataset_schema_cached(tuple((str(p), *_stamp(p)) for p in parts))
+
+
+def _stamp(path) -> tuple[int, int]:
+    stat = _existing(path).stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=32)
+def _dataset_schema_cached(stamped):
+    first = Path(stamped[0][0])
+    schema = _parquet_file(first).schema_arrow
+    for name, *_ in stamped[1:]:
+        other = _parquet_file(name).schema_arrow
+        if not other.equals(schema):
+            raise DataFormatError(f"{name}: its columns ({_describe(other)}) differ from "
+                                  f"those of {first} ({_describe(schema)}); every file of a "
+                                  "data set needs the same columns and types")
+    return schema
+
+
+def _describe(schema) -> str:
+    return ", ".join(f"{f.name} {f.type}" for f in schema)
 
 
 def _existing(path) -> Path:
@@ -121,10 +215,16 @@ def _arff_table(path):
 
 
 def read_schema(path):
-    """The Arrow schema of a data file, reading as little of it as possible."""
+    """The Arrow schema of a data file or data set, reading as little of it as possible.
+
+    Of a directory or glob of Parquet files, the schema they all share (an error
+    names the first file whose columns differ).
+    """
     import pyarrow as pa
 
-    kind = file_format(path)
+    kind = source_format(path)
+    if kind == "dataset":
+        return _dataset_schema(parquet_parts(path))
     path = _existing(path)
     if kind == "parquet":
         return _parquet_file(path).schema_arrow
@@ -183,7 +283,8 @@ def _csv_schema_cached(path, size, mtime_ns):
             raise DataFormatError(f"{path}: not a readable CSV file: {exc}") from exc
 
 
-def _is_numeric(field) -> bool:
+def is_numeric_field(field) -> bool:
+    """Whether an Arrow field is clustered as a number (integers, floats, decimals, booleans)."""
     import pyarrow as pa
 
     kind = field.type
@@ -226,7 +327,7 @@ def select_columns(schema, columns: Sequence[str] | None = None,
         check_known(list(columns), "--columns")
         chosen = [c for c in columns if c not in exclude]
     else:
-        chosen = [f.name for f in schema if _is_numeric(f) and f.name not in exclude]
+        chosen = [f.name for f in schema if is_numeric_field(f) and f.name not in exclude]
     if not chosen:
         raise InvalidInputError("no numeric columns to cluster; the columns are: "
                                 + ", ".join(f"{f.name} ({f.type})" for f in schema))
@@ -240,6 +341,8 @@ def iter_batches(path, columns: Sequence[str] | None = None, *,
     Parameters
     ----------
     path : str or path-like
+        A data file, or a directory or glob of Parquet files (read file after file,
+        in the order of :func:`parquet_parts`).
     columns : sequence of str, optional
         Only these columns (all when None).
     batch_rows : int
@@ -248,9 +351,15 @@ def iter_batches(path, columns: Sequence[str] | None = None, *,
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    kind = file_format(path)
-    path = _existing(path)
+    kind = source_format(path)
     columns = None if columns is None else list(columns)
+    if kind == "dataset":
+        parts = parquet_parts(path)
+        _dataset_schema(parts)  # every part has the same columns, or fail before the first row
+        for part in parts:
+            yield from iter_batches(part, columns, batch_rows=batch_rows)
+        return
+    path = _existing(path)
     if kind == "parquet":
         reader = _parquet_file(path)
         try:
@@ -298,8 +407,13 @@ def read_table(path, columns: Sequence[str] | None = None):
     return pa.Table.from_batches(list(iter_batches(path, columns)), schema=schema)
 
 
-def _row_count(path) -> int | None:
-    kind = file_format(path)
+def row_count(path) -> int | None:
+    """Rows of a Parquet file, data set or .bin file from their metadata; None for CSV/ARFF."""
+    kind = source_format(path)
+    if kind == "dataset":
+        parts = parquet_parts(path)
+        _dataset_schema(parts)
+        return sum(_parquet_file(part).metadata.num_rows for part in parts)
     if kind == "parquet":
         return _parquet_file(path).metadata.num_rows
     if kind == "bin":
@@ -324,13 +438,15 @@ def read_columns(path, columns: Sequence[str] | None = None,
                  batch_rows: int = BATCH_ROWS) -> Columns:
     """Read the feature columns of a data file into one column-major array on ``backend``.
 
-    Parquet and .bin files (whose row count is known up front) are streamed batch
-    by batch into a buffer allocated once, so peak memory is the result plus one
-    batch; CSV and ARFF are read whole first.
+    Parquet files, Parquet data sets (directories, globs) and .bin files (whose row
+    count is known up front) are streamed batch by batch into a buffer allocated
+    once, so peak memory is the result plus one batch; CSV and ARFF are read whole
+    first.
 
     Parameters
     ----------
     path : str or path-like
+        A data file, or a directory or glob of Parquet files.
     columns, exclude : sequence of str, optional
         See :func:`select_columns`.
     backend : gpumine.backend.Backend
@@ -352,7 +468,7 @@ def read_columns(path, columns: Sequence[str] | None = None,
     """
     schema = read_schema(path)
     names = select_columns(schema, columns, exclude)
-    n_rows = _row_count(path)
+    n_rows = row_count(path)
     if n_rows is None:
         table = read_table(path, names)
         if progress:

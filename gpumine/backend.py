@@ -130,6 +130,18 @@ class Backend:
         if self.is_gpu:
             self._cupy.cuda.get_current_stream().synchronize()
 
+    def release_memory(self) -> None:
+        """Hand the memory CuPy's pools keep for reuse back to the driver (a no-op on the CPU).
+
+        Arrays still referenced stay; what the pools hold in reserve, device and
+        pinned host memory, is freed, so another process (the next task on the
+        worker) can use it.
+        """
+        if self.is_gpu:
+            self.synchronize()
+            self._cupy.get_default_memory_pool().free_all_blocks()
+            self._cupy.get_default_pinned_memory_pool().free_all_blocks()
+
 
 _CPU = Backend(name="cpu", xp=np, device_name="cpu")
 

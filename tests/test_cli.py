@@ -28,7 +28,7 @@ def test_demo_summary():
 
     expected = ("gpu", "tiled") if gpu_available() else ("cpu", "numpy")
     assert (summary["device"], summary["assign"]) == expected
-    assert summary["iterations"] >= 1 and summary["inertia"] > 0
+    assert summary["n_iter"] >= 1 and summary["inertia"] > 0
 
 
 @pytest.mark.parametrize("suffix", [".bin", ".parquet", ".csv"])
@@ -51,7 +51,7 @@ def test_cluster_files(tmp_path, suffix):
 def test_cluster_arff(labelled_arff):
     result = runner.invoke(app, ["cluster", str(labelled_arff), "-k", "4"])
     assert result.exit_code == 0, result.output
-    assert "iterations" in result.stdout
+    assert "n iter" in result.stdout
 
 
 @pytest.fixture

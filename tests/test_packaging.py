@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -50,8 +50,7 @@ def test_wheel_has_every_subpackage_and_kernel(wheel_files):
     # no generic top-level names leak out
     tops = {PurePosixPath(n).parts[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"gpumine"}
-    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert entry_points
+    assert any(n.endswith("entry_points.txt") for n in names)
 
 
 def test_installed_package_imports_the_same_names(wheel_files):
@@ -60,8 +59,9 @@ def test_installed_package_imports_the_same_names(wheel_files):
     assert set(packages) >= {"gpumine", "gpumine.adapters", "gpumine.cli", "gpumine.kernels",
                              "gpumine.datasets", "gpumine.kmeans"}
     for package in packages:
-        module = importlib.import_module(package)
-        here = {p.name for p in Path(module.__file__).parent.glob("*.py")}
+        # found, not imported: gpumine.airflow.operators imports Airflow (test_airflow.py)
+        spec = importlib.util.find_spec(package)
+        here = {p.name for p in Path(spec.origin).parent.glob("*.py")}
         in_wheel = {PurePosixPath(n).name for n in wheel_files
                     if str(PurePosixPath(n).parent).replace("/", ".") == package
                     and n.endswith(".py")}
