@@ -23,14 +23,15 @@ app = typer.Typer(
 def run_command(
     experiment: Annotated[str, typer.Argument(
         help="update-vs-k, update-vs-d, corel, gpu-vs-hybrid, gpu-vs-cpu, wavecluster, peers, "
-             "or all.")],
+             "wavecluster-quality, or all.")],
     quick: Annotated[bool, typer.Option(
         "--quick", help="Shrunk sizes: each experiment runs on a CPU in seconds.")] = False,
     out: Annotated[Path, typer.Option(help="Directory for the CSV, JSON and PNG files.")] =
         Path("bench-results"),
     device: Annotated[str, typer.Option(help="auto, cpu or gpu.")] = "auto",
     data_home: Annotated[Path | None, typer.Option(
-        help="Where the Corel files are (for corel and peers).")] = None,
+        help="Where the Corel files are (for corel and peers), and shapes/ with the labelled "
+             "ARFF sets (for wavecluster-quality).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-cell lines.")] = False,
 ):
     """Run an experiment; it resumes from the CSV of an interrupted run with the same sizes."""

@@ -20,7 +20,8 @@ runner = CliRunner()
 PLOTS = {"update-vs-k": ["update-vs-k.png", "update-vs-k-speedup.png"],
          "update-vs-d": ["update-vs-d.png"], "corel": ["corel.png"],
          "gpu-vs-hybrid": ["gpu-vs-hybrid.png"], "gpu-vs-cpu": ["gpu-vs-cpu.png"],
-         "wavecluster": ["wavecluster.png"], "peers": ["peers.png"]}
+         "wavecluster": ["wavecluster.png"], "peers": ["peers.png"],
+         "wavecluster-quality": ["wavecluster-quality.png"]}
 
 
 @pytest.mark.parametrize("experiment", list(EXPERIMENTS))
@@ -42,7 +43,7 @@ def test_quick_experiment_writes_csv_json_and_plots(experiment, tmp_path, monkey
              or r.get("iteration_seconds") or r.get("total_seconds")]
     assert timed and all(float(next(v for k, v in r.items() if k.endswith("seconds") and v))
                          > 0 for r in timed)
-    if experiment != "gpu-vs-cpu":  # itself a whole-fit experiment
+    if experiment not in ("gpu-vs-cpu", "wavecluster-quality"):  # whole fits themselves
         user_level = [r for r in rows if any("fit from host data" in str(v) for v in r.values())]
         assert user_level, "the user-level fit time is missing beside the stages"
     record = json.loads((tmp_path / f"{experiment}.json").read_text())

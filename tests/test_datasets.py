@@ -251,3 +251,21 @@ def test_load_corel_gives_up_on_a_slow_host_and_says_where_it_looked(tmp_path, m
     for place in ("home-dir", "env", ".cache/gpumine", "data_home", "$GPUMINE_DATA"):
         assert place in message, place
     assert not any((tmp_path / "home-dir").glob("*")), "a partial download was kept"
+
+
+def test_shape_sets_are_reproducible_and_labelled_as_named():
+    from gpumine.datasets import SHAPE_SETS, make_shape_sets
+
+    sets = make_shape_sets(scale=0.2, random_state=3)
+    assert tuple(sets) == SHAPE_SETS
+    again = make_shape_sets(scale=0.2, random_state=3)
+    for name, (X, y) in sets.items():
+        assert np.array_equal(X, again[name][0]) and np.array_equal(y, again[name][1])
+        assert X.dtype == np.float64 and y.dtype == np.int64 and len(X) == len(y)
+        assert np.isfinite(X).all() and (y == -1).any()  # every set has noise
+    assert sets["tori-3d"][0].shape[1] == 3
+    assert [sets[f"blobs-noise20-d{d}"][0].shape[1] for d in range(2, 7)] == [2, 3, 4, 5, 6]
+    X, y = sets["blobs-noise20-d4"]
+    assert sorted(set(y.tolist())) == [-1, 0, 1, 2, 3] and (y == -1).mean() == 0.2
+    with pytest.raises(ValueError, match="scale"):
+        make_shape_sets(scale=0)

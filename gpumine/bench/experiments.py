@@ -23,6 +23,9 @@ recorded rows alone), so ``gpumine bench report`` redraws a record on any machin
                    with label agreement and time / floor, and the whole fit
                    (``GPUKMeans.fit`` from host and device data) against
                    scikit-learn's on every core
+``wavecluster-     WaveCluster's defaults against DBSCAN (best eps) and HDBSCAN
+quality``          by adjusted Rand index on labelled shape sets
+                   (:mod:`gpumine.bench.quality`)
 
 Every experiment records, beside its stage times, what users call: ``fit`` from
 device data and from host data (rows ``fit from device data`` / ``fit from host
@@ -45,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from gpumine import registry
+from gpumine.bench.quality import report_quality, wavecluster_quality
 from gpumine.bench.record import Results
 from gpumine.bench.timing import copy_bandwidth, floor_seconds, gemm_rate, measure, summation
 
@@ -859,6 +863,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "gpu-vs-cpu": Experiment(gpu_vs_cpu, _report_gpu_vs_cpu),
     "wavecluster": Experiment(wavecluster, _report_wavecluster),
     "peers": Experiment(peers, _report_peers),
+    "wavecluster-quality": Experiment(wavecluster_quality, report_quality),
 }
 
 
