@@ -194,3 +194,34 @@ def test_compared_with_dbscan_and_hdbscan(shared_datasets, capsys):
             assert ours > max(dbscan, hdbscan), lines[-1]
     with capsys.disabled():
         print("\n" + "\n".join(lines))
+
+
+def test_auto_threshold_removes_a_percolating_background():
+    """4 Gaussian blobs in 20 % uniform noise, 4-d: the noise cells touch one another and
+    join everything at one point per cell; the automatic threshold rises past them."""
+    from gpumine.datasets import make_shape_sets
+
+    X, y = make_shape_sets(random_state=0)["blobs-noise20-d4"]
+    model = WaveCluster(device="cpu").fit(X)
+    assert model.n_clusters_ == 4
+    assert adjusted_rand_score(y, model.labels_) > 0.9
+    at_one_point = WaveCluster(device="cpu", threshold=0.5 * model.threshold_ / 1.5).fit(X)
+    assert at_one_point.n_clusters_ == 1  # what the previous rule gave: one cluster
+
+
+def test_auto_threshold_keeps_every_occupied_cell_without_a_background():
+    """Clean shapes and pure noise keep the one-point level: sparse clusters are not cut,
+    and the clumps of a uniform background are not taken for clusters."""
+    rng = np.random.RandomState(0)
+    noise = rng.uniform(size=(10_000, 3))
+    model = WaveCluster(device="cpu").fit(noise)
+    grid = WaveCluster(device="cpu", threshold=1e-300).fit(noise)
+    assert model.n_clusters_ == grid.n_clusters_ <= 1
+    moons = np.vstack([np.column_stack([np.cos(t), np.sin(t)]) + d
+                       + rng.normal(0, 0.05, (300, 2))
+                       for t, d in ((rng.uniform(0, np.pi, 300), 0),
+                                    (rng.uniform(np.pi, 2 * np.pi, 300), [1, 0.4]))])
+    model = WaveCluster(device="cpu").fit(moons)
+    assert model.n_clusters_ >= 2
+    assert np.array_equal(model.labels_, WaveCluster(device="cpu", threshold=1e-300)
+                          .fit(moons).labels_)

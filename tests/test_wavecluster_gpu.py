@@ -154,3 +154,19 @@ def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
     got = backend_module.get_backend("gpu").to_host(device)
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("name", ["blobs-noise20-d3", "blobs-noise20-d4", "blobs-noise20-d6",
+                                  "spirals"])
+@pytest.mark.parametrize("label", ["sliding-window", "union-find-gpu"])
+def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
+    """The automatic threshold's levels (labelled on the device) choose what the CPU chooses,
+    also where the background percolates and the threshold rises."""
+    from gpumine.datasets import make_shape_sets
+
+    X, _ = make_shape_sets(random_state=0)[name]
+    cpu = WaveCluster(device="cpu").fit(X)
+    gpu = WaveCluster(device="gpu", label=label).fit(X)
+    assert gpu.threshold_ == pytest.approx(cpu.threshold_, rel=1e-12)
+    np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+    np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)

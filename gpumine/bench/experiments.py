@@ -636,7 +636,7 @@ def _wave_cpu_stages(cpu, X, shape) -> dict:
     stages["wavelet"] = measure(lambda: wavelet.lowpass(grid, "haar", 1), cpu,
                                 repeats=3).seconds
     coarse = wavelet.lowpass(grid, "haar", 1)
-    threshold = 40.0 * engine.resolve_threshold("auto", coarse)
+    threshold = 4.0 * engine.mean_occupied_density(coarse)
     stages["threshold"] = measure(lambda: coarse >= threshold, cpu, repeats=3).seconds
     mask = coarse >= threshold
     stages["label"] = measure(lambda: labeling.label_union_find(mask, 2), cpu,
@@ -649,7 +649,7 @@ def _wave_cpu_stages(cpu, X, shape) -> dict:
 
 
 def _wave_gpu_stages(backend, X, shape) -> dict:
-    from gpumine.wavecluster import gpu
+    from gpumine.wavecluster import engine, gpu
 
     cp = backend.xp
     stages = {"transfer": measure(lambda: cp.ascontiguousarray(cp.asarray(X).T), backend,
@@ -663,7 +663,7 @@ def _wave_gpu_stages(backend, X, shape) -> dict:
     coarse = gpu.lowpass(hist, "haar", 1)
     stages["wavelet"] = measure(lambda: gpu.lowpass(hist, "haar", 1), backend,
                                 repeats=3).seconds
-    threshold = 40.0 * gpu.threshold_value("auto", coarse)
+    threshold = 4.0 * engine.mean_occupied_density(coarse, xp=backend.xp)
     mask = coarse >= threshold
     stages["threshold"] = measure(lambda: coarse >= threshold, backend, repeats=3).seconds
     components, _ = gpu.label_union_find_gpu(mask, 2)

@@ -50,8 +50,11 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         low-pass of the original WaveCluster paper. Both equal PyWavelets'
         ``dwtn`` approximation (mode ``"zero"``).
     threshold : "auto" or float, default="auto"
-        Minimum transformed density of a foreground cell. ``"auto"``: a tenth of
-        the mean over the non-empty coarse cells.
+        Minimum transformed density of a foreground cell. ``"auto"``: every
+        occupied coarse cell, unless they join into one significant component (a
+        background of noise that percolates); then the lowest of 2, 3, 4, 6, 8, ...
+        points per cell at which two or more clusters appear and persist one level
+        more (reasoning in :mod:`gpumine.wavecluster.engine`).
     connectivity : int or None, default=None
         1..d as in scikit-image (1: cells sharing a face, d: all 3^d - 1
         neighbours); None means d.

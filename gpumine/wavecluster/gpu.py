@@ -25,7 +25,6 @@ __all__ = [
     "lowpass",
     "point_components",
     "quantize_histogram",
-    "threshold_value",
     "weighted_bincount",
 ]
 
@@ -238,38 +237,28 @@ def _optional(array):
     return np.uint64(0) if array is None else array
 
 
-def threshold_value(threshold, coarse) -> float:
-    """:func:`~gpumine.wavecluster.engine.resolve_threshold` on the device: one readback."""
-    if threshold != "auto":
-        return float(threshold)
-    from gpumine.wavecluster.engine import AUTO_THRESHOLD_FRACTION
-
-    cp = cupy_module()
-    positive = coarse > 0
-    # sync: 16 bytes, the occupied cells' total and count
-    total, count = cp.stack([cp.where(positive, coarse, 0).sum(),
-                             positive.sum().astype(cp.float64)]).get().tolist()
-    return AUTO_THRESHOLD_FRACTION * total / count if count else 0.0
-
-
 def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, threshold,
                     connectivity, min_cluster_size, label, device_labels=False):
     """The engine's pipeline on the device (see :func:`gpumine.wavecluster.engine.fit_wavecluster`).
 
     ``X`` is a device (n, d) view of a column-major buffer; ``sample_weight`` a device
     float64 array or None (every point weighs 1); ``bounds`` a host (2, d) array. What
-    comes back to the host: the threshold, the component count and sizes (a few bytes
-    per component) and the coarse grid's labels; the labels of the points stay on the
+    comes back to the host: the threshold (with ``"auto"``: the grid's mass and one count
+    per level tried), the component count and sizes (a few bytes per component) and the
+    coarse grid's labels; the labels of the points stay on the
     device when ``device_labels`` (CuPy input), else they are copied once at the end.
     """
-    from gpumine.wavecluster.engine import WaveClusterResult, cluster_ids
+    from gpumine.wavecluster.engine import WaveClusterResult, cluster_ids, resolve_threshold
 
     cp = cupy_module()
     XT = X.T if X.T.flags.c_contiguous else cp.ascontiguousarray(X.T)
     point_cell, grid = quantize_histogram(XT, sample_weight, bounds, grid_shape)
     coarse = lowpass(grid, wavelet, levels)
+    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
     del grid
-    threshold = threshold_value(threshold, coarse)
+    threshold = resolve_threshold(threshold, coarse, grid_weight=grid_weight,
+                                  min_cluster_size=min_cluster_size, label=label,
+                                  connectivity=connectivity, xp=cp)
     mask = coarse > threshold if threshold == 0 else coarse >= threshold
     components, n_components = label(mask, connectivity)
     point_component = point_components(point_cell, components, wavelet, levels, grid_shape)
