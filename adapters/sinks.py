@@ -150,14 +150,14 @@ def check_output_path(out, *inputs) -> Path:
             raise InvalidInputError(f"{out}: the output would overwrite the input; choose "
                                     "another path")
     # Written through a temporary file beside it: make sure one can be made, now, before
-    # any work (os.access is no help to root or on read-only mounts).
+    # any work (os.access is no help to root or on read-only mounts). An unnamed file
+    # (O_TMPFILE where the file system has it): a kill at this moment leaves nothing.
     try:
-        fd, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        with tempfile.TemporaryFile(dir=out.parent):
+            pass
     except OSError as exc:
         raise InvalidInputError(f"{out}: cannot write in {out.parent} "
                                 f"({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(probe)
     return out
 
 

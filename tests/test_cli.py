@@ -435,8 +435,16 @@ def test_unwritable_output_directory_is_found_before_the_fit(data_dir, monkeypat
             raise PermissionError(13, "Permission denied")
         return real(*args, dir=dir, **kwargs)
 
+    real_unnamed = tempfile.TemporaryFile
+
+    def unnamed(*args, dir=None, **kwargs):  # the probe (an unnamed file where possible)
+        if dir is not None and Path(dir) == locked:
+            raise PermissionError(13, "Permission denied")
+        return real_unnamed(*args, dir=dir, **kwargs)
+
     fits = []
     monkeypatch.setattr(sinks.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(sinks.tempfile, "TemporaryFile", unnamed)
     monkeypatch.setattr(GPUKMeans, "fit", lambda self, *a, **k: fits.append(1))
     out = locked / "out.parquet"
     result = runner.invoke(app, ["cluster", str(data_dir / "good.parquet"), "--out", str(out)])
