@@ -163,9 +163,12 @@ class GpuMineClusterOperator(BaseOperator):
         from gpumine.jobs import StageTimer, cluster_file
 
         params = self._estimator_params()
-        created = self._make_dirs() if self.create_dirs else []
+        created: list[Path] = []  # output folders this run made, removed again on failure
         self._executing_in = threading.get_ident()
+        device = None
         try:
+            if self.create_dirs:
+                self._make_dirs(created)
             device = self._device()
             summary = cluster_file(
                 str(self.input), algorithm=self.algorithm, params=params,
@@ -188,7 +191,8 @@ class GpuMineClusterOperator(BaseOperator):
             raise AirflowException(f"gpumine: {message}") from None
         finally:
             self._executing_in = None
-            _release_gpu_memory()
+            if device == "gpu":  # a CPU run never touches the GPU, not even to free pools
+                _release_gpu_memory()
         self.log.info("gpumine: %s", _describe(summary))
         return summary
 
@@ -240,9 +244,8 @@ class GpuMineClusterOperator(BaseOperator):
             self.log.info("gpumine: device='auto' and %s=cpu; running on the CPU", ENV_VAR)
         return backend.name
 
-    def _make_dirs(self) -> list[Path]:
-        """Create the missing output directories; returns those created, deepest first."""
-        created: list[Path] = []
+    def _make_dirs(self, created: list[Path]) -> None:
+        """Create the missing output directories, adding each to ``created`` (deepest first)."""
         for target in (self.output_path, self.centers_output):
             if target is None:
                 continue
@@ -254,7 +257,6 @@ class GpuMineClusterOperator(BaseOperator):
             for folder in reversed(missing):
                 folder.mkdir()
                 created.insert(0, folder)
-        return created
 
 
 def _names(value) -> list[str] | None:
@@ -276,10 +278,9 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 def _release_gpu_memory() -> None:
-    from gpumine.backend import get_backend, gpu_available
+    from gpumine.backend import get_backend
 
-    if gpu_available():  # no CuPy or no GPU: nothing was allocated
-        get_backend("gpu").release_memory()
+    get_backend("gpu").release_memory()
 
 
 class _ProgressLog:
