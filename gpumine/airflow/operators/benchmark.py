@@ -9,6 +9,8 @@ from pathlib import Path
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from gpumine.exceptions import InvalidParameterError
+
 __all__ = ["GpuMineBenchmarkOperator"]
 
 
@@ -55,10 +57,11 @@ class GpuMineBenchmarkOperator(BaseOperator):
     def __init__(self, *, device: str = "auto", baseline=None, runs: int = 3, **kwargs):
         super().__init__(**kwargs)
         if device not in ("auto", "cpu", "gpu"):
-            raise ValueError(f"{self.task_id}: device must be one of auto, cpu, gpu, got "
-                             f"{device!r}")
+            raise InvalidParameterError(f"{self.task_id}: device must be one of auto, cpu, "
+                                        f"gpu, got {device!r}")
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-            raise ValueError(f"{self.task_id}: runs must be an integer >= 1, got {runs!r}")
+            raise InvalidParameterError(f"{self.task_id}: runs must be an integer >= 1, got "
+                                        f"{runs!r}")
         self.device = device
         self.baseline = baseline
         self.runs = runs

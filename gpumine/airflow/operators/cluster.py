@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTerminated
 
+from gpumine.exceptions import InvalidParameterError
+
 __all__ = ["GpuMineClusterOperator"]
 
 _ALGORITHMS = ("kmeans", "wavecluster")
@@ -127,19 +129,19 @@ class GpuMineClusterOperator(BaseOperator):
         for name, value, allowed in (("algorithm", algorithm, _ALGORITHMS),
                                      ("device", device, _DEVICES), ("nulls", nulls, _NULLS)):
             if value not in allowed:
-                raise ValueError(f"{self.task_id}: {name} must be one of "
-                                 f"{', '.join(allowed)}, got {value!r}")
+                raise InvalidParameterError(f"{self.task_id}: {name} must be one of "
+                                            f"{', '.join(allowed)}, got {value!r}")
         if n_clusters is not None and algorithm != "kmeans":
-            raise ValueError(f"{self.task_id}: n_clusters is for k-means; WaveCluster finds "
-                             "the number of clusters itself")
+            raise InvalidParameterError(f"{self.task_id}: n_clusters is for k-means; "
+                                        "WaveCluster finds the number of clusters itself")
         if centers_output is not None and algorithm != "kmeans":
-            raise ValueError(f"{self.task_id}: centers_output is for k-means; WaveCluster has "
-                             "no centres")
+            raise InvalidParameterError(f"{self.task_id}: centers_output is for k-means; "
+                                        "WaveCluster has no centres")
         if labels_only and output is None:
-            raise ValueError(f"{self.task_id}: labels_only needs an output")
+            raise InvalidParameterError(f"{self.task_id}: labels_only needs an output")
         if estimator_params is not None and not isinstance(estimator_params, (dict, str)):
-            raise ValueError(f"{self.task_id}: estimator_params must be a dict, got "
-                             f"{type(estimator_params).__name__}")
+            raise InvalidParameterError(f"{self.task_id}: estimator_params must be a dict, got "
+                                        f"{type(estimator_params).__name__}")
         self.input = input
         self.output_path = output
         self.algorithm = algorithm
