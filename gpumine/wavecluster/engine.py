@@ -124,11 +124,13 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     grid = np.bincount(flat, weights=sample_weight[inside],
                        minlength=math.prod(grid_shape)).reshape(grid_shape)
     coarse = lowpass(grid, wavelet, levels)
-    threshold = resolve_threshold(threshold, coarse, grid_weight=float(grid.sum()),
-                                  min_cluster_size=min_cluster_size, label=label,
-                                  connectivity=connectivity)
-    mask = coarse > threshold if threshold == 0 else coarse >= threshold
-    components, n_components = label(mask, connectivity)
+    threshold, labelled = resolve_threshold(threshold, coarse, grid_weight=float(grid.sum()),
+                                            min_cluster_size=min_cluster_size, label=label,
+                                            connectivity=connectivity)
+    if labelled is None:
+        labelled = label(coarse > threshold if threshold == 0 else coarse >= threshold,
+                         connectivity)
+    components, n_components = labelled
     point_cells = coarse_cells(cells, wavelet, levels, grid_shape)
     point_components = np.where(inside, components[tuple(point_cells.T)], 0)
     remap = cluster_ids(np.bincount(point_components, weights=sample_weight,
@@ -140,7 +142,7 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
-                      connectivity, xp=np) -> float:
+                      connectivity, xp=np) -> tuple[float, tuple | None]:
     """``threshold`` as a number; ``"auto"``: the rule of the module docstring.
 
     Parameters
@@ -161,19 +163,25 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
 
     Returns
     -------
-    float
-        The threshold in the coarse grid's units (foreground: ``coarse >= threshold``).
+    threshold : float
+        In the coarse grid's units (foreground: ``coarse >= threshold``, or
+        ``coarse > 0`` when it is 0).
+    labelled : tuple or None
+        ``label``'s ``(components, n_components)`` of that foreground when the rule
+        computed it on the way (the caller need not label it again), else None.
     """
     if threshold != "auto":
-        return float(threshold)
+        return float(threshold), None
     mass = float(coarse.sum())  # sync (GPU): 8 bytes
     if grid_weight <= 0 or mass <= 0:
-        return 0.0
+        return 0.0, None
     unit = mass / grid_weight  # the coarse grid's mass per unit of weight: "one point"
     minimum = max(min_cluster_size, np.finfo(float).tiny) * unit
+    labelled = {}
 
     def significant(points):
-        components, n_components = label(coarse >= (points - 0.5) * unit, connectivity)
+        labelled[points] = label(coarse >= (points - 0.5) * unit, connectivity)
+        components, n_components = labelled[points]
         sizes = xp.bincount(components.ravel(), weights=coarse.ravel(),
                             minlength=n_components + 1)
         return int((sizes[1:] >= minimum).sum())  # sync (GPU): one count
@@ -187,7 +195,10 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             if counts[-2] >= 2 and counts[-1] == counts[-2]:
                 chosen = levels[len(counts) - 1]
                 break
-    return (chosen - 0.5) * unit
+            if counts[-1] == 0:  # nothing significant left: higher levels hold only less
+                break
+            del labelled[levels[len(counts) - 1]]  # keep at most the two last levels
+    return (chosen - 0.5) * unit, labelled[chosen]
 
 
 def mean_occupied_density(coarse, xp=np) -> float:
