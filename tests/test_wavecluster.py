@@ -225,3 +225,15 @@ def test_auto_threshold_keeps_every_occupied_cell_without_a_background():
     assert model.n_clusters_ >= 2
     assert np.array_equal(model.labels_, WaveCluster(device="cpu", threshold=1e-300)
                           .fit(moons).labels_)
+
+
+@pytest.mark.parametrize("name", ["moons", "blobs-noise20-d3", "blobs-noise20-d6", "tori-3d"])
+def test_auto_threshold_fit_equals_a_fit_given_the_threshold_it_chose(name):
+    """The rule hands back the labelling of the level it chose: the same as labelling anew."""
+    from gpumine.datasets import make_shape_sets
+
+    X, _ = make_shape_sets(scale=0.5, random_state=1)[name]
+    auto = WaveCluster(device="cpu").fit(X)
+    given = WaveCluster(device="cpu", threshold=auto.threshold_).fit(X)
+    assert np.array_equal(auto.labels_, given.labels_)
+    assert np.array_equal(auto.grid_labels_, given.grid_labels_)
