@@ -121,19 +121,6 @@ __global__ void lowpass_axis(const double* __restrict__ in,    // IN  grid
     out[t] = acc;
 }
 
-// Threshold (Algorithm 1, last level): foreground cells get their flat index (unique,
-// increasing in raster order), background cells the largest value.
-__global__ void threshold_ids(const double* __restrict__ coarse,  // IN  (cells)
-                              index_t cells, double threshold,     // IN
-                              int strict,                          // IN  1: >, 0: >=
-                              index_t* __restrict__ ids)           // OUT (cells)
-{
-    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= cells) return;
-    const bool fg = strict ? coarse[t] > threshold : coarse[t] >= threshold;
-    ids[t] = fg ? t : 0x7fffffffffffffffLL;
-}
-
 __device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, index_t* c) {
     for (int a = WC_MAX_DIMS - 1; a >= 0; --a) {
         c[a] = flat % extent[a];

@@ -35,8 +35,8 @@ _EMPTY = np.iinfo(np.int64).max
 _SHARED_HISTOGRAM = 48 * 1024
 _STREAM_BLOCKS_PER_SM = 8
 
-for _name in ("minmax_columns", "lowpass_axis", "threshold_ids", "sliding_window", "uf_union",
-              "uf_compress", "point_components"):
+for _name in ("minmax_columns", "lowpass_axis", "sliding_window", "uf_union", "uf_compress",
+              "point_components"):
     instantiation(_SOURCE, _name)
 for _flag in ("true", "false"):
     instantiation(_SOURCE, "quantize_histogram", _flag)
