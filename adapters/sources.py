@@ -146,9 +146,9 @@ def _stamp(path) -> tuple[int, int]:
 @functools.lru_cache(maxsize=32)
 def _dataset_schema_cached(stamped):
     first = Path(stamped[0][0])
-    schema = _parquet_file(first).schema_arrow
+    schema = _parquet_footer(first).schema.to_arrow_schema()
     for name, *_ in stamped[1:]:
-        other = _parquet_file(name).schema_arrow
+        other = _parquet_footer(name).schema.to_arrow_schema()
         if not other.equals(schema):
             raise DataFormatError(f"{name}: its columns ({_describe(other)}) differ from "
                                   f"those of {first} ({_describe(schema)}); every file of a "
@@ -172,11 +172,35 @@ def _existing(path) -> Path:
 
 
 def _parquet_file(path):
+    """An open ``ParquetFile`` (streamed reads), its footer read once per file version."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    metadata = _parquet_footer(path)
+    try:
+        return pq.ParquetFile(path, metadata=metadata, pre_buffer=False, buffer_size=1 << 20)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataFormatError(f"{path}: not a readable Parquet file (truncated or corrupt?): "
+                              f"{exc}") from exc
+
+
+def _parquet_footer(path):
+    """The file's ``FileMetaData``; read from disk once per (path, size, modification time).
+
+    A job reads the schema, the row count and then the rows (twice when it writes the
+    rows back): the footer of each file is parsed once for all of them.
+    """
+    stat = Path(path).stat()
+    return _parquet_footer_cached(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _parquet_footer_cached(path, size, mtime_ns):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+        return pq.read_metadata(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataFormatError(f"{path}: not a readable Parquet file (truncated or corrupt?): "
                               f"{exc}") from exc
@@ -227,7 +251,7 @@ def read_schema(path):
         return _dataset_schema(parquet_parts(path))
     path = _existing(path)
     if kind == "parquet":
-        return _parquet_file(path).schema_arrow
+        return _parquet_footer(path).schema.to_arrow_schema()
     if kind == "bin":
         _, d = _bin_shape(path)
         return pa.schema([(f"x{j}", pa.float32()) for j in range(d)])
@@ -413,9 +437,9 @@ def row_count(path) -> int | None:
     if kind == "dataset":
         parts = parquet_parts(path)
         _dataset_schema(parts)
-        return sum(_parquet_file(part).metadata.num_rows for part in parts)
+        return sum(_parquet_footer(part).num_rows for part in parts)
     if kind == "parquet":
-        return _parquet_file(path).metadata.num_rows
+        return _parquet_footer(path).num_rows
     if kind == "bin":
         return _bin_shape(Path(path))[0]
     return None

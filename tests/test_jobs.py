@@ -165,3 +165,30 @@ def test_command_line_reads_a_directory_and_a_quoted_glob(partitioned, tmp_path)
         summary = json.loads(result.stdout)
         assert summary["rows"] == 1200 and summary["input"] == source
         assert sorted(summary["cluster_sizes"]) == [500, 700]
+
+
+def test_each_parquet_footer_is_read_once_per_job(partitioned, tmp_path, monkeypatch):
+    """Schema, row count, the read and the write-back all use one parse of each footer."""
+    from gpumine.adapters import sources
+
+    root, whole, _ = partitioned
+    sources._parquet_footer_cached.cache_clear()
+    reads = []
+    real = pq.read_metadata
+    monkeypatch.setattr(pq, "read_metadata", lambda path, *a, **k: reads.append(path)
+                        or real(path, *a, **k))
+    cluster_file(whole, params={"n_clusters": 2}, out=tmp_path / "a.parquet", device="cpu",
+                 note=lambda text: None)
+    assert reads == [str(whole)]
+    reads.clear()
+    cluster_file(root, params={"n_clusters": 2}, out=tmp_path / "b.parquet", device="cpu",
+                 note=lambda text: None)
+    assert sorted(reads) == sorted(map(str, parquet_parts(root)))
+
+
+def test_a_rewritten_file_is_read_anew(tmp_path):
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0]}), path)
+    assert read_schema(path).names == ["a"]
+    pq.write_table(pa.table({"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}), path)
+    assert read_schema(path).names == ["a", "b"] and row_count(path) == 3
