@@ -35,6 +35,7 @@ from gpumine.adapters.sources import (
     source_format,
 )
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
+from gpumine.validation import is_device_array
 
 __all__ = [
     "LABEL_OUTPUTS",
@@ -70,7 +71,7 @@ def labels_as(labels, output: str = "numpy", *, name: str = "cluster", index=Non
     """
     if output not in LABEL_OUTPUTS:
         raise InvalidParameterError(f"output must be one of {LABEL_OUTPUTS}, got {output!r}")
-    if hasattr(labels, "get") and hasattr(labels, "__cuda_array_interface__"):
+    if is_device_array(labels):
         labels = labels.get()
     labels = np.asarray(labels)
     valid = None
@@ -114,7 +115,7 @@ def table_as(values, output: str = "numpy", *, columns=None, index=None):
     """
     if output not in LABEL_OUTPUTS:
         raise InvalidParameterError(f"output must be one of {LABEL_OUTPUTS}, got {output!r}")
-    if hasattr(values, "get") and hasattr(values, "__cuda_array_interface__"):
+    if is_device_array(values):
         values = values.get()
     values = np.asarray(values)
     if values.ndim != 2:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from gpumine.exceptions import BackendUnavailable, InvalidParameterError
+from gpumine.validation import is_device_array
 
 __all__ = [
     "DEVICES",
@@ -87,7 +88,7 @@ class Backend:
         """Return ``array`` as an array of this backend (a copy only if needed)."""
         if self.is_gpu:
             return self._cupy.asarray(array, dtype=dtype)
-        if hasattr(array, "__cuda_array_interface__") and hasattr(array, "get"):
+        if is_device_array(array):
             array = array.get()
         return np.asarray(array, dtype=dtype)
 
