@@ -36,3 +36,15 @@ def test_nvcc_compiles(source, tmp_path):
                              str(unit), "-o", str(tmp_path / "out.o")],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_kernel_is_declared_by_a_strategy():
+    """No dead kernels: each __global__ function of kernels/*.cu is launched (declared) by
+    some strategy, so the compile test above builds it."""
+    import re
+
+    kernel = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(")
+    defined = {(path.name, name) for path in kernel_sources() if path.suffix == ".cu"
+               for name in kernel.findall(path.read_text())}
+    declared = {(item.source, item.name) for item in declared_instantiations()}
+    assert defined and defined == declared, (defined - declared, declared - defined)
