@@ -177,7 +177,18 @@ def test_bad_arguments_fail_when_the_dag_is_parsed_and_docstrings_run(airflow):
         except ValueError as exc:
             errors.append(str(exc))
         failed = sum(doctest.testmod(m).failed for m in (cluster, benchmark))
-        print("RESULT " + json.dumps({"errors": errors, "doctest_failed": failed}))
+        # progress of a long stage: one log line per PROGRESS_EVERY_S, not one per batch
+        lines, clock = [], [0.0]
+        class Log:
+            def info(self, *args):
+                lines.append(args[0] % args[1:])
+        cluster.time.monotonic = lambda: clock[0]
+        progress = cluster._ProgressLog(Log())
+        for step in range(1, 101):  # 100 batches over 100 s
+            clock[0] = float(step)
+            progress("read", step * 1000, 100_000)
+        print("RESULT " + json.dumps({"errors": errors, "doctest_failed": failed,
+                                      "progress": lines}))
     ''')
     result = subprocess.run([sys.executable, "-c", script], env=airflow["env"],
                             capture_output=True, text=True, timeout=300)
@@ -185,6 +196,9 @@ def test_bad_arguments_fail_when_the_dag_is_parsed_and_docstrings_run(airflow):
     assert line, result.stdout[-3000:] + result.stderr[-3000:]
     outcome = json.loads(line[-1][len("RESULT "):])
     assert outcome["doctest_failed"] == 0
+    assert outcome["progress"] == ["gpumine: read: 31,000 rows of 100,000",
+                                   "gpumine: read: 61,000 rows of 100,000",
+                                   "gpumine: read: 91,000 rows of 100,000"]
     errors = outcome["errors"]
     assert None not in errors, errors
     assert "algorithm must be one of kmeans, wavecluster, got 'dbscan'" in errors[0]
