@@ -439,7 +439,7 @@ def row_count(path) -> int | None:
         _dataset_schema(parts)
         return sum(_parquet_footer(part).num_rows for part in parts)
     if kind == "parquet":
-        return _parquet_footer(path).num_rows
+        return _parquet_footer(_existing(path)).num_rows
     if kind == "bin":
         return _bin_shape(Path(path))[0]
     return None
