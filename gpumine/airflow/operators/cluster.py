@@ -43,7 +43,8 @@ class GpuMineClusterOperator(BaseOperator):
       one line in the task log saying what is wrong (``AirflowFailException``); an
       I/O error (a file not there yet, a full disk) fails it with retries
       (``AirflowException``).
-    * **The GPU released.** CuPy's memory pools are emptied when the task ends.
+    * **The GPU released.** After a GPU run CuPy's memory pools are emptied, so the
+      next task on the worker gets the memory; a CPU run never opens a CUDA context.
     * **Any worker.** ``device="auto"`` runs on the worker's GPU and falls back to
       the CPU on a worker without one, with a log line saying so.
 
