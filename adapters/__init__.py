@@ -26,6 +26,7 @@ from gpumine.adapters.sinks import (
 )
 from gpumine.adapters.sources import (
     FORMATS,
+    check_numeric,
     iter_batches,
     iter_device_batches,
     parquet_parts,
@@ -45,6 +46,7 @@ __all__ = [
     "as_columns",
     "atomic_output",
     "check_columns_writable",
+    "check_numeric",
     "check_output_path",
     "iter_batches",
     "iter_device_batches",

@@ -46,6 +46,7 @@ from gpumine.exceptions import DataFormatError, InvalidInputError, InvalidParame
 __all__ = [
     "BATCH_ROWS",
     "FORMATS",
+    "check_numeric",
     "file_format",
     "is_glob",
     "is_numeric_field",
@@ -314,6 +315,26 @@ def is_numeric_field(field) -> bool:
     kind = field.type
     return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
             or pa.types.is_boolean(kind))  # booleans and decimals are cast, with a warning
+
+
+def check_numeric(schema, names: Sequence[str]) -> None:
+    """Fail now, from the schema alone, on a named column that is not a number.
+
+    The same rule and message as the conversion (:func:`~gpumine.adapters.as_columns`),
+    before anything is read.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the first such column and its type.
+    """
+    import pyarrow as pa
+
+    for name in names:
+        field = schema.field(name)
+        if not (is_numeric_field(field) or pa.types.is_null(field.type)):
+            raise InvalidInputError(f"column {name!r} has type {field.type}, not a number; "
+                                    "select numeric columns only")
 
 
 def select_columns(schema, columns: Sequence[str] | None = None,

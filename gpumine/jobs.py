@@ -247,14 +247,19 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     if out is not None and centers_out is not None and out.resolve() == centers_out.resolve():
         raise InvalidParameterError("the labelled output and the centres name the same file")
     if source is not None:
-        from gpumine.adapters import check_columns_writable, read_schema, select_columns
+        from gpumine.adapters import (
+            check_columns_writable,
+            check_numeric,
+            read_schema,
+            select_columns,
+        )
 
         schema = read_schema(source)  # a missing or corrupt input fails here
         if out is not None and not labels_only:
             check_columns_writable(out, schema)  # the input rows are written too
         exclude = _announce_columns(schema, columns, exclude, label_column, note)
         names = select_columns(schema, columns, exclude)
-        _check_numeric(schema, names)
+        check_numeric(schema, names)
         if out is not None and not labels_only and label_column in schema.names:
             raise InvalidInputError(f"the input already has a column {label_column!r}; "
                                     "choose another name for the labels")
@@ -305,19 +310,6 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     if centers_out is not None:
         summary["centers_output"] = str(centers_out)
     return _jsonable(summary)
-
-
-def _check_numeric(schema, names) -> None:
-    """A named column that is not a number fails now, before anything is read."""
-    import pyarrow as pa
-
-    from gpumine.adapters.sources import is_numeric_field
-
-    for name in names:
-        field = schema.field(name)
-        if not (is_numeric_field(field) or pa.types.is_null(field.type)):
-            raise InvalidInputError(f"column {name!r} has type {field.type}, not a number; "
-                                    "select numeric columns only")
 
 
 def _stage_scope(stages):

@@ -124,13 +124,9 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     grid = np.bincount(flat, weights=sample_weight[inside],
                        minlength=math.prod(grid_shape)).reshape(grid_shape)
     coarse = lowpass(grid, wavelet, levels)
-    threshold, labelled = resolve_threshold(threshold, coarse, grid_weight=float(grid.sum()),
-                                            min_cluster_size=min_cluster_size, label=label,
-                                            connectivity=connectivity)
-    if labelled is None:
-        labelled = label(coarse > threshold if threshold == 0 else coarse >= threshold,
-                         connectivity)
-    components, n_components = labelled
+    threshold, (components, n_components) = resolve_threshold(
+        threshold, coarse, grid_weight=float(grid.sum()), min_cluster_size=min_cluster_size,
+        label=label, connectivity=connectivity)
     point_cells = coarse_cells(cells, wavelet, levels, grid_shape)
     point_components = np.where(inside, components[tuple(point_cells.T)], 0)
     remap = cluster_ids(np.bincount(point_components, weights=sample_weight,
@@ -142,8 +138,8 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
-                      connectivity, xp=np) -> tuple[float, tuple | None]:
-    """``threshold`` as a number; ``"auto"``: the rule of the module docstring.
+                      connectivity, xp=np) -> tuple[float, tuple]:
+    """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
     ----------
@@ -166,25 +162,29 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     threshold : float
         In the coarse grid's units (foreground: ``coarse >= threshold``, or
         ``coarse > 0`` when it is 0).
-    labelled : tuple or None
-        ``label``'s ``(components, n_components)`` of that foreground when the rule
-        computed it on the way (the caller need not label it again), else None.
+    labelled : tuple
+        ``label``'s ``(components, n_components)`` of that foreground (the rule's own
+        labelling of the level it chose, not done twice).
     """
+
+    def foreground(value):
+        return label(coarse > value if value == 0 else coarse >= value, connectivity)
+
     if threshold != "auto":
-        return float(threshold), None
-    mass = float(coarse.sum())  # sync (GPU): 8 bytes
+        return float(threshold), foreground(float(threshold))
+    mass = float(coarse.sum())  # sync: 8 bytes on the GPU, once per fit
     if grid_weight <= 0 or mass <= 0:
-        return 0.0, None
+        return 0.0, foreground(0.0)
     unit = mass / grid_weight  # the coarse grid's mass per unit of weight: "one point"
     minimum = max(min_cluster_size, np.finfo(float).tiny) * unit
     labelled = {}
 
     def significant(points):
-        labelled[points] = label(coarse >= (points - 0.5) * unit, connectivity)
+        labelled[points] = foreground((points - 0.5) * unit)
         components, n_components = labelled[points]
         sizes = xp.bincount(components.ravel(), weights=coarse.ravel(),
                             minlength=n_components + 1)
-        return int((sizes[1:] >= minimum).sum())  # sync (GPU): one count
+        return int((sizes[1:] >= minimum).sum())  # sync: one count per level tried
 
     levels = AUTO_THRESHOLD_LEVELS
     chosen = levels[0]
@@ -204,8 +204,9 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
 def mean_occupied_density(coarse, xp=np) -> float:
     """Mean transformed density of the non-empty coarse cells (the benchmarks' scale)."""
     occupied = coarse > 0
-    count = int(occupied.sum())  # sync (GPU): one count
-    return float(xp.where(occupied, coarse, 0).sum()) / count if count else 0.0
+    count = int(occupied.sum())  # sync: one count (benchmarks only)
+    total = float(xp.where(occupied, coarse, 0).sum())  # sync: 8 bytes (benchmarks only)
+    return total / count if count else 0.0
 
 
 def cluster_ids(sizes, min_cluster_size):

@@ -256,13 +256,9 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     coarse = lowpass(grid, wavelet, levels)
     grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
     del grid
-    threshold, labelled = resolve_threshold(threshold, coarse, grid_weight=grid_weight,
-                                            min_cluster_size=min_cluster_size, label=label,
-                                            connectivity=connectivity, xp=cp)
-    if labelled is None:
-        labelled = label(coarse > threshold if threshold == 0 else coarse >= threshold,
-                         connectivity)
-    components, n_components = labelled
+    threshold, (components, n_components) = resolve_threshold(
+        threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
+        label=label, connectivity=connectivity, xp=cp)
     point_component = point_components(point_cell, components, wavelet, levels, grid_shape)
     del point_cell
     sizes = weighted_bincount(point_component, sample_weight, n_components + 1)
