@@ -123,3 +123,74 @@ inertia_partial(const T* __restrict__ XT,             // IN  (d, n)
     }
     if (threadIdx.x == 0) partial[blockIdx.x] = shared_sum[0];
 }
+
+// Squared distance of each point to the centre of its cluster, in the data's precision: what
+// empty clusters are relocated by (the farthest points, scikit-learn's rule).
+template <typename T>
+__global__ void point_distances(const T* __restrict__ XT,       // IN  (d, n)
+                                const T* __restrict__ centers,  // IN  (k, d)
+                                const int* __restrict__ labels, // IN  (n)
+                                index_t n, int d,               // IN
+                                T* __restrict__ distances)      // OUT (n)
+{
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * blockDim.x) {
+        const T* center = centers + (index_t)labels[i] * d;
+        T distance = 0;
+        for (int j = 0; j < d; ++j) {
+            const T diff = XT[(index_t)j * n + i] - center[j];
+            distance += diff * diff;
+        }
+        distances[i] = distance;
+    }
+}
+
+// Empty-cluster relocation on the device, one warp: the same steps, in the same order, as
+// the host's lloyd.relocate_empty_clusters. The empty clusters are listed first (ascending,
+// before anything moves, so a cluster emptied by a move is not relocated in this pass); the
+// r-th of them takes the point far[r] (farthest first): its weighted coordinates leave its
+// old cluster's sums and become the new cluster's. Nothing moves when every point lies on its
+// centre (*largest == 0). Products are in the data's precision, as on the host.
+template <typename T>
+__global__ void relocate_empty(const T* __restrict__ XT,             // IN  (d, n)
+                               const T* __restrict__ sample_weight,  // IN  (n)
+                               const int* __restrict__ labels,       // IN  (n)
+                               index_t n, int d, int k,              // IN
+                               const long long* __restrict__ far,    // IN  (n_empty)
+                               int n_empty,                          // IN
+                               const T* __restrict__ largest,        // IN  (1) max distance
+                               int* __restrict__ empty_ids,          // SCRATCH (n_empty)
+                               double* __restrict__ sums,            // INOUT (k, d)
+                               double* __restrict__ weights)         // INOUT (k)
+{
+    const int lane = threadIdx.x;
+    if (*largest == (T)0) return;
+    int listed = 0;
+    for (int base = 0; base < k && listed < n_empty; base += 32) {
+        const int c = base + lane;
+        unsigned empty = __ballot_sync(0xffffffffu, c < k && !(weights[c] > 0.0));
+        while (empty && listed < n_empty) {
+            if (lane == 0) empty_ids[listed] = base + __ffs(empty) - 1;
+            empty &= empty - 1;
+            ++listed;
+        }
+    }
+    __syncwarp();
+    for (int r = 0; r < listed; ++r) {
+        const index_t point = (index_t)far[r];
+        const int new_cluster = empty_ids[r];
+        const int old_cluster = labels[point];
+        const T weight = sample_weight[point];
+        for (int j = lane; j < d; j += 32) {
+            const double moved = (double)(XT[(index_t)j * n + point] * weight);
+            sums[(index_t)old_cluster * d + j] -= moved;
+            sums[(index_t)new_cluster * d + j] = moved;
+        }
+        __syncwarp();
+        if (lane == 0) {
+            weights[new_cluster] = (double)weight;
+            weights[old_cluster] -= (double)weight;
+        }
+        __syncwarp();
+    }
+}

@@ -236,3 +236,54 @@ def test_empty_cluster_relocation_on_the_device(rng):
     assert gpu.n_iter_ == cpu.n_iter_
     _assert_labels_differ_only_at_near_ties(X, gpu.labels_, cpu.labels_, gpu.cluster_centers_)
     assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["one", "several", "zero_weight", "all_on_centres"])
+def test_device_relocation_equals_the_host_one(cp, rng, dtype, case):
+    """gpu.relocate_empty_clusters against lloyd.relocate_empty_clusters on NumPy copies."""
+    from gpumine.kmeans import gpu, lloyd
+
+    n, d, k = 3001, 5, 9  # n not a multiple of a block
+    X = (rng.normal(size=(n, d)) + 1000.0).astype(dtype)  # far from the origin
+    weight = rng.uniform(0.5, 2.0, n).astype(dtype)
+    labels = rng.randint(0, k, n).astype(np.int32)
+    empty = {"one": [4], "several": [0, 4, 8], "zero_weight": [2, 7],
+             "all_on_centres": [1, 3]}[case]
+    labels[np.isin(labels, empty)] = 5
+    centers = (rng.normal(size=(k, d)) + 1000.0).astype(dtype)
+    if case == "zero_weight":  # cluster 7 has points, but no weight: it counts as empty
+        labels[:10] = 7
+        weight[labels == 7] = 0
+    if case == "all_on_centres":
+        X = centers[labels]
+    sums = np.zeros((k, d))
+    np.add.at(sums, labels, (X * weight[:, None]).astype(np.float64))
+    weights = np.bincount(labels, weights=weight.astype(np.float64), minlength=k)
+    n_empty = int((weights == 0).sum())
+    assert n_empty == len(empty)
+    host_sums, host_weights = sums.copy(), weights.copy()
+    lloyd.relocate_empty_clusters(X, weight, centers, host_sums, host_weights, labels)
+    device_sums, device_weights = cp.asarray(sums), cp.asarray(weights)
+    gpu.relocate_empty_clusters(_device_columns(cp, X), cp.asarray(weight), cp.asarray(centers),
+                                device_sums, device_weights, cp.asarray(labels), n_empty)
+    device_sums, device_weights = device_sums.get(), device_weights.get()
+    if case == "all_on_centres":  # every distance is 0: nothing moves
+        np.testing.assert_array_equal(device_sums, sums)
+        np.testing.assert_array_equal(device_weights, weights)
+        return
+    assert (device_weights[empty] > 0).all()
+    if n_empty == 1:  # one empty cluster: the farthest point, bit for bit as on the host
+        np.testing.assert_array_equal(device_sums, host_sums)
+        np.testing.assert_array_equal(device_weights, host_weights)
+        return
+    # Several: the same farthest points move (argpartition may list them in another order
+    # on the device), each into one empty cluster, and the rest is as on the host.
+    def moved(s, w):
+        return sorted(map(tuple, (s[empty] / w[empty, None]).round(6)))
+
+    assert moved(device_sums, device_weights) == moved(host_sums, host_weights)
+    untouched = [c for c in range(k) if c not in empty]
+    np.testing.assert_allclose(device_sums[untouched].sum(0), host_sums[untouched].sum(0),
+                               rtol=1e-12)
+    np.testing.assert_allclose(device_weights.sum(), host_weights.sum(), rtol=1e-12)

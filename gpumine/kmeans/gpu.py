@@ -34,6 +34,7 @@ __all__ = [
     "hybrid",
     "inertia",
     "kmeans_plusplus",
+    "relocate_empty_clusters",
     "update_atomic",
     "update_gm_cl",
     "update_gm_ct",
@@ -82,6 +83,8 @@ for _t in ("float", "double"):
     instantiation(_UPDATE, "irregular_partial", _t, _IRREGULAR_GROUP, 8)
     instantiation(_STEP, "finish_centers", _t, _FINISH_BLOCK)
     instantiation(_STEP, "inertia_partial", _t, _t, _BLOCK)
+    instantiation(_STEP, "point_distances", _t)
+    instantiation(_STEP, "relocate_empty", _t)
     for _mt in _KPP_TRIALS:
         for _dmax in (*_REGISTER_DIMS, 0) if _mt < _KPP_TRIALS[-1] else (0,):
             instantiation(_INIT, "kmeans_plusplus", _t, _KPP_BLOCK, _mt, _dmax)
@@ -434,6 +437,34 @@ def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=Tr
     launch(kernel, 1, _FINISH_BLOCK,
            (sums, weights, centers_old, np.int32(k), np.int32(d), centers_new,
             buffers.changed if count else _null(), buffers.status))
+
+
+def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels,
+                            n_empty: int) -> None:
+    """:func:`gpumine.kmeans.lloyd.relocate_empty_clusters` on the device, without a host sync.
+
+    ``n_empty`` is the empty count of the iteration's status readback. The distances
+    to the current centres are one kernel, the farthest points an ``argmax`` (one
+    empty cluster, the common case) or ``argpartition``, and the moves one single-warp
+    kernel that lists the empty clusters and moves the points in the host's order.
+    ``sums`` and ``weights`` (INOUT) are the M-step's buffers before averaging.
+    """
+    cp = cupy_module()
+    XT = _columns(X)
+    n, d = X.shape
+    k = weights.shape[0]
+    centers_old = cp.ascontiguousarray(centers_old, dtype=X.dtype)
+    distances = cp.empty(n, dtype=X.dtype)
+    launch(get_kernel(_STEP, "point_distances", X.dtype), min(_blocks(n), 4096), _BLOCK,
+           (XT, centers_old, labels, np.int64(n), np.int32(d), distances))
+    if n_empty == 1:
+        far = cp.argmax(distances).reshape(1)
+    else:  # scikit-learn's expression: the n_empty largest, from the last one back
+        far = cp.ascontiguousarray(cp.argpartition(distances, -n_empty)[:-n_empty - 1:-1])
+    launch(get_kernel(_STEP, "relocate_empty", X.dtype), 1, 32,
+           (XT, sample_weight, labels, np.int64(n), np.int32(d), np.int32(k),
+            far.astype(cp.int64, copy=False), np.int32(n_empty), distances.max(),
+            cp.empty(n_empty, dtype=cp.int32), sums, weights))
 
 
 def inertia(X, sample_weight, centers, labels) -> float:

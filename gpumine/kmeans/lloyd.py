@@ -311,8 +311,9 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             # The iteration's one readback: shift, empty clusters, labels changed (24 bytes).
             center_shift_total, n_empty, n_changed = buffers.read_status()
             if n_empty:
-                # Rare: relocation reads the distances on the device, then averaging again.
-                relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
+                # Rare: relocation on the device (no sync), then averaging again.
+                gpu.relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels,
+                                            n_empty)
                 gpu.finish_centers(sums, weights, centers, centers_new, buffers, count=False)
                 center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
             if verbose:
