@@ -109,12 +109,14 @@ BUILTIN_STRATEGIES = (
         target="gpumine.wavecluster.gpu:label_sliding_window", paper="003 Algorithm 2",
         description="multi-pass 2^d sliding windows (steady, right, down, ...), minimum id "
                     "propagation until no change",
+        max_dims=4,
     ),
     Strategy(
         kind="wavecluster.label", name="union-find-gpu", backend="gpu",
         target="gpumine.wavecluster.gpu:label_union_find_gpu",
         description="one-pass atomic union-find: CAS hooking of the larger root, then "
                     "path compression",
+        max_dims=8,
     ),
     Strategy(
         kind="wavecluster.wavelet", name="haar", backend="any",

@@ -100,6 +100,9 @@ class Strategy:
         Seed paper and section it implements, e.g. ``"004 §5.1"``.
     origin : str
         ``"gpumine"`` for built-ins, else the plugin's distribution and entry point.
+    max_dims : int or None
+        The most dimensions (features, grid axes) it handles; None: any. Estimators
+        check it before any work.
     """
 
     kind: str
@@ -109,6 +112,7 @@ class Strategy:
     description: str = ""
     paper: str | None = None
     origin: str = BUILTIN_ORIGIN
+    max_dims: int | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:

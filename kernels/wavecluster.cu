@@ -1,8 +1,8 @@
-// WaveCluster kernels (seed paper 003). Grids are row-major with up to 4 axes; shapes are
-// passed as device arrays of 4 extents padded with 1s at the front. X is column-major: XT[j * n + i].
+// WaveCluster kernels (seed paper 003). Grids are row-major with up to 8 axes (the sliding
+// window: 4); shapes are passed as device arrays of 8 extents padded with 1s at the front. X is column-major: XT[j * n + i].
 #include "common.cuh"
 
-#define WC_MAX_DIMS 4
+#define WC_MAX_DIMS 8
 
 
 // Fused min/max: one pass over X computes every feature's bounds. Each block reduces its
@@ -123,6 +123,10 @@ __global__ void lowpass_axis(const double* __restrict__ in,    // IN  grid
 
 __device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, index_t* c) {
     for (int a = WC_MAX_DIMS - 1; a >= 0; --a) {
+        if (extent[a] == 1) {  // a padding axis: no 64-bit division
+            c[a] = 0;
+            continue;
+        }
         c[a] = flat % extent[a];
         flat /= extent[a];
     }
@@ -135,12 +139,12 @@ __device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, i
 // they are neighbours when they differ on <= connectivity axes). `changed` is set if any
 // id decreased. Windows of one launch are disjoint, so there are no races.
 __global__ void sliding_window(index_t* __restrict__ ids,   // INOUT (cells)
-                               const index_t* __restrict__ shape,        // IN  (4)
+                               const index_t* __restrict__ shape,        // IN  (8)
                                int ndim,                    // IN  D <= 4 (trailing axes)
                                int shift_mask,              // IN  bit a: shift axis a by one
                                int connectivity,            // IN
                                index_t windows,             // IN  number of windows
-                               const index_t* __restrict__ window_grid,  // IN  (4) windows/axis
+                               const index_t* __restrict__ window_grid,  // IN  (8) windows/axis
                                int* __restrict__ changed)   // OUT flag
 {
     const index_t w = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -199,8 +203,8 @@ __device__ __forceinline__ index_t uf_find(const index_t* parent, index_t x) {
 
 __global__ void uf_union(const index_t* __restrict__ ids,  // IN  (cells) fg: own index
                          index_t* parent,                  // INOUT (cells)
-                         const index_t* __restrict__ shape,  // IN  (4)
-                         const int* __restrict__ offsets,  // IN  (n_offsets, 4)
+                         const index_t* __restrict__ shape,  // IN  (8)
+                         const int* __restrict__ offsets,  // IN  (n_offsets, 8)
                          int n_offsets,                    // IN
                          index_t cells)                    // IN
 {
@@ -270,7 +274,9 @@ __global__ void point_components(const index_t* __restrict__ point_cell,  // IN 
 
 // Weighted histogram of small non-negative integers (component sizes): per-block shared
 // bins when `bins` doubles fit (SHARED), flushed with one atomic per non-empty bin, so a few
-// heavily used bins do not serialize global atomics; otherwise global atomics.
+// heavily used bins do not serialize global atomics; otherwise global atomics. Value 0 (the
+// background, or outside the grid) is not counted: its bin stays 0. It is most of the values
+// and, with global atomics, all of them would serialize on that one bin.
 template <bool SHARED>
 __global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n) in [0, bins)
                                   const double* __restrict__ weight,   // IN  (n), null: all 1
@@ -281,9 +287,11 @@ __global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n
     if (SHARED) zero_shared_bins(s_bins, bins);
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
+        const index_t v = values[i];
+        if (v == 0) continue;
         const double w = weight != nullptr ? weight[i] : 1.0;
-        if (SHARED) atomicAdd(&s_bins[values[i]], w);
-        else atomicAdd(&out[values[i]], w);
+        if (SHARED) atomicAdd(&s_bins[v], w);
+        else atomicAdd(&out[v], w);
     }
     if (SHARED) flush_shared_bins(s_bins, out, bins);
 }

@@ -8,6 +8,7 @@ from scipy import ndimage
 
 from gpumine import WaveCluster, registry
 from gpumine.datasets import read_arff_points
+from gpumine.exceptions import InvalidParameterError
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import lowpass
 
@@ -71,6 +72,38 @@ def test_gpu_labelling_matches_scipy(cp, name, rng, snake):
             assert n_got == n_expected, (mask.shape, connectivity)
             # numbered in raster order of the first cell, like scipy: equal arrays
             np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("shape", [(5, 4, 6, 3, 5), (3, 4, 3, 5, 3, 4), (3, 2, 3, 3, 2, 3, 2, 3)])
+def test_union_find_gpu_labels_up_to_eight_dimensions(cp, shape, rng):
+    label = registry.load_strategy("wavecluster.label", "union-find-gpu")
+    for p in (0.15, 0.4):
+        mask = rng.random_sample(shape) < p
+        for connectivity in (1, 2, mask.ndim):
+            got, n_got = label(cp.asarray(mask), connectivity)
+            expected, n_expected = ndimage.label(
+                mask, structure=ndimage.generate_binary_structure(mask.ndim, connectivity))
+            assert n_got == n_expected, (shape, p, connectivity)
+            np.testing.assert_array_equal(cp.asnumpy(got), expected)
+    with pytest.raises(InvalidParameterError, match="up to 8 dimensions, got 9"):
+        label(cp.zeros((2,) * 9, dtype=bool), 1)
+
+
+def test_weighted_bincount_leaves_the_background_bin_zero(cp, rng):
+    from gpumine.wavecluster import gpu
+
+    for bins in (7, 100_000):  # shared-memory bins, then global atomics
+        values = rng.randint(0, bins, 300_001).astype(np.int64)
+        values[rng.random_sample(values.size) < 0.7] = 0  # mostly background
+        weight = rng.uniform(0, 2, values.size)
+        expected = np.bincount(values, weights=weight, minlength=bins)
+        expected[0] = 0
+        for w in (weight, None):
+            got = gpu.weighted_bincount(cp.asarray(values), None if w is None else cp.asarray(w),
+                                        bins).get()
+            want = expected if w is not None else np.bincount(values, minlength=bins) * (
+                np.arange(bins) > 0)
+            np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", SHAPES)
@@ -165,6 +198,10 @@ def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     from gpumine.datasets import make_shape_sets
 
     X, _ = make_shape_sets(random_state=0)[name]
+    if label == "sliding-window" and X.shape[1] > 4:  # its windows: 2^d cells in registers
+        with pytest.raises(InvalidParameterError, match="up to 4 dimensions.*6 features"):
+            WaveCluster(device="gpu", label=label).fit(X)
+        return
     cpu = WaveCluster(device="cpu").fit(X)
     gpu = WaveCluster(device="gpu", label=label).fit(X)
     assert gpu.threshold_ == pytest.approx(cpu.threshold_, rel=1e-12)

@@ -138,7 +138,7 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
-                      connectivity, xp=np) -> tuple[float, tuple]:
+                      connectivity, xp=np, weigh=None) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -156,6 +156,11 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     connectivity : int
     xp : module
         ``numpy`` or ``cupy``. On the GPU each level tried reads back one count.
+    weigh : callable, optional
+        ``weigh(values, weights, bins)``: the weight of each component, as
+        ``xp.bincount(values, weights=weights, minlength=bins)`` (the default) gives
+        it; bin 0, the background, is not read. The GPU passes its block-private
+        :func:`gpumine.wavecluster.gpu.weighted_bincount`.
 
     Returns
     -------
@@ -172,6 +177,10 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
 
     if threshold != "auto":
         return float(threshold), foreground(float(threshold))
+    if weigh is None:
+        def weigh(values, weights, bins):
+            return xp.bincount(values, weights=weights, minlength=bins)
+
     mass = float(coarse.sum())  # sync: 8 bytes on the GPU, once per fit
     if grid_weight <= 0 or mass <= 0:
         return 0.0, foreground(0.0)
@@ -182,8 +191,7 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     def significant(points):
         labelled[points] = foreground((points - 0.5) * unit)
         components, n_components = labelled[points]
-        sizes = xp.bincount(components.ravel(), weights=coarse.ravel(),
-                            minlength=n_components + 1)
+        sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
         return int((sizes[1:] >= minimum).sum())  # sync: one count per level tried
 
     levels = AUTO_THRESHOLD_LEVELS

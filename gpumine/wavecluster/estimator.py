@@ -226,13 +226,19 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         else:
             weight = check_sample_weight(sample_weight, n_samples, np.float64, backend.xp)
             total = float(weight.sum())  # sync: one number, once per fit
+        label = registry.resolve_strategy("wavecluster.label", self.label, backend.name)
+        if label.max_dims is not None and n_features > label.max_dims:
+            raise InvalidParameterError(
+                f"label={label.name!r} labels grids of up to {label.max_dims} dimensions, "
+                f"the data has {n_features} features; choose another label strategy "
+                f"(gpumine strategies) or device='cpu'")
         return dict(
             weight=weight, connectivity=connectivity, wavelet=wavelet,
             grid_shape=self._grid_shape(total, n_features, wavelet),
             min_cluster_size=(engine.AUTO_MIN_CLUSTER_FRACTION * total
                               if self.min_cluster_size == "auto"
                               else float(self.min_cluster_size)),
-            label=registry.resolve_strategy("wavecluster.label", self.label, backend.name))
+            label=label)
 
     def _fit(self, X, sample_weight):
         backend = self._backend()

@@ -30,7 +30,10 @@ __all__ = [
 
 _SOURCE = "wavecluster.cu"
 _BLOCK = 256
-_MAX_DIMS = 4
+#: The most grid axes the labelling kernels take (``WC_MAX_DIMS`` in wavecluster.cu);
+#: the sliding window's 2^d-cell windows, held in registers, take at most 4.
+_MAX_DIMS = 8
+_SLIDING_WINDOW_MAX_DIMS = 4
 _EMPTY = np.iinfo(np.int64).max
 _SHARED_HISTOGRAM = 48 * 1024
 _STREAM_BLOCKS_PER_SM = 8
@@ -48,7 +51,7 @@ def _blocks(count):
 
 
 def _shape_struct(shape):
-    """A grid shape for the kernels: 4 int64 extents on the device, padded with 1s in front."""
+    """A grid shape for the kernels: 8 int64 extents on the device, padded with 1s in front."""
     padded = (1,) * (_MAX_DIMS - len(shape)) + tuple(int(s) for s in shape)
     return cupy_module().asarray(np.array(padded, dtype=np.int64))
 
@@ -141,8 +144,9 @@ def label_sliding_window(mask, connectivity):
     """
     cp = cupy_module()
     ndim = mask.ndim
-    if ndim > _MAX_DIMS:
-        raise InvalidParameterError(f"sliding-window labels grids of up to {_MAX_DIMS} dimensions")
+    if ndim > _SLIDING_WINDOW_MAX_DIMS:
+        raise InvalidParameterError("sliding-window labels grids of up to "
+                                    f"{_SLIDING_WINDOW_MAX_DIMS} dimensions, got {ndim}")
     ids = _ids(mask)
     shape = _shape_struct(mask.shape)
     kernel = get_kernel(_SOURCE, "sliding_window")
@@ -172,7 +176,8 @@ def label_union_find_gpu(mask, connectivity):
     """One-pass atomic union-find (label equivalence) over the foreground cells."""
     cp = cupy_module()
     if mask.ndim > _MAX_DIMS:
-        raise InvalidParameterError(f"union-find-gpu labels grids of up to {_MAX_DIMS} dimensions")
+        raise InvalidParameterError(f"union-find-gpu labels grids of up to {_MAX_DIMS} "
+                                    f"dimensions, got {mask.ndim}")
     ids = _ids(mask)
     parent = cp.arange(ids.size, dtype=cp.int64)
     offsets = [(0,) * (_MAX_DIMS - mask.ndim) + o
@@ -218,7 +223,9 @@ def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
 
 
 def weighted_bincount(values, weight, bins):
-    """``bincount(values, weights=weight, minlength=bins)`` with block-private bins."""
+    """``bincount(values, weights=weight, minlength=bins)`` with block-private bins, except
+    that bin 0 (the background) is left 0: it is never needed, and counting it would
+    serialize most of the atomics on one address."""
     cp = cupy_module()
     n = values.size
     out = cp.zeros(bins, dtype=cp.float64)
@@ -258,7 +265,7 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     del grid
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
-        label=label, connectivity=connectivity, xp=cp)
+        label=label, connectivity=connectivity, xp=cp, weigh=weighted_bincount)
     point_component = point_components(point_cell, components, wavelet, levels, grid_shape)
     del point_cell
     sizes = weighted_bincount(point_component, sample_weight, n_components + 1)

@@ -1,0 +1,73 @@
+"""Where the GPU time of WaveCluster's ``threshold="auto"`` goes: each level's pieces
+(foreground mask, labelling by each GPU strategy, component weights) on the coarse grid
+of fit_timing's 16.7M-point set, timed with CUDA events.
+
+Usage (repository root, GPU machine): ``python benchmarks/profile_wavecluster_auto.py``
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+
+def event_ms(cp, fn, repeats=5):
+    fn()
+    cp.cuda.get_current_stream().synchronize()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(repeats):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) / repeats
+
+
+def main():
+    import cupy as cp
+
+    from gpumine.wavecluster import gpu
+    from gpumine.wavecluster.engine import AUTO_THRESHOLD_LEVELS
+
+    rng = np.random.default_rng(3)
+    n = 4096 * 4096
+    uniform = rng.uniform(0, 1, size=(n - n // 4, 2))
+    discs = rng.uniform(0.1, 0.9, size=(8, 2))[rng.integers(0, 8, n // 4)]
+    discs += rng.normal(scale=0.02, size=discs.shape)
+    X = cp.asarray(np.concatenate([uniform, discs]))
+    XT = cp.ascontiguousarray(X.T)
+    bounds = np.array([X.min(0).get(), X.max(0).get()])
+    point_cell, grid = gpu.quantize_histogram(XT, None, bounds, (4096, 4096))
+    from gpumine import WaveCluster
+
+    wavelet = WaveCluster().wavelet
+    coarse = gpu.lowpass(grid, wavelet, 1)
+    mass = float(coarse.sum())
+    unit = mass / float(grid.sum())
+    out = {"coarse_shape": list(coarse.shape), "wavelet": wavelet}
+    for level in AUTO_THRESHOLD_LEVELS[:6]:
+        value = (level - 0.5) * unit
+        row = {"mask_ms": event_ms(cp, lambda: coarse >= value)}
+        mask = coarse >= value
+        row["foreground_cells"] = int(mask.sum())
+        for name, fn in (("union-find-gpu", gpu.label_union_find_gpu),
+                         ("sliding-window", gpu.label_sliding_window)):
+            row[f"{name}_ms"] = event_ms(cp, lambda fn=fn: fn(mask, 1), repeats=2)
+        components, count = gpu.label_union_find_gpu(mask, 1)
+        row["components"] = count
+        row["components_dtype"] = str(components.dtype)
+        row["cupy_bincount_ms"] = event_ms(cp, lambda: cp.bincount(
+            components.ravel(), weights=coarse.ravel(), minlength=count + 1))
+        values = components.ravel().astype(cp.int64)
+        row["weighted_bincount_ms"] = event_ms(cp, lambda: gpu.weighted_bincount(
+            values, coarse.ravel(), count + 1))
+        ids = gpu._ids(mask)
+        row["compact_ms"] = event_ms(cp, lambda: gpu._compact(ids, mask))
+        out[f"level_{level}"] = row
+        print(level, row, flush=True)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
