@@ -22,7 +22,8 @@ start from host data):
   iteration;
 * 4M x 8, k = 200: per Lloyd iteration the same way;
 * WaveCluster on 16.7M 2-d points, grid 4096: ``fit`` from device and from host data
-  (with a cProfile of the host-data fit), and the host-to-device copy alone, pageable
+  (with a cProfile of the host-data fit), the device fit given the threshold that
+  ``"auto"`` chose (what auto costs), and the host-to-device copy alone, pageable
   against the pinned staging.
 
 Writes ``fit-timing-<date>-<commit>.json`` with the device, versions and commit.
@@ -272,6 +273,11 @@ def wavecluster_section(cp) -> dict:
     model = WaveCluster(grid_size=4096, device="gpu")
     out["wavecluster_4096_device_s"], _ = wall(cp, lambda: model.fit(X))
     out["wavecluster_4096_clusters"] = int(model.n_clusters_)
+    # What threshold="auto" costs: the same fit given the threshold it chose.
+    fixed = WaveCluster(grid_size=4096, device="gpu", threshold=model.threshold_)
+    out["wavecluster_4096_fixed_threshold_device_s"], _ = wall(cp, lambda: fixed.fit(X))
+    out["wavecluster_4096_auto_over_fixed"] = (out["wavecluster_4096_device_s"]
+                                               / out["wavecluster_4096_fixed_threshold_device_s"])
     out["wavecluster_4096_host_s"], _ = wall(cp, lambda: model.fit(X_host))
     out["wavecluster_4096_host_profile"] = profile(lambda: model.fit(X_host), calls=3)
     out["wavecluster_4096_host_breakdown"] = wavecluster_host_breakdown(cp, X_host)
