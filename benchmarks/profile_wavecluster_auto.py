@@ -66,6 +66,26 @@ def main():
         row["compact_ms"] = event_ms(cp, lambda: gpu._compact(ids, mask))
         out[f"level_{level}"] = row
         print(level, row, flush=True)
+    # The fixed-threshold pipeline's stages (fit_wavecluster's steps, one at a time).
+    from gpumine.wavecluster.engine import cluster_ids
+    stages = {}
+    stages["quantize_histogram_ms"] = event_ms(
+        cp, lambda: gpu.quantize_histogram(XT, None, bounds, (4096, 4096)))
+    stages["lowpass_ms"] = event_ms(cp, lambda: gpu.lowpass(grid, wavelet, 1))
+    mask = coarse >= 3.5 * unit
+    stages["label_ms"] = event_ms(cp, lambda: gpu.label_union_find_gpu(mask, 1))
+    components, count = gpu.label_union_find_gpu(mask, 1)
+    stages["point_components_ms"] = event_ms(cp, lambda: gpu.point_components(
+        point_cell, components, wavelet, 1, (4096, 4096)))
+    point_component = gpu.point_components(point_cell, components, wavelet, 1, (4096, 4096))
+    stages["sizes_ms"] = event_ms(cp, lambda: gpu.weighted_bincount(point_component, None,
+                                                                     count + 1))
+    remap = cp.asarray(cluster_ids(gpu.weighted_bincount(point_component, None,
+                                                         count + 1).get(), 1e5))
+    stages["remap_points_ms"] = event_ms(cp, lambda: remap[point_component])
+    stages["grid_labels_to_host_ms"] = event_ms(cp, lambda: cp.asnumpy(remap[components]))
+    out["fixed_pipeline"] = stages
+    print(stages, flush=True)
     print(json.dumps(out))
 
 

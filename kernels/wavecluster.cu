@@ -193,23 +193,31 @@ __global__ void sliding_window(index_t* __restrict__ ids,   // INOUT (cells)
 // starts as its own root; for each neighbour (half of the offsets) the two roots are
 // united by a compare-and-swap that hooks the larger root under the smaller, retried
 // until it sticks; a final pass points every cell at its root (the smallest flat index of
-// its component).
-__device__ __forceinline__ index_t uf_find(const index_t* parent, index_t x) {
-    const volatile index_t* p_ = parent;  // other threads hook roots concurrently
+// its component). Finds split the path as they walk it (each cell passed is pointed at its
+// grandparent): a non-root's parent only ever moves to one of its ancestors, and a cell
+// that is not a root never becomes one, so the writes are safe beside the hooking CAS,
+// which only succeeds on a root.
+__device__ __forceinline__ index_t uf_find(index_t* parent, index_t x) {
+    volatile index_t* p_ = parent;  // other threads hook roots and split paths concurrently
     index_t p = p_[x];
-    while (p != x) { x = p; p = p_[x]; }
+    while (p != x) {
+        const index_t g = p_[p];
+        if (g != p) p_[x] = g;
+        x = p;
+        p = g;
+    }
     return x;
 }
 
-__global__ void uf_union(const index_t* __restrict__ ids,  // IN  (cells) fg: own index
-                         index_t* parent,                  // INOUT (cells)
+__global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) foreground
+                         index_t* parent,                    // INOUT (cells) from 0..cells-1
                          const index_t* __restrict__ shape,  // IN  (8)
-                         const int* __restrict__ offsets,  // IN  (n_offsets, 8)
-                         int n_offsets,                    // IN
-                         index_t cells)                    // IN
+                         const int* __restrict__ offsets,    // IN  (n_offsets, 8)
+                         int n_offsets,                      // IN
+                         index_t cells)                      // IN
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= cells || ids[t] == 0x7fffffffffffffffLL) return;
+    if (t >= cells || !mask[t]) return;
     index_t c[WC_MAX_DIMS];
     unflatten(t, shape, c);
     for (int o = 0; o < n_offsets; ++o) {
@@ -220,7 +228,7 @@ __global__ void uf_union(const index_t* __restrict__ ids,  // IN  (cells) fg: ow
             ok = ok && v >= 0 && v < shape[a];
             f = f * shape[a] + (ok ? v : 0);
         }
-        if (!ok || ids[f] == 0x7fffffffffffffffLL) continue;
+        if (!ok || !mask[f]) continue;
         while (true) {
             index_t a = uf_find(parent, t), b = uf_find(parent, f);
             if (a == b) break;
@@ -231,13 +239,12 @@ __global__ void uf_union(const index_t* __restrict__ ids,  // IN  (cells) fg: ow
     }
 }
 
-__global__ void uf_compress(const index_t* __restrict__ ids,  // IN  (cells)
-                            index_t* parent,                  // INOUT (cells)
-                            index_t cells)                    // IN
+__global__ void uf_compress(const bool* __restrict__ mask,  // IN  (cells) foreground
+                            index_t* parent,                // INOUT (cells) background: own index
+                            index_t cells)                  // IN
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= cells) return;
-    parent[t] = ids[t] == 0x7fffffffffffffffLL ? ids[t] : uf_find(parent, t);
+    if (t < cells && mask[t]) parent[t] = uf_find(parent, t);
 }
 
 // Component of every point: its flat fine cell (-1 outside the bounds: `outside`) mapped

@@ -178,16 +178,16 @@ def label_union_find_gpu(mask, connectivity):
     if mask.ndim > _MAX_DIMS:
         raise InvalidParameterError(f"union-find-gpu labels grids of up to {_MAX_DIMS} "
                                     f"dimensions, got {mask.ndim}")
-    ids = _ids(mask)
-    parent = cp.arange(ids.size, dtype=cp.int64)
+    mask = cp.ascontiguousarray(mask, dtype=cp.bool_)
+    parent = cp.arange(mask.size, dtype=cp.int64)
     offsets = [(0,) * (_MAX_DIMS - mask.ndim) + o
                for o in neighbour_offsets(mask.ndim, connectivity)]
     offsets_device = cp.asarray(np.array(offsets or [(0,) * _MAX_DIMS], dtype=np.int32))
     shape = _shape_struct(mask.shape)
-    launch(get_kernel(_SOURCE, "uf_union"), _blocks(ids.size), _BLOCK,
-           (ids, parent, shape, offsets_device, np.int32(len(offsets)), np.int64(ids.size)))
-    launch(get_kernel(_SOURCE, "uf_compress"), _blocks(ids.size), _BLOCK,
-           (ids, parent, np.int64(ids.size)))
+    launch(get_kernel(_SOURCE, "uf_union"), _blocks(mask.size), _BLOCK,
+           (mask, parent, shape, offsets_device, np.int32(len(offsets)), np.int64(mask.size)))
+    launch(get_kernel(_SOURCE, "uf_compress"), _blocks(mask.size), _BLOCK,
+           (mask, parent, np.int64(mask.size)))
     return _compact(parent, mask)
 
 
