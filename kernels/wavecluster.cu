@@ -193,16 +193,19 @@ __global__ void sliding_window(index_t* __restrict__ ids,   // INOUT (cells)
 // starts as its own root; for each neighbour (half of the offsets) the two roots are
 // united by a compare-and-swap that hooks the larger root under the smaller, retried
 // until it sticks; a final pass points every cell at its root (the smallest flat index of
-// its component). Finds split the path as they walk it (each cell passed is pointed at its
-// grandparent): a non-root's parent only ever moves to one of its ancestors, and a cell
-// that is not a root never becomes one, so the writes are safe beside the hooking CAS,
-// which only succeeds on a root.
+// its component). The union's finds split the path as they walk it (each cell passed is
+// pointed at its grandparent): a non-root's parent only ever moves to one of its
+// ancestors, and a cell that is not a root never becomes one, so the writes are safe beside
+// the hooking CAS, which only succeeds on a root. The final pass must not split: a split
+// writes an ancestor read earlier, which could replace the root another thread has just
+// stored for that cell.
+template <bool SPLIT>
 __device__ __forceinline__ index_t uf_find(index_t* parent, index_t x) {
     volatile index_t* p_ = parent;  // other threads hook roots and split paths concurrently
     index_t p = p_[x];
     while (p != x) {
         const index_t g = p_[p];
-        if (g != p) p_[x] = g;
+        if (SPLIT && g != p) p_[x] = g;
         x = p;
         p = g;
     }
@@ -230,7 +233,7 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
         }
         if (!ok || !mask[f]) continue;
         while (true) {
-            index_t a = uf_find(parent, t), b = uf_find(parent, f);
+            index_t a = uf_find<true>(parent, t), b = uf_find<true>(parent, f);
             if (a == b) break;
             if (a < b) { const index_t tmp = a; a = b; b = tmp; }
             if ((index_t)atomicCAS((unsigned long long*)&parent[a], (unsigned long long)a,
@@ -244,7 +247,7 @@ __global__ void uf_compress(const bool* __restrict__ mask,  // IN  (cells) foreg
                             index_t cells)                  // IN
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < cells && mask[t]) parent[t] = uf_find(parent, t);
+    if (t < cells && mask[t]) parent[t] = uf_find<false>(parent, t);
 }
 
 // Component of every point: its flat fine cell (-1 outside the bounds: `outside`) mapped
