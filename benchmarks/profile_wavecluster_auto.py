@@ -85,7 +85,7 @@ def main():
     stages["remap_points_ms"] = event_ms(cp, lambda: remap[point_component])
     stages["grid_labels_to_host_ms"] = event_ms(cp, lambda: cp.asnumpy(remap[components]))
     out["fixed_pipeline"] = stages
-    print(stages, flush=True)
+    print("fixed pipeline:", stages, flush=True)
     print(json.dumps(out))
 
 
