@@ -159,9 +159,10 @@ def test_cupy_in_cupy_out_equals_cpu(cp, label, wavelet):
     X = _discs(40_000, 1)
     cpu = WaveCluster(wavelet=wavelet, device="cpu").fit(X)
     gpu = WaveCluster(wavelet=wavelet, label=label, device="gpu").fit(cp.asarray(X))
-    assert isinstance(gpu.labels_, cp.ndarray)
+    assert isinstance(gpu.labels_, cp.ndarray) and isinstance(gpu.grid_labels_, cp.ndarray)
     np.testing.assert_array_equal(cp.asnumpy(gpu.labels_), cpu.labels_)
-    np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)
+    np.testing.assert_array_equal(cp.asnumpy(gpu.grid_labels_), cpu.grid_labels_)
+    np.testing.assert_array_equal(gpu.predict(X[:500]), cpu.labels_[:500])  # host predict
     probe = np.concatenate([X[:500], [[0.0, 0.0], [5000.0, 5000.0]]])  # two outside the bounds
     got = gpu.predict(cp.asarray(probe))
     assert isinstance(got, cp.ndarray)

@@ -78,7 +78,8 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         A CuPy array on the fit's device when X was one (``predict`` likewise), else NumPy.
     n_clusters_ : int
     grid_labels_ : ndarray, int64
-        Labels of the coarse grid's cells (-1: background or dropped).
+        Labels of the coarse grid's cells (-1: background or dropped). On the device,
+        like ``labels_``, when X was a CuPy array.
     grid_shape_ : tuple of int
         Fine-grid shape.
     bounds_ : ndarray of shape (2, n_features)
@@ -329,5 +330,8 @@ class WaveCluster(ClusterMixin, BaseEstimator):
             return gpu.lookup(X, self.grid_labels_, self.bounds_, self.grid_shape_, wavelet,
                               self.levels)
         X = self._validate_X(X, reset=False, backend=get_backend("cpu"))  # a lookup: host work
-        return engine.lookup(X, self.grid_labels_, self.bounds_, self.grid_shape_, wavelet,
+        grid_labels = self.grid_labels_
+        if is_device_array(grid_labels):  # fitted from CuPy input: the coarse grid comes over
+            grid_labels = get_backend("gpu").to_host(grid_labels)
+        return engine.lookup(X, grid_labels, self.bounds_, self.grid_shape_, wavelet,
                              self.levels)

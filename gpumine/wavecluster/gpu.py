@@ -251,9 +251,9 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     ``X`` is a device (n, d) view of a column-major buffer; ``sample_weight`` a device
     float64 array or None (every point weighs 1); ``bounds`` a host (2, d) array. What
     comes back to the host: the threshold (with ``"auto"``: the grid's mass and one count
-    per level tried), the component count and sizes (a few bytes per component) and the
-    coarse grid's labels; the labels of the points stay on the
-    device when ``device_labels`` (CuPy input), else they are copied once at the end.
+    per level tried) and the component count and sizes (a few bytes per component); the
+    labels of the points and of the coarse grid stay on the device when ``device_labels``
+    (CuPy input), else they are copied once at the end.
     """
     from gpumine.wavecluster.engine import WaveClusterResult, cluster_ids, resolve_threshold
 
@@ -273,10 +273,13 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     remap_host = cluster_ids(cp.asnumpy(sizes), min_cluster_size)
     remap = cp.asarray(remap_host)
     labels = remap[point_component]
-    from gpumine.backend import get_backend
+    grid_labels = remap[components]
+    if not device_labels:  # host input: both come back once, through pinned staging
+        from gpumine.backend import get_backend
 
+        backend = get_backend("gpu")
+        labels, grid_labels = backend.to_host(labels), backend.to_host(grid_labels)
     return WaveClusterResult(
-        labels=labels if device_labels else get_backend("gpu").to_host(labels),
-        grid_labels=cp.asnumpy(remap[components]),  # sync: the coarse grid, kept for predict
+        labels=labels, grid_labels=grid_labels,
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
         threshold=float(threshold), n_clusters=int((remap_host >= 0).sum()))
