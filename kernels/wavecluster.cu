@@ -295,13 +295,29 @@ __global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n
 {
     extern __shared__ double s_bins[];
     if (SHARED) zero_shared_bins(s_bins, bins);
-    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (index_t)gridDim.x * blockDim.x) {
-        const index_t v = values[i];
-        if (v == 0) continue;
-        const double w = weight != nullptr ? weight[i] : 1.0;
-        if (SHARED) atomicAdd(&s_bins[v], w);
-        else atomicAdd(&out[v], w);
+    // Whole warps step together (a lane past n holds bin 0), so that the lanes of one bin
+    // can be found (__match_any_sync) and their weights summed by shuffles: one atomic per
+    // distinct bin of a warp instead of one per value (a few large clusters hold most points).
+    const int lane = threadIdx.x & 31;
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
+         base += (index_t)gridDim.x * blockDim.x) {
+        const index_t i = base + threadIdx.x;
+        const index_t v = i < n ? values[i] : 0;
+        const double w = v == 0 ? 0.0 : (weight != nullptr ? weight[i] : 1.0);
+        const unsigned peers = __match_any_sync(0xffffffffu, (unsigned long long)v);
+        double sum = 0.0;
+        if (peers == 0xffffffffu) {  // one bin in the whole warp: a butterfly
+            sum = w;
+            for (int offset = 16; offset > 0; offset >>= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        } else {
+            for (unsigned rest = peers; rest; rest &= rest - 1)
+                sum += __shfl_sync(peers, w, __ffs(rest) - 1);
+        }
+        if (v != 0 && lane == __ffs(peers) - 1) {
+            if (SHARED) atomicAdd(&s_bins[v], sum);
+            else atomicAdd(&out[v], sum);
+        }
     }
     if (SHARED) flush_shared_bins(s_bins, out, bins);
 }
