@@ -80,8 +80,10 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
 // the padded features add (0 - 0)^2 = 0 and the loops unroll fully. `lanes` (1, 2, 4, 8 or
 // 16, at most KT) consecutive threads share a point, each taking every lanes-th centroid of
 // a tile, so that a small n still fills the GPU; the lanes' bests are combined by shuffles
-// (smaller distance, then lower index: ties still go to the lowest index).
-// Shared memory: KT * DMAX * sizeof(T) bytes (dynamic).
+// (smaller distance, then lower index: ties still go to the lowest index). A tile row is
+// DMAX + 1 values long, so that the lanes of a point, reading different centroids at the
+// same feature, hit different shared-memory banks (a row of DMAX puts them all on one).
+// Shared memory: KT * (DMAX + 1) * sizeof(T) bytes (dynamic).
 template <typename T, int KT, int DMAX>
 __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) points
                                  const T* __restrict__ centers,  // IN  (k, d) centroids
@@ -109,14 +111,15 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
         __syncthreads();
         for (int t = threadIdx.x; t < KT * DMAX; t += blockDim.x) {
             const int c = t / DMAX, j = t - c * DMAX;
-            tile[t] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j] : T(0);
+            tile[c * (DMAX + 1) + j] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j]
+                                                         : T(0);
         }
         __syncthreads();
         for (int c = sub; c < kc; c += lanes) {
             T acc = T(0);
 #pragma unroll
             for (int j = 0; j < DMAX; ++j) {
-                const T diff = x[j] - tile[c * DMAX + j];
+                const T diff = x[j] - tile[c * (DMAX + 1) + j];
                 acc += diff * diff;
             }
             if (acc < best) {

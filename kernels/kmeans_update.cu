@@ -28,16 +28,14 @@ __global__ void update_atomic_global(const T* __restrict__ XT,            // IN 
 // Shared accumulators are of type A: float for float data (a block's partial sums cover a
 // few thousand points, and shared-memory float atomics are native where double ones are a
 // compare-and-swap loop), double for double data; they are flushed into the double
-// global sums with atomics, or, given `partial`, stored per block for merge_partials.
+// global sums.
 template <typename T, typename A>
 __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN  (d, n)
                                      const int* __restrict__ labels,      // IN  (n)
                                      const T* __restrict__ sample_weight, // IN  (n)
                                      index_t n, int d, int k,             // IN
                                      double* __restrict__ sums,           // INOUT (k, d)
-                                     double* __restrict__ weights,        // INOUT (k)
-                                     double* __restrict__ partial)        // OUT (blocks, k(d+1))
-                                                                          //     or null
+                                     double* __restrict__ weights)        // INOUT (k)
 {
     extern __shared__ unsigned char shared_atomic_raw[];
     A* shared_acc = reinterpret_cast<A*>(shared_atomic_raw);  // k * d sums, then k weights
@@ -53,34 +51,12 @@ __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN 
             atomicAdd(&shared_acc[label * d + j], (A)XT[(index_t)j * n + i] * w);
     }
     __syncthreads();
-    if (partial != nullptr) {  // the block's sums, merged by merge_partials in block order
-        double* own = partial + (index_t)blockIdx.x * k * (d + 1);
-        for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) own[t] = (double)shared_acc[t];
-        return;
-    }
     for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) {
         const double value = (double)shared_acc[t];
         if (value != 0.0) {
             if (t < k * d) atomicAdd(&sums[t], value);
             else atomicAdd(&weights[t - k * d], value);
         }
-    }
-}
-
-// The per-block sums of update_atomic_shared added up, each value over the blocks in block
-// order (deterministic, no atomics: many blocks flushing k (d + 1) values with global
-// atomics serialize on the same addresses). Overwrites sums and weights (no zeroing needed).
-__global__ void merge_partials(const double* __restrict__ partial,  // IN  (blocks, k(d+1))
-                               int blocks, int k, int d,            // IN
-                               double* __restrict__ sums,           // OUT (k, d)
-                               double* __restrict__ weights)        // OUT (k)
-{
-    const int width = k * (d + 1);
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < width; e += gridDim.x * blockDim.x) {
-        double total = 0.0;
-        for (int b = 0; b < blocks; ++b) total += partial[(index_t)b * width + e];
-        if (e < k * d) sums[e] = total;
-        else weights[e - k * d] = total;
     }
 }
 

@@ -124,7 +124,7 @@ def test_points_shared_by_lanes_label_as_one_thread_does(cp, dtype, rng, monkeyp
         centers = (rng.normal(size=(k, d)) + 1000.0).astype(dtype)
         if k > 2:
             centers[k - 1] = centers[1]  # an exact tie: index 1 must win
-        X[: min(n, 5)] = centers[1]  # points on the tied centres
+            X[: min(n, 5)] = centers[1]  # points on the tied centres
         X_dev, C_dev = _device_columns(cp, X), cp.asarray(centers)
         assert n > 1000 or gpu._lanes_per_point(n, 32) > 1  # the path under test
         shared = cp.full(n, -7, dtype=cp.int32)

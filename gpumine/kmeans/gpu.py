@@ -12,7 +12,6 @@ whose label changed.
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 
@@ -90,7 +89,6 @@ for _t in ("float", "double"):
         for _dmax in (*_REGISTER_DIMS, 0) if _mt < _KPP_TRIALS[-1] else (0,):
             instantiation(_INIT, "kmeans_plusplus", _t, _KPP_BLOCK, _mt, _dmax)
 instantiation(_UPDATE, "irregular_finish")
-instantiation(_UPDATE, "merge_partials")
 instantiation(_UPDATE, "masked_tree_summation")
 
 
@@ -159,7 +157,7 @@ def assign_tiled(X, centers, labels, changed=None):
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
         launch(kernel, _blocks(n * lanes), _BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(lanes), labels,
-                _pointer(changed)), shared_mem=tile * dmax * itemsize)
+                _pointer(changed)), shared_mem=tile * (dmax + 1) * itemsize)
         return
     dt = max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
@@ -201,34 +199,13 @@ def _prepare(X, sums, weights):
     return _columns(X), n, d, sums.shape[0]
 
 
-_PARTIALS_BYTES = 32 << 20
-_SCRATCH = threading.local()
-
-
-def _scratch(count: int):
-    """A float64 device buffer of at least ``count`` values, kept per thread and device.
-
-    Kept, not allocated per call, so that a CUDA graph captured around the call keeps a
-    valid pointer for as long as the fit replays it (a fit runs in one thread).
-    """
-    cp = cupy_module()
-    buffers = _SCRATCH.__dict__.setdefault("buffers", {})
-    device = cp.cuda.Device().id
-    buffer = buffers.get(device)
-    if buffer is None or buffer.size < count:
-        buffer = buffers[device] = cp.empty(count, dtype=cp.float64)
-    return buffer
-
-
 def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     """Shared-memory privatized atomicAdd when k*(d+1) values fit a block, else global.
 
-    Shared partial sums are in the data's precision (a block's share of the points);
-    the blocks' sums are merged in double, by a second kernel that adds them in block
-    order (or, past a 32 MB scratch, by global atomics).
+    Shared partial sums are in the data's precision (a block's share of the points),
+    the global sums in double.
     """
-    n, d = X.shape
-    k = sums.shape[0]
+    XT, n, d, k = _prepare(X, sums, weights)
     shared = k * (d + 1) * X.dtype.itemsize
     if shared <= _DEFAULT_SHARED:
         # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
@@ -237,21 +214,10 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
         # at 16), where a block's own points, not the flush of its k (d + 1) sums, cost.
         blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
                      max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
-        width = k * (d + 1)
-        # Several blocks: their sums are stored and merged in block order (no global
-        # atomics on the same k (d + 1) addresses) while that scratch stays small.
-        merge = 1 < blocks and blocks * width * 8 <= _PARTIALS_BYTES
-        partial = _scratch(blocks * width) if merge else None
-        if not merge:
-            _prepare(X, sums, weights)
         launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, X.dtype), blocks, _BLOCK,
-               (_columns(X), labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
-                weights, _pointer(partial)), shared_mem=shared)
-        if merge:
-            launch(get_kernel(_UPDATE, "merge_partials"), _blocks(width), _BLOCK,
-                   (partial, np.int32(blocks), np.int32(k), np.int32(d), sums, weights))
+               (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
+                weights), shared_mem=shared)
     else:
-        XT, n, d, k = _prepare(X, sums, weights)
         launch(get_kernel(_UPDATE, "update_atomic_global", X.dtype), min(_blocks(n), 1 << 20),
                _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
 
