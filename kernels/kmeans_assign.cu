@@ -77,29 +77,21 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
 
 // assign_tiled for d <= DMAX (runtime specialization on d, as seed 000 §7 does): the point
 // stays in registers, loaded once; centroid tiles of KT x DMAX are zero-padded past d, so
-// the padded features add (0 - 0)^2 = 0 and the loops unroll fully. `lanes` (1, 2, 4, 8 or
-// 16, at most KT) consecutive threads share a point, each taking every lanes-th centroid of
-// a tile, so that a small n still fills the GPU; the lanes' bests are combined by shuffles
-// (smaller distance, then lower index: ties still go to the lowest index). A tile row is
-// DMAX + 1 values long, so that the lanes of a point, reading different centroids at the
-// same feature, hit different shared-memory banks (a row of DMAX puts them all on one).
-// Shared memory: KT * (DMAX + 1) * sizeof(T) bytes (dynamic).
+// the padded features add (0 - 0)^2 = 0 and the loops unroll fully.
+// Shared memory: KT * DMAX * sizeof(T) bytes (dynamic).
 template <typename T, int KT, int DMAX>
 __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) points
                                  const T* __restrict__ centers,  // IN  (k, d) centroids
                                  index_t n,                      // IN
                                  int d,                          // IN  d <= DMAX
                                  int k,                          // IN
-                                 int lanes,                      // IN  threads per point
                                  int* __restrict__ labels,       // INOUT (n) previous in
                                  unsigned long long* changed)    // INOUT (1) += changed,
                                                                  //       may be null
 {
     extern __shared__ unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
-    const index_t thread = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const index_t i = thread / lanes;
-    const int sub = (int)(thread % lanes);
+    const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = i < n;
     T x[DMAX];
 #pragma unroll
@@ -111,32 +103,24 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
         __syncthreads();
         for (int t = threadIdx.x; t < KT * DMAX; t += blockDim.x) {
             const int c = t / DMAX, j = t - c * DMAX;
-            tile[c * (DMAX + 1) + j] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j]
-                                                         : T(0);
+            tile[t] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j] : T(0);
         }
         __syncthreads();
-        for (int c = sub; c < kc; c += lanes) {
+#pragma unroll
+        for (int c = 0; c < KT; ++c) {
             T acc = T(0);
 #pragma unroll
             for (int j = 0; j < DMAX; ++j) {
-                const T diff = x[j] - tile[c * (DMAX + 1) + j];
+                const T diff = x[j] - tile[c * DMAX + j];
                 acc += diff * diff;
             }
-            if (acc < best) {
+            if (c < kc && acc < best) {
                 best = acc;
                 best_index = k0 + c;
             }
         }
     }
-    for (int offset = 1; offset < lanes; offset <<= 1) {  // lanes of a point: one warp segment
-        const T other = __shfl_xor_sync(0xffffffffu, best, offset);
-        const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-        if (other < best || (other == best && other_index < best_index)) {
-            best = other;
-            best_index = other_index;
-        }
-    }
-    store_label(labels, i, active && sub == 0, best_index, changed);
+    store_label(labels, i, active, best_index, changed);
 }
 
 // Epilogue of the GEMM assignment: for a tile of rows of G = X_tile . C^T (rows x k,

@@ -112,32 +112,6 @@ def test_assign_matches_fp64_up_to_rounding(cp, name, n, d, k, dtype, rng):
     assert np.all(gap <= bound), f"{np.sum(gap > bound)} labels beyond the rounding bound"
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_points_shared_by_lanes_label_as_one_thread_does(cp, dtype, rng, monkeypatch):
-    """assign_registers with several threads per point (small n) gives the labels of one
-    thread per point bit for bit, exact ties (duplicated centres) to the lowest index."""
-    from gpumine.kmeans import gpu
-
-    assign = registry.load_strategy("kmeans.assign", "tiled")
-    for n, d, k in [(1, 1, 1), (33, 1, 3), (1000, 18, 16), (17695, 18, 128), (4099, 5, 33)]:
-        X = (rng.normal(size=(n, d)) + 1000.0).astype(dtype)  # far from the origin
-        centers = (rng.normal(size=(k, d)) + 1000.0).astype(dtype)
-        if k > 2:
-            centers[k - 1] = centers[1]  # an exact tie: index 1 must win
-            X[: min(n, 5)] = centers[1]  # points on the tied centres
-        X_dev, C_dev = _device_columns(cp, X), cp.asarray(centers)
-        assert n > 1000 or gpu._lanes_per_point(n, 32) > 1  # the path under test
-        shared = cp.full(n, -7, dtype=cp.int32)
-        assign(X_dev, C_dev, shared)
-        monkeypatch.setattr(gpu, "_lanes_per_point", lambda n, tile: 1)
-        single = cp.full(n, -7, dtype=cp.int32)
-        assign(X_dev, C_dev, single)
-        monkeypatch.undo()
-        np.testing.assert_array_equal(cp.asnumpy(shared), cp.asnumpy(single))
-        if k > 2:
-            assert (cp.asnumpy(shared)[: min(n, 5)] == 1).all()
-
-
 def test_assign_update_pairs_fit_like_cpu(rng):
     """Every assign x update pair fits well-separated blobs exactly like the CPU path."""
     centres = rng.uniform(-50, 50, size=(12, 5))

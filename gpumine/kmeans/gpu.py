@@ -124,18 +124,6 @@ def _pointer(array):
 
 
 # -- assignment --------------------------------------------------------------------------
-def _lanes_per_point(n: int, tile: int) -> int:
-    """Threads that share a point in ``assign_registers``: doubled (up to 16, and at most
-    the tile of centroids) while the threads still fit the GPU's resident threads once.
-    A Corel-size problem (17,695 points) gets 8 and fills the GPU instead of 70 blocks."""
-    resident = device_attribute("MultiProcessorCount") * device_attribute(
-        "MaxThreadsPerMultiProcessor")
-    lanes = 1
-    while lanes < min(16, tile) and n * lanes * 2 <= resident:
-        lanes *= 2
-    return lanes
-
-
 def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
@@ -153,11 +141,10 @@ def assign_tiled(X, centers, labels, changed=None):
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     if d <= _REGISTER_DIMS[-1]:
         dmax = next(m for m in _REGISTER_DIMS if m >= d)
-        lanes = _lanes_per_point(n, tile)
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
-        launch(kernel, _blocks(n * lanes), _BLOCK,
-               (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(lanes), labels,
-                _pointer(changed)), shared_mem=tile * (dmax + 1) * itemsize)
+        launch(kernel, _blocks(n), _BLOCK,
+               (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
+                _pointer(changed)), shared_mem=tile * dmax * itemsize)
         return
     dt = max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
