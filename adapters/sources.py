@@ -41,7 +41,12 @@ from pathlib import Path
 import numpy as np
 
 from gpumine.adapters.columns import Columns, as_columns
-from gpumine.exceptions import DataFormatError, InvalidInputError, InvalidParameterError
+from gpumine.exceptions import (
+    DataFormatError,
+    DataNotFoundError,
+    InvalidInputError,
+    InvalidParameterError,
+)
 
 __all__ = [
     "BATCH_ROWS",
@@ -120,7 +125,7 @@ def parquet_parts(path) -> list[Path]:
             raise DataFormatError(f"{path}: matches {other[0]}, which is not a Parquet file "
                                   f"({', '.join(_PARQUET_SUFFIXES)})")
         if not parts:
-            raise FileNotFoundError(f"{path}: no file matches")
+            raise DataNotFoundError(f"{path}: no file matches")
         return parts
     root = Path(path)
     parts = []
@@ -129,7 +134,7 @@ def parquet_parts(path) -> list[Path]:
         parts.extend(Path(folder) / name for name in sorted(files)
                      if not _hidden(name) and Path(name).suffix.lower() in _PARQUET_SUFFIXES)
     if not parts:
-        raise FileNotFoundError(f"{path}: no Parquet files ({', '.join(_PARQUET_SUFFIXES)}) "
+        raise DataNotFoundError(f"{path}: no Parquet files ({', '.join(_PARQUET_SUFFIXES)}) "
                                 "in the directory")
     return sorted(parts)
 
@@ -164,7 +169,7 @@ def _describe(schema) -> str:
 def _existing(path) -> Path:
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise DataNotFoundError(f"{path}: no such file")
     if not path.is_file():
         raise DataFormatError(f"{path}: not a file")
     if path.stat().st_size == 0:

@@ -48,22 +48,22 @@ def main():
     out = {"coarse_shape": list(coarse.shape), "wavelet": wavelet}
     for level in AUTO_THRESHOLD_LEVELS[:6]:
         value = (level - 0.5) * unit
-        row = {"mask_ms": event_ms(cp, lambda: coarse >= value)}
+        row = {"mask_ms": event_ms(cp, lambda value=value: coarse >= value)}
         mask = coarse >= value
         row["foreground_cells"] = int(mask.sum())
         for name, fn in (("union-find-gpu", gpu.label_union_find_gpu),
                          ("sliding-window", gpu.label_sliding_window)):
-            row[f"{name}_ms"] = event_ms(cp, lambda fn=fn: fn(mask, 1), repeats=2)
+            row[f"{name}_ms"] = event_ms(cp, lambda fn=fn, mask=mask: fn(mask, 1), repeats=2)
         components, count = gpu.label_union_find_gpu(mask, 1)
         row["components"] = count
         row["components_dtype"] = str(components.dtype)
-        row["cupy_bincount_ms"] = event_ms(cp, lambda: cp.bincount(
-            components.ravel(), weights=coarse.ravel(), minlength=count + 1))
+        row["cupy_bincount_ms"] = event_ms(cp, lambda c=components, m=count: cp.bincount(
+            c.ravel(), weights=coarse.ravel(), minlength=m + 1))
         values = components.ravel().astype(cp.int64)
-        row["weighted_bincount_ms"] = event_ms(cp, lambda: gpu.weighted_bincount(
-            values, coarse.ravel(), count + 1))
+        row["weighted_bincount_ms"] = event_ms(cp, lambda v=values, m=count: gpu.weighted_bincount(
+            v, coarse.ravel(), m + 1))
         ids = gpu._ids(mask)
-        row["compact_ms"] = event_ms(cp, lambda: gpu._compact(ids, mask))
+        row["compact_ms"] = event_ms(cp, lambda ids=ids, mask=mask: gpu._compact(ids, mask))
         out[f"level_{level}"] = row
         print(level, row, flush=True)
     # The fixed-threshold pipeline's stages (fit_wavecluster's steps, one at a time).

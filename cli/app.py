@@ -19,6 +19,7 @@ from gpumine.cli.bench import app as bench_app
 from gpumine.cli.cluster import cluster
 from gpumine.cli.console import DEBUG, fail, stderr, stdout
 from gpumine.cli.datasets import app as datasets_app
+from gpumine.exceptions import GpumineError
 
 __all__ = ["app", "main"]
 
@@ -50,7 +51,7 @@ def _check_kind(kind: str | None) -> str | None:
     if kind is not None:
         try:
             list_strategies(kind)
-        except ValueError as exc:
+        except GpumineError as exc:
             raise typer.BadParameter(str(exc)) from None
     return kind
 
@@ -67,7 +68,7 @@ def strategies(
 
     try:
         found = list_strategies(kind)
-    except ValueError as exc:
+    except GpumineError as exc:
         fail(exc)
     why_not_gpu = gpu_unavailable_reason()
     rows = [{"kind": s.kind, "name": s.name, "backend": s.backend, "paper": s.paper or "",

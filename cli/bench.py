@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gpumine.cli.console import fail, stdout
-from gpumine.exceptions import GpumineError
+from gpumine.exceptions import GpumineError, translated
 
 __all__ = ["app"]
 
@@ -43,15 +43,16 @@ def run_command(
         raise typer.BadParameter(f"unknown experiment {experiment!r}; choose one of "
                                  f"{', '.join(EXPERIMENTS)} or all")
     try:
-        backend = get_backend(device)
-        for name in names:
-            run = Run(backend, out, quick=quick, data_home=data_home,
-                      log=(lambda line: None) if quiet else
-                      (lambda line: stdout.print(line, highlight=False, markup=False)))
-            path = run_experiment(name, run)
-            stdout.print(f"{name}: wrote {path.parent}/{name}.csv, {path.name} and plots",
-                         highlight=False, markup=False)
-    except (GpumineError, ValueError, OSError, RuntimeError) as exc:
+        with translated():
+            backend = get_backend(device)
+            for name in names:
+                run = Run(backend, out, quick=quick, data_home=data_home,
+                          log=(lambda line: None) if quiet else
+                          (lambda line: stdout.print(line, highlight=False, markup=False)))
+                path = run_experiment(name, run)
+                stdout.print(f"{name}: wrote {path.parent}/{name}.csv, {path.name} and plots",
+                             highlight=False, markup=False)
+    except GpumineError as exc:
         fail(exc)
 
 
@@ -79,10 +80,11 @@ def report_command(
         raise typer.BadParameter(f"unknown experiment {experiment!r}; choose one of "
                                  f"{', '.join(EXPERIMENTS)} or all")
     try:
-        for name in names:
-            path = report_experiment(name, out)
-            stdout.print(f"{name}: rewrote {path} and plots", highlight=False, markup=False)
-    except (GpumineError, ValueError, OSError, RuntimeError) as exc:
+        with translated():
+            for name in names:
+                path = report_experiment(name, out)
+                stdout.print(f"{name}: rewrote {path} and plots", highlight=False, markup=False)
+    except GpumineError as exc:
         fail(exc)
 
 
@@ -103,17 +105,18 @@ def gate_command(
     from gpumine.bench.gate import baseline_path, check, measure_ratios, write_baseline
 
     try:
-        backend = get_backend(device)
-        path = baseline or baseline_path(backend)
-        ratios = measure_ratios(backend, runs)
-        for name, value in ratios.items():
-            stdout.print(f"{value:8.3f}  {name}", highlight=False, markup=False)
-        if update_baseline:
-            write_baseline(path, backend, ratios)
-            stdout.print(f"wrote {path}", highlight=False, markup=False)
-            return
-        failures = check(ratios, json.loads(path.read_text()))
-    except (GpumineError, ValueError, OSError) as exc:
+        with translated():
+            backend = get_backend(device)
+            path = baseline or baseline_path(backend)
+            ratios = measure_ratios(backend, runs)
+            for name, value in ratios.items():
+                stdout.print(f"{value:8.3f}  {name}", highlight=False, markup=False)
+            if update_baseline:
+                write_baseline(path, backend, ratios)
+                stdout.print(f"wrote {path}", highlight=False, markup=False)
+                return
+            failures = check(ratios, json.loads(path.read_text()))
+    except GpumineError as exc:
         fail(exc)
     if failures:
         fail(GpumineError("performance regression: " + "; ".join(failures)))

@@ -201,14 +201,14 @@ def cluster(
         params = {"grid_size": _grid_size(grid_size), "levels": levels, "wavelet": wavelet,
                   "threshold": _threshold(threshold)}
     params = {name: value for name, value in params.items() if value is not None}
-    try:
+    try:  # cluster_file raises gpumine's errors only (gpumine.exceptions.translated)
         summary = cluster_file(input, algorithm=algorithm.value, params=params,
                                columns=_names(columns), exclude=_names(exclude),
                                nulls=nulls.value, out=out, labels_only=labels_only,
                                label_column=label_column, centers_out=centers_out,
                                fit_sample=fit_sample, device=device.value, seed=seed,
                                stages=Stages(quiet=quiet), note=_note, demo=demo)
-    except (GpumineError, ValueError, OSError, MemoryError) as exc:
+    except GpumineError as exc:
         fail(exc)
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")

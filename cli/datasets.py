@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from gpumine.cli.console import Stages, fail, stdout
-from gpumine.exceptions import GpumineError
+from gpumine.exceptions import GpumineError, translated
 
 __all__ = ["app"]
 
@@ -54,17 +54,19 @@ def make_uniform_file(
     from gpumine.datasets import iter_uniform
 
     try:
-        check_output_path(out)
-        value = pa.from_numpy_dtype(np.dtype(dtype.value))
-        schema = pa.schema([(f"x{j}", value) for j in range(n_features)])
-        with Stages(quiet=quiet) as stages, stages.stage("generate", total=n_samples) as advance, \
-                atomic_output(out) as tmp, TableWriter(tmp, schema, _kind(out)) as writer:
-            for start, block in iter_uniform(n_samples, n_features, seed, dtype.value,
-                                             block_rows=1 << 20):
-                writer.write(pa.record_batch([pa.array(block[:, j]) for j in range(n_features)],
-                                             schema=schema))
-                advance(start + len(block))
-    except (GpumineError, ValueError, OSError) as exc:
+        with translated():
+            check_output_path(out)
+            value = pa.from_numpy_dtype(np.dtype(dtype.value))
+            schema = pa.schema([(f"x{j}", value) for j in range(n_features)])
+            with Stages(quiet=quiet) as stages, \
+                    stages.stage("generate", total=n_samples) as advance, \
+                    atomic_output(out) as tmp, TableWriter(tmp, schema, _kind(out)) as writer:
+                for start, block in iter_uniform(n_samples, n_features, seed, dtype.value,
+                                                 block_rows=1 << 20):
+                    writer.write(pa.record_batch([pa.array(block[:, j]) for j in range(n_features)],
+                                                 schema=schema))
+                    advance(start + len(block))
+    except GpumineError as exc:
         fail(exc)
     _done(out, n_samples, n_features, quiet)
 
@@ -93,10 +95,11 @@ def corel_file(
     from gpumine.datasets import load_corel
 
     try:
-        check_output_path(out)
-        X = load_corel(subset, data_home=data_home, **({"url": url} if url else {}))
-        write_table(out, pa.table({f"{subset}{j}": X[:, j] for j in range(X.shape[1])}))
-    except (GpumineError, ValueError, OSError) as exc:
+        with translated():
+            check_output_path(out)
+            X = load_corel(subset, data_home=data_home, **({"url": url} if url else {}))
+            write_table(out, pa.table({f"{subset}{j}": X[:, j] for j in range(X.shape[1])}))
+    except GpumineError as exc:
         fail(exc)
     _done(out, X.shape[0], X.shape[1], quiet)
 
@@ -123,22 +126,23 @@ def convert_file(
     )
 
     try:
-        check_output_path(out, source)
-        schema = read_schema(source)
-        names = [c.strip() for c in columns.split(",")] if columns else None
-        if names is not None or _kind(out) == "bin":
-            names = select_columns(schema, names)
-        else:
-            names = schema.names
-        schema = pa.schema([schema.field(n) for n in names])
-        check_columns_writable(out, schema)
-        with Stages(quiet=quiet) as stages, stages.stage("convert") as advance, \
-                atomic_output(out) as tmp, TableWriter(tmp, schema, _kind(out)) as writer:
-            for batch in iter_batches(source, names):
-                writer.write(batch)
-                advance(writer.rows)
-            rows = writer.rows
-    except (GpumineError, ValueError, OSError, pa.ArrowException) as exc:
+        with translated():
+            check_output_path(out, source)
+            schema = read_schema(source)
+            names = [c.strip() for c in columns.split(",")] if columns else None
+            if names is not None or _kind(out) == "bin":
+                names = select_columns(schema, names)
+            else:
+                names = schema.names
+            schema = pa.schema([schema.field(n) for n in names])
+            check_columns_writable(out, schema)
+            with Stages(quiet=quiet) as stages, stages.stage("convert") as advance, \
+                    atomic_output(out) as tmp, TableWriter(tmp, schema, _kind(out)) as writer:
+                for batch in iter_batches(source, names):
+                    writer.write(batch)
+                    advance(writer.rows)
+                rows = writer.rows
+    except GpumineError as exc:
         fail(exc)
     _done(out, rows, len(names), quiet)
 

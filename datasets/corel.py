@@ -13,7 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from gpumine.datasets.minebench import read_minebench_bin
-from gpumine.exceptions import DataFormatError, InvalidParameterError
+from gpumine.exceptions import (
+    DataFormatError,
+    DataIOError,
+    DataNotFoundError,
+    InvalidParameterError,
+)
 
 __all__ = ["COREL_SUBSETS", "COREL_URL", "load_corel"]
 
@@ -72,14 +77,14 @@ def _download(url: str, target: Path, sha256: str, *, stall=None, deadline=None)
             while chunk := read(_CHUNK):
                 out.write(chunk)
                 if time.monotonic() - start > deadline:
-                    raise TimeoutError(f"not complete after {deadline:.0f} s")
+                    raise DataIOError(f"not complete after {deadline:.0f} s")
         actual = _sha256(tmp)
         if actual != sha256:
             raise DataFormatError(f"{url}: sha256 {actual} does not match the expected {sha256}; "
                                   "the download was discarded")
         os.replace(tmp, target)
     except (urllib.error.URLError, OSError) as exc:
-        raise OSError(f"could not download {url}: {exc}") from exc
+        raise DataIOError(f"could not download {url}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -134,13 +139,13 @@ def load_corel(subset="color", data_home=None, download=True, *, url=None):
         where = (f"{filename} is not in {', '.join(map(str, dirs))} (data_home, $GPUMINE_DATA, "
                  "~/.cache/gpumine, in that order)")
         if not download:
-            raise FileNotFoundError(f"{where} and download=False")
+            raise DataNotFoundError(f"{where} and download=False")
         path = dirs[0] / filename
         source = (url or COREL_URL).format(subset=subset)
         try:
             _download(source, path, sha256)
         except OSError as exc:
-            raise OSError(f"{exc}; {where}: put the file in one of them, or point data_home or "
+            raise DataIOError(f"{exc}; {where}: put the file in one of them, or point data_home or "
                           "$GPUMINE_DATA at a folder that has it") from exc
     elif _sha256(path) != sha256:
         raise DataFormatError(f"{path}: sha256 does not match the published Corel {subset} file "

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumine.exceptions import InvalidInputError, InvalidParameterError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError, translating
 
 __all__ = ["ALGORITHMS", "DEMO_CLUSTERS", "DEMO_SHAPE", "StageTimer", "cluster_file",
            "make_model"]
@@ -154,6 +154,7 @@ def _jsonable(value):
     return value
 
 
+@translating
 def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = None,
                  columns=None, exclude=None, nulls: str = "error", out=None,
                  labels_only: bool = False, label_column: str = "cluster", centers_out=None,
@@ -214,10 +215,12 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
 
     Raises
     ------
-    GpumineError, ValueError
-        Bad parameters or data (nothing is written).
-    OSError
-        A file that cannot be read or written.
+    GpumineError
+        Only gpumine's own errors (:func:`gpumine.exceptions.translated`):
+        ``InvalidParameterError``, ``InvalidInputError`` or ``DataFormatError`` (each a
+        ``ValueError``) for bad parameters or data, nothing written;
+        ``DataIOError`` (an ``OSError``; ``DataNotFoundError`` when nothing is there) for
+        a file that cannot be read or written; ``InsufficientMemoryError``.
     """
     from gpumine.adapters import check_output_path, read_columns, write_labeled
     from gpumine.backend import get_backend

@@ -237,17 +237,19 @@ def _as_strategies(obj, origin: str) -> list[Strategy]:
     if isinstance(obj, (Strategy, Mapping)):
         obj = [obj]
     if not isinstance(obj, Iterable) or isinstance(obj, (str, bytes)):
-        raise TypeError(f"expected Strategy metadata or an iterable, got {type(obj).__name__}")
+        raise StrategyLoadError(
+            f"expected Strategy metadata or an iterable, got {type(obj).__name__}")
     names = {f.name for f in fields(Strategy)}
     out = []
     for item in obj:
         if isinstance(item, Strategy):
             item = {f: getattr(item, f) for f in names}
         if not isinstance(item, Mapping):
-            raise TypeError(f"strategy metadata must be a mapping, got {type(item).__name__}")
+            raise StrategyLoadError(
+                f"strategy metadata must be a mapping, got {type(item).__name__}")
         unknown = set(item) - names
         if unknown:
-            raise TypeError(f"unknown strategy metadata fields {sorted(unknown)}")
+            raise StrategyLoadError(f"unknown strategy metadata fields {sorted(unknown)}")
         out.append(Strategy(**{**item, "origin": origin}))
     if not out:
         raise InvalidParameterError("the entry point returned no strategies")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpumine.backend import cupy_module
-from gpumine.exceptions import KernelCompileError
+from gpumine.exceptions import InvalidInputError, KernelCompileError
 
 __all__ = [
     "KERNEL_DIR",
@@ -98,7 +98,8 @@ def _ctype(arg) -> str:
         dtype = np.dtype(arg)
         names = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
         if dtype.name not in names:
-            raise TypeError(f"no C type for dtype {dtype}")
+            raise InvalidInputError(f"no C type for dtype {dtype}: the kernels take float32, "
+                                    "float64, int32 and int64")
         return names[dtype.name]
     return str(arg)
 

@@ -216,7 +216,7 @@ def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
 
     X, _ = make_shape_sets(random_state=0)[name]
     if label == "sliding-window" and X.shape[1] > 4:  # its windows: 2^d cells in registers
-        with pytest.raises(InvalidParameterError, match="up to 4 dimensions.*6 features"):
+        with pytest.raises(InvalidParameterError, match=r"up to 4 dimensions.*6 features"):
             WaveCluster(device="gpu", label=label).fit(X)
         return
     cpu = WaveCluster(device="cpu").fit(X)

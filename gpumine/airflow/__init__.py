@@ -28,6 +28,8 @@ A daily step of a pipeline (see ``examples/gpumine_daily_dag.py``)::
 
 from __future__ import annotations
 
+from gpumine.exceptions import MissingDependency
+
 __all__ = ["GpuMineBenchmarkOperator", "GpuMineClusterOperator"]
 
 _OPERATORS = {"GpuMineClusterOperator": "gpumine.airflow.operators.cluster",
@@ -43,6 +45,6 @@ def __getattr__(name: str):
     try:
         import airflow.sdk  # noqa: F401
     except ImportError as exc:
-        raise ImportError("gpumine.airflow needs Apache Airflow 3: pip install "
-                          "'gpumine[airflow]'") from exc
+        raise MissingDependency("gpumine.airflow needs Apache Airflow 3: pip install "
+                                "'gpumine[airflow]'") from exc
     return getattr(import_module(_OPERATORS[name]), name)

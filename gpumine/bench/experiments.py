@@ -51,6 +51,7 @@ from gpumine import registry
 from gpumine.bench.quality import report_quality, wavecluster_quality
 from gpumine.bench.record import Results
 from gpumine.bench.timing import copy_bandwidth, floor_seconds, gemm_rate, measure, summation
+from gpumine.exceptions import InvalidParameterError
 
 __all__ = ["EXPERIMENTS", "Experiment", "Run", "report_experiment", "run_experiment"]
 
@@ -869,7 +870,8 @@ EXPERIMENTS: dict[str, Experiment] = {
 
 def _experiment(name: str) -> Experiment:
     if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+        raise InvalidParameterError(f"unknown experiment {name!r}; choose one of "
+                                    f"{', '.join(EXPERIMENTS)}")
     return EXPERIMENTS[name]
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from gpumine import registry
 from gpumine.bench.timing import summation
+from gpumine.exceptions import InvalidParameterError
 
 __all__ = ["DEFAULT_TOLERANCE", "baseline_path", "check", "measure_ratios", "write_baseline"]
 
@@ -224,7 +225,7 @@ def measure_ratios(backend, runs: int = 3) -> dict[str, float]:
     competing for cores.
     """
     if runs < 1:
-        raise ValueError(f"runs must be at least 1, got {runs}")
+        raise InvalidParameterError(f"runs must be at least 1, got {runs}")
     if backend.is_gpu:
         pairs, limits = _gpu_pairs(backend), contextlib.nullcontext()
     else:

@@ -11,6 +11,8 @@ import importlib
 
 import numpy as np
 
+from gpumine.exceptions import MissingDependency
+
 __all__ = ["fp64_labels", "gpumine_step", "peer_steps", "torch_step"]
 
 
@@ -64,7 +66,7 @@ def _flash_kmeans_step(module, X_rows, centers):
     """flash-kmeans: its batched Lloyd on one iteration from the given centres."""
     fit = getattr(module, "batch_kmeans_Euclid", None)
     if fit is None:
-        raise ImportError("flash_kmeans has no batch_kmeans_Euclid")
+        raise MissingDependency("flash_kmeans has no batch_kmeans_Euclid")
 
     def step():
         labels, _, _ = fit(X_rows[None], centers.shape[0], max_iters=1, tol=-1.0,
@@ -78,7 +80,7 @@ def _fastkmeans_step(module, X_rows, centers):
     """fastkmeans: FastKMeans.fit for one iteration, labels by its predict."""
     model_class = getattr(module, "FastKMeans", None)
     if model_class is None:
-        raise ImportError("fastkmeans has no FastKMeans")
+        raise MissingDependency("fastkmeans has no FastKMeans")
     host = X_rows.cpu().numpy()
     k = centers.shape[0]
 
@@ -100,7 +102,7 @@ def peer_steps(X_host, centers_host, device: str) -> tuple[dict, dict]:
     try:
         torch = importlib.import_module("torch")
         if device == "cuda" and not torch.cuda.is_available():
-            raise ImportError("torch has no CUDA device")
+            raise MissingDependency("torch has no CUDA device")
     except ImportError as exc:
         return {}, {name: f"torch not usable: {exc}" for name in
                     ("torch", "flash-kmeans", "fastkmeans")}

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpumine.exceptions import DataFormatError, DataNotFoundError, MissingDependency
+
 __all__ = ["Results", "context"]
 
 
@@ -100,14 +102,14 @@ class Results:
         try:
             record = json.loads(path.read_text())
         except FileNotFoundError:
-            raise FileNotFoundError(f"no record of {name} in {out_dir}: {path.name} "
+            raise DataNotFoundError(f"no record of {name} in {out_dir}: {path.name} "
                                     "is missing (run `gpumine bench run` first)") from None
         if not isinstance(record, dict) or "parameters" not in record:
-            raise ValueError(f"{path} is not a gpumine bench record (no parameters)")
+            raise DataFormatError(f"{path} is not a gpumine bench record (no parameters)")
         results = cls.__new__(cls)  # not __init__: that starts a new run's JSON
         results._attach(out_dir, name, record["parameters"], (), record.get("measured", {}))
         if not results.csv.exists():
-            raise FileNotFoundError(f"no rows of {name} in {out_dir}: "
+            raise DataNotFoundError(f"no rows of {name} in {out_dir}: "
                                     f"{results.csv.name} is missing")
         results._read_rows()
         return results
@@ -141,7 +143,7 @@ class Results:
             self._fields = list(row)
         missing = [f for f in row if f not in self._fields]
         if missing:
-            raise ValueError(f"row has fields {missing} that the CSV header lacks")
+            raise DataFormatError(f"row has fields {missing} that the CSV header lacks")
         new = not self.csv.exists()
         with open(self.csv, "a", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=self._fields)
@@ -180,13 +182,14 @@ class Results:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as exc:
-            raise RuntimeError('plots need matplotlib: pip install "gpumine[bench]"') from exc
+            raise MissingDependency('plots need matplotlib: pip install "gpumine[bench]"') from exc
         return plt, self.dir / f"{name}.png"
 
 
 def _jsonable(value):
     if isinstance(value, np.generic):
         return value.item()
+    # json.dumps's `default` protocol: TypeError for what it cannot serialize
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpumine.exceptions import InvalidInputError
 from gpumine.kmeans.reference import chunk_rows
 
 #: Distances (float64) held at once while scoring k-means++ candidates: 64 MiB.
@@ -41,13 +42,13 @@ def choice_without_replacement(weights, size, random_state, xp=np):
 
     Raises
     ------
-    ValueError
-        Fewer positive weights than ``size`` (NumPy's message).
+    InvalidInputError
+        Fewer positive weights than ``size`` (NumPy's message; a ``ValueError``).
     """
     p = weights.astype(xp.float64)
     p /= p.sum()
     if int(xp.count_nonzero(p > 0)) < size:  # sync: one integer, once per init
-        raise ValueError("Fewer non-zero entries in p than size")
+        raise InvalidInputError("Fewer non-zero entries in p than size")
     found = xp.zeros(size, dtype=xp.int64)
     n_uniq = 0
     while n_uniq < size:

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from gpumine import registry
 from gpumine.adapters import validate_input
 from gpumine.backend import DEVICES, get_backend
-from gpumine.exceptions import InvalidInputError, InvalidParameterError
+from gpumine.exceptions import InsufficientMemoryError, InvalidInputError, InvalidParameterError
 from gpumine.validation import check_sample_weight, fit_or_restore, is_device_array
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import coarse_shape
@@ -183,13 +183,13 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         needed = engine.required_bytes(shape)
         available = _available_memory()
         if needed > available and self.grid_size == "auto" and self.levels > 1:
-            raise MemoryError(
+            raise InsufficientMemoryError(
                 f"levels={self.levels} with grid_size='auto' asks for a "
                 f"{'x'.join(map(str, shape))} fine grid ({2 ** self.levels} fine cells per coarse "
                 f"cell and axis), about {needed / 2**30:.1f} GiB, more than the "
                 f"{available / 2**30:.1f} GiB available; use fewer levels")
         if needed > available:
-            raise MemoryError(
+            raise InsufficientMemoryError(
                 f"a {'x'.join(map(str, shape))} grid ({math.prod(shape):,} cells for "
                 f"{n_features} features) needs about {needed / 2**30:.1f} GiB, more than the "
                 f"{available / 2**30:.1f} GiB available; lower grid_size or the number of "

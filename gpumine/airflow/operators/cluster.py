@@ -162,7 +162,12 @@ class GpuMineClusterOperator(BaseOperator):
 
     # -- running ---------------------------------------------------------------
     def execute(self, context) -> dict:
-        from gpumine.exceptions import GpumineError
+        from gpumine.exceptions import (
+            DataIOError,
+            GpumineError,
+            InsufficientMemoryError,
+            translated,
+        )
         from gpumine.jobs import StageTimer, cluster_file
 
         params = self._estimator_params()
@@ -170,28 +175,30 @@ class GpuMineClusterOperator(BaseOperator):
         self._executing_in = threading.get_ident()
         device = None
         try:
-            if self.create_dirs:
-                self._make_dirs(created)
-            device = self._device()
-            summary = cluster_file(
-                str(self.input), algorithm=self.algorithm, params=params,
-                columns=_names(self.columns), exclude=_names(self.exclude), nulls=self.nulls,
-                out=self.output_path, labels_only=self.labels_only, label_column=self.label_column,
-                centers_out=self.centers_output, fit_sample=self.fit_sample, device=device,
-                seed=self.seed, stages=StageTimer(progress=_ProgressLog(self.log)),
-                note=lambda text: self.log.info("gpumine: %s", text))
+            with translated():  # the folders made here too: only gpumine's errors come out
+                if self.create_dirs:
+                    self._make_dirs(created)
+                device = self._device()
+                summary = cluster_file(
+                    str(self.input), algorithm=self.algorithm, params=params,
+                    columns=_names(self.columns), exclude=_names(self.exclude),
+                    nulls=self.nulls, out=self.output_path, labels_only=self.labels_only,
+                    label_column=self.label_column, centers_out=self.centers_output,
+                    fit_sample=self.fit_sample, device=device, seed=self.seed,
+                    stages=StageTimer(progress=_ProgressLog(self.log)),
+                    note=lambda text: self.log.info("gpumine: %s", text))
         except AirflowTaskTerminated:
             _remove_empty(created)
             raise
-        except (GpumineError, ValueError) as exc:
-            _remove_empty(created)
-            self.log.error("gpumine: %s", exc)
-            raise AirflowFailException(f"gpumine: {exc}") from None
-        except (OSError, MemoryError) as exc:
+        except (DataIOError, InsufficientMemoryError) as exc:  # may pass on a retry
             _remove_empty(created)
             message = str(exc) or type(exc).__name__
             self.log.error("gpumine: %s", message)
             raise AirflowException(f"gpumine: {message}") from None
+        except GpumineError as exc:  # bad parameters or data: a retry would fail the same way
+            _remove_empty(created)
+            self.log.error("gpumine: %s", exc)
+            raise AirflowFailException(f"gpumine: {exc}") from None
         finally:
             self._executing_in = None
             if device == "gpu":  # a CPU run never touches the GPU, not even to free pools
