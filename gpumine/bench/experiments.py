@@ -96,13 +96,13 @@ def _labels(run, X, centers):
 
 def _update_phase(run, strategy, X, labels, k):
     """The timed unit of seed 004: summation (the strategy) + normalization."""
-    from gpumine.kmeans.lloyd import _average_centers
+    from gpumine.kmeans.lloyd import average_centers
 
     step, sums, weights = summation(run.backend.xp, strategy.load(), X, labels, k)
 
     def phase():
         step()
-        return _average_centers(sums, weights, X.dtype, run.backend.xp)
+        return average_centers(sums, weights, X.dtype, run.backend.xp)
 
     return phase
 
@@ -417,7 +417,7 @@ def _forced(backend, centers_host, iterations):
 
 def _forced_fit(backend, xp, host, centers_host, assign, update, iterations) -> dict:
     """Transfers + ``iterations`` Lloyd iterations, with no convergence test (the paper's)."""
-    from gpumine.kmeans.lloyd import _average_centers
+    from gpumine.kmeans.lloyd import average_centers
 
     def transfers():
         X = backend.to_device_columns(host)
@@ -438,7 +438,7 @@ def _forced_fit(backend, xp, host, centers_host, assign, update, iterations) -> 
     def iteration():
         assign(X, state["centers"], labels)
         step()
-        state["centers"] = _average_centers(sums, weights, X.dtype, xp)
+        state["centers"] = average_centers(sums, weights, X.dtype, xp)
 
     # a slow strategy is timed on fewer iterations (at least one), scaled to ``iterations``
     m = measure(iteration, backend, repeats=iterations, budget_seconds=2.0)

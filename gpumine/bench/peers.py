@@ -18,17 +18,17 @@ __all__ = ["fp64_labels", "gpumine_step", "peer_steps", "torch_step"]
 
 def gpumine_step(backend, X, centers, assign, update):
     """One iteration of gpumine's Lloyd loop (assign, update, average); returns (step, labels)."""
-    from gpumine.bench.timing import summation
-    from gpumine.kmeans.lloyd import _average_centers
+    from gpumine.kmeans.lloyd import bind_update, lloyd_step
 
     xp = backend.xp
     labels = xp.empty(X.shape[0], dtype=xp.int32)
-    summation_step, sums, weights = summation(xp, update, X, labels, centers.shape[0])
+    weight = xp.ones(X.shape[0], dtype=X.dtype)
+    sums, weights = xp.empty(centers.shape, dtype=xp.float64), xp.empty(centers.shape[0])
+    update = bind_update(update, X, weight)
 
     def step():
-        assign(X, centers, labels)
-        summation_step()
-        return _average_centers(sums, weights, X.dtype, xp)
+        return lloyd_step(X, weight, centers, labels, sums, weights, assign=assign,
+                          update=update, relocate=False, xp=xp)[0]
 
     return step, labels
 

@@ -43,7 +43,8 @@ that changed (strategies with ``counts_changes``; otherwise the engine compares
 with the previous labels on the device), one kernel averages the centres and
 computes the shift and the number of empty clusters, and the host reads back
 those three numbers, 24 bytes, once per iteration (seed 000's rule). Empty
-clusters are relocated (a host-driven step) only in an iteration that has one.
+clusters are relocated (on the device, without a sync) only in an iteration that
+has one.
 With graph-safe strategies (the defaults) the iteration's launches are one CUDA
 graph, replayed. Nothing of size n crosses to the host during a fit.
 """
@@ -60,12 +61,14 @@ from gpumine.kmeans.reference import chunk_rows
 __all__ = [
     "LloydResult",
     "assign_labels",
+    "average_centers",
     "bind_update",
     "euclidean_distances",
     "fit_lloyd",
     "inertia",
     "is_same_clustering",
     "lloyd_single",
+    "lloyd_step",
     "relocate_empty_clusters",
     "squared_row_norms",
     "tolerance",
@@ -164,11 +167,18 @@ def bind_update(update, X, sample_weight):
     return update.bind(X, sample_weight) if hasattr(update, "bind") else update
 
 
-def _average_centers(sums, weights, center_dtype, xp=np):
+def average_centers(sums, weights, center_dtype, xp=np):
     """New centres: ``sums / weights`` (a multiply by the reciprocal) where the weight is positive.
 
     A cluster still empty after relocation (only when all points coincide with
     their centres) is placed on the heaviest cluster's centre, as scikit-learn does.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> average_centers(np.array([[2.0, 4.0], [0.0, 0.0]]), np.array([2.0, 0.0]), np.float64)
+    array([[1., 2.],
+           [1., 2.]])
     """
     positive = weights > 0
     reciprocal = xp.where(positive, 1 / xp.where(positive, weights, 1), 1)
@@ -176,6 +186,62 @@ def _average_centers(sums, weights, center_dtype, xp=np):
     if not bool(positive.all()):
         centers[~positive] = centers[int(xp.argmax(weights))]
     return centers
+
+
+def lloyd_step(X, sample_weight, centers, labels, sums, weights, *, assign: Callable,
+               update: Callable, labels_old=None, relocate: bool = True, xp=np):
+    """One Lloyd iteration on any backend: the E-step, then the M-step.
+
+    The loop of :func:`lloyd_single` on the host, the benchmarks' timed step, and
+    what a chunked or distributed fit repeats are this function; the device loop
+    (:func:`_lloyd_device`) fuses its averaging, shift and status into one kernel
+    instead (the same arithmetic, one readback).
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_features)   -- IN
+    sample_weight : array of shape (n_samples,), X's dtype   -- IN
+    centers : array of shape (n_clusters, n_features)   -- IN
+    labels : int32 array of shape (n_samples,)   -- OUT
+        The closest centre of every row (the previous labels on entry, for
+        strategies that count changes against them).
+    sums : float64 array of shape (n_clusters, n_features)   -- OUT
+    weights : float64 array of shape (n_clusters,)   -- OUT
+        The M-step's weighted sums and weights (after relocation).
+    assign, update : callable
+        Strategies (module docstring); ``update`` already bound to X if it binds.
+    labels_old : int32 array or None   -- IN
+        Passed to ``update``, which may count the labels that changed against it.
+    relocate : bool, default=True
+        Move a point into each empty cluster first (scikit-learn's rule); the seed
+        papers' timed step leaves it out.
+    xp : module
+
+    Returns
+    -------
+    centers_new : array of shape (n_clusters, n_features), ``centers``' dtype
+    n_changed : int or None
+        What ``update`` returned: the labels changed, when it counts them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine import registry
+    >>> X = np.array([[0.0], [1.0], [10.0], [11.0]])
+    >>> labels = np.full(4, -1, dtype=np.int32)
+    >>> sums, weights = np.zeros((2, 1)), np.zeros(2)
+    >>> centers, _ = lloyd_step(
+    ...     X, np.ones(4), np.array([[0.0], [10.0]]), labels, sums, weights,
+    ...     assign=registry.load_strategy("kmeans.assign", "numpy"),
+    ...     update=registry.load_strategy("kmeans.update", "numpy"))
+    >>> labels.tolist(), centers.ravel().tolist()
+    ([0, 0, 1, 1], [0.5, 10.5])
+    """
+    assign(X, centers, labels)
+    n_changed = update(X, labels, sample_weight, sums, weights, labels_old=labels_old)
+    if relocate:
+        relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
+    return average_centers(sums, weights, centers.dtype, xp), n_changed
 
 
 def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Callable,
@@ -212,10 +278,9 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
     weights = xp.zeros(n_clusters, dtype=xp.float64)
     strict_convergence = False
     for iteration in range(max_iter):
-        assign(X, centers, labels)
-        n_changed = update(X, labels, sample_weight, sums, weights, labels_old=labels_old)
-        relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels, xp)
-        centers_new = _average_centers(sums, weights, centers.dtype, xp)
+        centers_new, n_changed = lloyd_step(X, sample_weight, centers, labels, sums, weights,
+                                            assign=assign, update=update,
+                                            labels_old=labels_old, xp=xp)
         if verbose:
             print(f"Iteration {iteration}, inertia "
                   f"{inertia(X, sample_weight, centers, labels, xp)}.")
