@@ -10,27 +10,21 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
-    TransformerMixin,
-)
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
-from gpumine.adapters import validate_input
-from gpumine.backend import DEVICES, get_backend
+from gpumine.estimator_base import GpumineEstimator
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import lloyd
-from gpumine.validation import check_sample_weight, fit_or_restore, is_device_array
+from gpumine.validation import check_sample_weight, is_device_array
 
 __all__ = ["GPUKMeans"]
 
 
-class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
+class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstimator):
     """K-means clustering (Lloyd) on the GPU or the CPU, scikit-learn compatible.
 
     Drop-in for ``sklearn.cluster.KMeans(algorithm="lloyd")``: same parameters,
@@ -115,6 +109,9 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
     True
     """
 
+    _input_dtype = (np.float64, np.float32)  # float32 stays float32
+    _fitted_attribute = "cluster_centers_"
+
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
                  verbose=0, random_state=None, copy_x=True, device="auto", assign="auto",
                  update="auto"):
@@ -147,8 +144,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool)
                 or not np.isfinite(self.tol) or self.tol < 0):
             raise InvalidParameterError(f"tol must be a finite number >= 0, got {self.tol!r}")
-        if self.device not in DEVICES:
-            raise InvalidParameterError(f"device must be one of {DEVICES}, got {self.device!r}")
+        self._check_device()
         for name in ("assign", "update"):
             if not isinstance(getattr(self, name), str):
                 raise InvalidParameterError(
@@ -157,15 +153,6 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
             raise InvalidParameterError(
                 "init must be a strategy name, a callable or an array of centres, "
                 f"got {self.init!r}")
-
-    def _backend(self):
-        """The backend to run on (``"auto"``: the GPU when one answers)."""
-        return get_backend(self.device)
-
-    def _validate_X(self, X, *, reset, backend, copy=False):
-        """X validated and on ``backend`` (column-major there), via :mod:`gpumine.adapters`."""
-        return validate_input(self, X, reset=reset, backend=backend,
-                              dtype=(np.float64, np.float32), copy=copy).X
 
     def _resolve_init(self, X, backend_name):
         """Return (init for the engine, init name, default n_init)."""
@@ -221,10 +208,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         ValueError
             Bad parameters or data; the estimator is left as it was before the call.
         """
-        return fit_or_restore(self, self._fit, X, sample_weight)
-
-    def __sklearn_is_fitted__(self):
-        return hasattr(self, "cluster_centers_")
+        return self._checked_fit(X, sample_weight)
 
     def _fit(self, X, sample_weight):
         self._check_params()
@@ -267,18 +251,6 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
         self.device_ = backend.name
         self.strategies_ = {"init": init_name, "assign": assign.name, "update": update.name}
         return self
-
-    def fit_predict(self, X, y=None, sample_weight=None):
-        """Fit, then return the cluster index of each training point (``labels_``)."""
-        return self.fit(X, sample_weight=sample_weight).labels_
-
-    @staticmethod
-    def _output(array, device_input):
-        """Results in the input's namespace: CuPy in, CuPy out; anything else, NumPy."""
-        if device_input or not is_device_array(array):
-            return array
-        # sync: host input asks for host results -- the one copy of the result, at the end
-        return get_backend("gpu").to_host(array)
 
     # -- using a fitted model ----------------------------------------------
     def _assign(self, X, backend):

@@ -7,14 +7,13 @@ import numbers
 import os
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
-from gpumine.adapters import validate_input
-from gpumine.backend import DEVICES, get_backend
+from gpumine.backend import get_backend
+from gpumine.estimator_base import GpumineEstimator
 from gpumine.exceptions import InsufficientMemoryError, InvalidInputError, InvalidParameterError
-from gpumine.validation import check_sample_weight, fit_or_restore, is_device_array
+from gpumine.validation import check_sample_weight, is_device_array
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import coarse_shape
 
@@ -28,7 +27,7 @@ def _available_memory() -> int:
         return 1 << 34
 
 
-class WaveCluster(ClusterMixin, BaseEstimator):
+class WaveCluster(GpumineEstimator):
     """WaveCluster: quantize into a grid, wavelet low-pass, threshold, connected components.
 
     Points are binned into a grid; ``levels`` levels of the wavelet's low-pass
@@ -105,6 +104,9 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     True
     """
 
+    _input_dtype = np.float64
+    _fitted_attribute = "grid_labels_"
+
     def __init__(self, grid_size="auto", *, levels=1, wavelet="haar", threshold="auto",
                  connectivity=None, min_cluster_size="auto", bounds=None, device="auto",
                  label="auto"):
@@ -118,22 +120,13 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         self.device = device
         self.label = label
 
-    def __sklearn_is_fitted__(self):
-        return hasattr(self, "grid_labels_")
-
-    def _validate_X(self, X, reset, backend, before_copy=None):
-        """X validated, float64, on ``backend`` (column-major there); see gpumine.adapters."""
-        return validate_input(self, X, reset=reset, backend=backend, dtype=np.float64,
-                              before_copy=before_copy).X
-
     def _check_params(self, n_features):
         if (not isinstance(self.levels, numbers.Integral) or isinstance(self.levels, bool)
                 or self.levels < 1):
             raise InvalidParameterError(f"levels must be an integer >= 1, got {self.levels!r}")
         if not isinstance(self.wavelet, str):
             raise InvalidParameterError(f"wavelet must be a strategy name, got {self.wavelet!r}")
-        if self.device not in DEVICES:
-            raise InvalidParameterError(f"device must be one of {DEVICES}, got {self.device!r}")
+        self._check_device()
         connectivity = n_features if self.connectivity is None else self.connectivity
         if (not isinstance(connectivity, numbers.Integral)
                 or not 1 <= connectivity <= n_features):
@@ -213,7 +206,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         -------
         self : WaveCluster
         """
-        return fit_or_restore(self, self._fit, X, sample_weight)
+        return self._checked_fit(X, sample_weight)
 
     def _plan(self, n_samples, n_features, sample_weight, backend) -> dict:
         """Every parameter resolved and checked, from the shape alone (before any transfer)."""
@@ -277,10 +270,6 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         self.strategies_ = {"wavelet": self.wavelet, "label": plan["label"].name}
         return self
 
-    def _backend(self):
-        """Where to run (``"auto"``: the GPU when one answers)."""
-        return get_backend(self.device)
-
     def _bounds(self, X, weight, backend):
         if self.bounds is not None:
             bounds = np.asarray(self.bounds, dtype=np.float64)
@@ -304,10 +293,6 @@ class WaveCluster(ClusterMixin, BaseEstimator):
             raise InvalidInputError(f"feature {which} has no spread (constant, or bounds with "
                                     "upper <= lower): WaveCluster cannot grid it; drop it")
         return bounds
-
-    def fit_predict(self, X, y=None, sample_weight=None):
-        """Fit and return ``labels_``."""
-        return self.fit(X, sample_weight=sample_weight).labels_
 
     def predict(self, X):
         """Cluster of each point of X through the fitted grid; -1 for noise or outside bounds.
