@@ -237,3 +237,16 @@ def test_auto_threshold_fit_equals_a_fit_given_the_threshold_it_chose(name):
     given = WaveCluster(device="cpu", threshold=auto.threshold_).fit(X)
     assert np.array_equal(auto.labels_, given.labels_)
     assert np.array_equal(auto.grid_labels_, given.grid_labels_)
+
+
+@pytest.mark.parametrize(("d", "expected"), [(2, 2), (3, 3), (4, 2), (6, 2)])
+def test_default_connectivity_is_full_up_to_3_features_then_2(d, expected):
+    """connectivity=None: all 3^d - 1 neighbours up to d = 3, then cells that differ in at
+    most two coordinates (engine.auto_connectivity says why)."""
+    X, _ = _blobs_with_noise(d, 0)
+    default = WaveCluster(device="cpu").fit(X)
+    given = WaveCluster(device="cpu", connectivity=expected).fit(X)
+    np.testing.assert_array_equal(default.labels_, given.labels_)
+    if d >= 4:  # and it is not the full neighbourhood: that labels the grid differently
+        full = WaveCluster(device="cpu", connectivity=d).fit(X)
+        assert not np.array_equal(full.grid_labels_, default.grid_labels_)

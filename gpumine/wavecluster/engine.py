@@ -29,7 +29,9 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
   the mean occupied density, was below one point per cell on nearly every data
   set, so it never removed a background: a 4-d set with 20 % uniform noise came
   out as one cluster.) ``gpumine bench run wavecluster-quality`` measures the rule;
-* minimum cluster size: 1 % of the total weight.
+* minimum cluster size: 1 % of the total weight;
+* connectivity: all 3^d - 1 neighbours up to d = 3, cells that differ in at most two
+  coordinates from d = 4 on (:func:`auto_connectivity`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
 
 __all__ = [
     "WaveClusterResult",
+    "auto_connectivity",
     "auto_grid_shape",
     "cluster_ids",
     "fit_wavecluster",
@@ -56,6 +59,8 @@ AUTO_CELLS_PER_POINT = 2.0
 #: Thresholds the ``"auto"`` rule tries, in points per coarse cell (module docstring).
 AUTO_THRESHOLD_LEVELS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 AUTO_MIN_CLUSTER_FRACTION = 0.01
+#: From this many features on, ``connectivity=None`` is 2 rather than d.
+AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
 BYTES_PER_CELL = 32
 
@@ -135,6 +140,29 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
         labels=remap[point_components], grid_labels=remap[components],
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
         threshold=float(threshold), n_clusters=int((remap >= 0).sum()))
+
+
+def auto_connectivity(n_features: int) -> int:
+    """The neighbourhood of ``connectivity=None``: d up to 3 features, then 2.
+
+    With every one of the 3^d - 1 neighbours (728 in 6-d), coarse cells of a
+    uniform background, or the thin outskirts of two blobs, touch through corners
+    far more often than through faces, so separate clusters join along diagonal
+    chains. Cells that differ in at most two coordinates (2d^2 neighbours) keep a
+    blob's cells connected and close part of those chains; face neighbours alone
+    (connectivity 1) split the thin 2-d and 3-d shapes. Measured on the 45 sets of
+    ``gpumine bench run wavecluster-quality`` (mean adjusted Rand index): 0.851 with
+    d everywhere, 0.868 with this rule, 0.806 with 1 everywhere. The 6-d set with
+    20 % uniform noise that found 2 of 4 blobs finds 3 (0.466 -> 0.746). Three 5-d
+    and 6-d draws still merge two blobs, which separate only at 6 to 48 points per
+    cell.
+
+    Examples
+    --------
+    >>> [auto_connectivity(d) for d in range(1, 7)]
+    [1, 2, 3, 2, 2, 2]
+    """
+    return n_features if n_features <= AUTO_FULL_CONNECTIVITY_UP_TO else 2
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,

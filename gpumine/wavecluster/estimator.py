@@ -56,7 +56,9 @@ class WaveCluster(GpumineEstimator):
         more (reasoning in :mod:`gpumine.wavecluster.engine`).
     connectivity : int or None, default=None
         1..d as in scikit-image (1: cells sharing a face, d: all 3^d - 1
-        neighbours); None means d.
+        neighbours). None: d up to 3 features (8 neighbours in 2-d, 26 in 3-d), 2
+        from 4 on (cells that differ in at most two coordinates; see
+        :func:`gpumine.wavecluster.engine.auto_connectivity`).
     min_cluster_size : "auto" or float, default="auto"
         Components with less weight (points, when unweighted) become noise.
         ``"auto"``: 1 % of the total weight.
@@ -127,7 +129,8 @@ class WaveCluster(GpumineEstimator):
         if not isinstance(self.wavelet, str):
             raise InvalidParameterError(f"wavelet must be a strategy name, got {self.wavelet!r}")
         self._check_device()
-        connectivity = n_features if self.connectivity is None else self.connectivity
+        connectivity = (engine.auto_connectivity(n_features) if self.connectivity is None
+                        else self.connectivity)
         if (not isinstance(connectivity, numbers.Integral)
                 or not 1 <= connectivity <= n_features):
             raise InvalidParameterError(
