@@ -1,5 +1,6 @@
 // WaveCluster kernels (seed paper 003). Grids are row-major with up to 8 axes (the sliding
-// window: 4); shapes are passed as device arrays of 8 extents padded with 1s at the front. X is column-major: XT[j * n + i].
+// window: 4); shapes are passed as device arrays of 8 extents padded with 1s at the front.
+// X is column-major: XT[j * n + i].
 #include "common.cuh"
 
 #define WC_MAX_DIMS 8
