@@ -213,7 +213,7 @@ def _parquet_footer_cached(path, size, mtime_ns):
 
 
 def _bin_shape(path) -> tuple[int, int]:
-    from gpumine.datasets import read_minebench_bin
+    from gpumine.adapters.minebench import read_minebench_bin
 
     with open(path, "rb") as handle:
         header = np.frombuffer(handle.read(8), dtype="<i4")
