@@ -1,0 +1,114 @@
+"""Lloyd over chunks (gpumine.kmeans.chunked) against the in-memory loop, on the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpumine import registry
+from gpumine.exceptions import InvalidInputError
+from gpumine.kmeans import lloyd
+from gpumine.kmeans.chunked import _reservoir, chunk_statistics, fit_lloyd_chunked
+
+ASSIGN = registry.load_strategy("kmeans.assign", "numpy")
+UPDATE = registry.load_strategy("kmeans.update", "numpy")
+
+
+def _source(X, w, rows):
+    """Chunks of ``rows`` rows (the last one shorter), as a stream would give them."""
+    return lambda: ((X[i:i + rows], None if w is None else w[i:i + rows])
+                    for i in range(0, len(X), rows))
+
+
+def _blobs(rng, n=10_007, d=5, k=7, dtype=np.float64, offset=1000.0):
+    centres = rng.uniform(-10, 10, size=(k, d))
+    X = centres[rng.integers(0, k, n)] + rng.normal(size=(n, d)) + offset  # far from 0
+    return X.astype(dtype)
+
+
+def _both(X, w, init, rows, *, init_sample_size=100_000, **params):
+    params = dict(n_clusters=len(init) if not callable(init) else params.pop("k"), init=init,
+                  n_init=1, assign=ASSIGN, update=UPDATE, max_iter=params.pop("max_iter", 300),
+                  tol=params.pop("tol", 1e-4), **params)
+    weight = np.ones(len(X), dtype=X.dtype) if w is None else w
+    memory = lloyd.fit_lloyd(X.copy(), weight, random_state=np.random.RandomState(3), **params)
+    chunked = fit_lloyd_chunked(_source(X, w, rows), random_state=np.random.RandomState(3),
+                                init_sample_size=init_sample_size, **params)
+    return memory, chunked
+
+
+def _assert_same(memory, chunked, rtol=1e-12):
+    np.testing.assert_array_equal(chunked.labels, memory.labels)
+    assert chunked.n_iter == memory.n_iter
+    np.testing.assert_allclose(chunked.centers, memory.centers, rtol=rtol)
+    assert chunked.centers.dtype == memory.centers.dtype
+    assert chunked.inertia == pytest.approx(memory.inertia, rel=1e-10)
+
+
+@pytest.mark.parametrize("rows", [1000, 333, 10_007, 1])
+def test_chunked_fit_equals_the_in_memory_fit_from_the_same_init(rows):
+    rng = np.random.default_rng(0)
+    X = _blobs(rng, n=10_007 if rows > 1 else 301)
+    init = X[rng.choice(len(X), 7, replace=False)]
+    memory, chunked = _both(X, None, init, rows)
+    assert memory.n_iter > 2  # the loop ran
+    _assert_same(memory, chunked)
+
+
+def test_weights_float32_and_tolerance():
+    rng = np.random.default_rng(1)
+    X = _blobs(rng, dtype=np.float32)
+    w = rng.uniform(0.1, 3.0, len(X)).astype(np.float32)
+    init = X[rng.choice(len(X), 7, replace=False)]
+    for tol in (0.0, 1e-2):
+        memory, chunked = _both(X, w, init, 777, tol=tol)
+        # float32 data: the mean is accumulated differently (float64 over chunks against
+        # NumPy's float32 pairwise sum), so the centred values differ in the last bits
+        np.testing.assert_array_equal(chunked.labels, memory.labels)
+        assert chunked.n_iter == memory.n_iter
+        np.testing.assert_allclose(chunked.centers, memory.centers, rtol=1e-5)
+
+
+def test_an_empty_cluster_is_relocated_as_in_memory():
+    rng = np.random.default_rng(2)
+    X = _blobs(rng, n=5003, k=4)
+    init = np.vstack([X[rng.choice(len(X), 4, replace=False)], X.max(0) + 1e4])  # one far off
+    memory, chunked = _both(X, None, init, 640)
+    _assert_same(memory, chunked)
+    assert np.bincount(chunked.labels, minlength=5).min() > 0  # the far centre got points
+
+
+def test_kmeans_plusplus_on_a_sample_of_every_row_equals_in_memory():
+    """With a sample at least as large as the data, the streamed init sees every row in
+    order and draws nothing for the sample: k-means++ gives the in-memory centres."""
+    rng = np.random.default_rng(4)
+    X = _blobs(rng, n=3001)
+    init = registry.load_strategy("kmeans.init", "k-means++")
+    memory, chunked = _both(X, None, init, 500, k=6, init_sample_size=5000)
+    _assert_same(memory, chunked)
+
+
+def test_the_reservoir_sample_does_not_depend_on_the_chunking():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(20_000, 3))
+    samples = [_reservoir(_source(X, None, rows), 500, np.random.RandomState(7), np)[0]
+               for rows in (1000, 777, 20_000)]
+    for sample in samples[1:]:
+        np.testing.assert_array_equal(sample, samples[0])
+    assert len({tuple(row) for row in samples[0]}) == 500  # distinct rows of X
+    rows = {tuple(row): i for i, row in enumerate(X)}
+    picked = np.array([rows[tuple(row)] for row in samples[0]])
+    assert picked.max() > 15_000 and picked.min() < 5_000  # drawn from the whole stream
+
+
+def test_statistics_match_numpy_and_bad_chunks_are_refused():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(4001, 4)) * [1, 10, 100, 1000] + 1e6
+    sizes, dtype, mean, variance = chunk_statistics(_source(X, None, 999))
+    assert sum(sizes) == 4001 and dtype == np.float64
+    np.testing.assert_allclose(mean, X.mean(0), rtol=1e-13)  # summation order
+    assert variance == pytest.approx(X.var(0).mean(), rel=1e-12)
+    with pytest.raises(InvalidInputError, match="chunks differ"):
+        chunk_statistics(lambda: iter([(X[:10], None), (X[:10, :3], None)]))
+    with pytest.raises(InvalidInputError, match="no rows"):
+        chunk_statistics(lambda: iter([(X[:0], None)]))
