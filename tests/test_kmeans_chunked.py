@@ -112,3 +112,109 @@ def test_statistics_match_numpy_and_bad_chunks_are_refused():
         chunk_statistics(lambda: iter([(X[:10], None), (X[:10, :3], None)]))
     with pytest.raises(InvalidInputError, match="no rows"):
         chunk_statistics(lambda: iter([(X[:0], None)]))
+
+
+# -- the estimator: GPUKMeans(batch_rows=...) and pyarrow datasets ---------------------------
+def _parquet_dataset(tmp_path, X, names=None, files=3, row_group=500):
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    names = names or [f"x{j}" for j in range(X.shape[1])]
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(X)), files)):
+        table = pa.table({name: X[part, j] for j, name in enumerate(names)})
+        pq.write_table(table, folder / f"part-{i}.parquet", row_group_size=row_group)
+    return ds.dataset(sorted(folder.glob("*.parquet")), format="parquet")
+
+
+def test_estimator_streamed_by_batch_rows_equals_in_memory():
+    from gpumine import GPUKMeans
+
+    rng = np.random.default_rng(7)
+    X = _blobs(rng, n=6007)
+    w = rng.uniform(0.5, 2.0, len(X))
+    init = X[rng.choice(len(X), 7, replace=False)]
+    memory = GPUKMeans(7, init=init, device="cpu").fit(X, sample_weight=w)
+    streamed = GPUKMeans(7, init=init, device="cpu", batch_rows=640).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(streamed.labels_, memory.labels_)
+    assert streamed.n_iter_ == memory.n_iter_
+    np.testing.assert_allclose(streamed.cluster_centers_, memory.cluster_centers_, rtol=1e-12)
+    assert streamed.inertia_ == pytest.approx(memory.inertia_, rel=1e-10)
+    assert streamed.get_params()["batch_rows"] == 640
+
+
+def test_a_parquet_dataset_streams_and_predicts(tmp_path):
+    from gpumine import GPUKMeans
+
+    rng = np.random.default_rng(8)
+    X = _blobs(rng, n=4001, d=3, k=5)
+    dataset = _parquet_dataset(tmp_path, X, names=["a", "b", "c"])
+    init = X[rng.choice(len(X), 5, replace=False)]
+    memory = GPUKMeans(5, init=init, device="cpu").fit(X)
+    streamed = GPUKMeans(5, init=init, device="cpu", batch_rows=700).fit(dataset)
+    np.testing.assert_array_equal(streamed.labels_, memory.labels_)
+    np.testing.assert_allclose(streamed.cluster_centers_, memory.cluster_centers_, rtol=1e-12)
+    assert list(streamed.feature_names_in_) == ["a", "b", "c"]
+    np.testing.assert_array_equal(streamed.predict(dataset), streamed.labels_)
+    # k-means++ on a sample of the stream, seeded: reproducible, and as good as in memory
+    first = GPUKMeans(5, device="cpu", random_state=0).fit(dataset)
+    again = GPUKMeans(5, device="cpu", random_state=0, batch_rows=333).fit(dataset)
+    np.testing.assert_allclose(first.cluster_centers_, again.cluster_centers_, rtol=1e-12)
+    assert first.inertia_ <= 1.02 * GPUKMeans(5, device="cpu", random_state=0).fit(X).inertia_
+
+
+def test_a_float32_dataset_gives_float32_centres(tmp_path):
+    from gpumine import GPUKMeans
+
+    X = _blobs(np.random.default_rng(9), n=900, d=2, k=3, dtype=np.float32)
+    model = GPUKMeans(3, device="cpu", random_state=0).fit(_parquet_dataset(tmp_path, X))
+    assert model.cluster_centers_.dtype == np.float32 and model.labels_.shape == (900,)
+
+
+def test_bad_datasets_fail_before_any_compute(tmp_path):
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from gpumine import GPUKMeans
+
+    text = ds.dataset(pa.table({"x": [1.0, 2.0, 3.0], "name": ["a", "b", "c"]}))
+    with pytest.raises(InvalidInputError, match=r"'name'.*not a number"):
+        GPUKMeans(2, device="cpu").fit(text)
+    holes = ds.dataset(pa.table({"x": [1.0, 2.0, 3.0, None, 5.0]}))
+    with pytest.raises(InvalidInputError, match=r"batch 1 \(rows 2 to 3\)"):
+        GPUKMeans(2, device="cpu", batch_rows=2).fit(holes)
+    numbers = ds.dataset(pa.table({"x": [1.0, 2.0, 3.0]}))
+    with pytest.raises(InvalidInputError, match="n_samples=3 should be >= n_clusters=4"):
+        GPUKMeans(4, device="cpu").fit(numbers)
+    from gpumine.exceptions import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="sample_weight"):
+        GPUKMeans(2, device="cpu").fit(numbers, sample_weight=[1, 1, 1])
+    with pytest.raises(InvalidParameterError, match="batch_rows"):
+        GPUKMeans(2, device="cpu", batch_rows=0).fit(np.zeros((5, 1)))
+    model = GPUKMeans(2, device="cpu").fit(np.arange(6.0).reshape(3, 2))
+    with pytest.raises(InvalidInputError, match="features seen in fit"):
+        model.predict(numbers)
+
+
+def test_a_dataset_narrowed_by_schema_and_filter(tmp_path):
+    """The README's way to choose columns and rows: a narrower schema and a filter."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from gpumine import GPUKMeans
+
+    rng = np.random.default_rng(10)
+    X = _blobs(rng, n=2000, d=2, k=3)
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "tag": ["t"] * len(X)}),
+                   tmp_path / "p.parquet")
+    features = pa.schema([("a", pa.float64()), ("b", pa.float64())])
+    data = ds.dataset(tmp_path, format="parquet", schema=features).filter(ds.field("a") > 1000)
+    kept = X[X[:, 0] > 1000]
+    init = kept[:3]
+    streamed = GPUKMeans(3, init=init, device="cpu").fit(data)
+    np.testing.assert_array_equal(streamed.labels_,
+                                  GPUKMeans(3, init=init, device="cpu").fit(kept).labels_)

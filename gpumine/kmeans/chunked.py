@@ -295,6 +295,8 @@ def fit_lloyd_chunked(chunks: ChunkSource, *, n_clusters: int, init, n_init: int
         raise InvalidInputError("this update strategy keeps a copy of all of X per fit; it "
                                 "cannot stream (choose another update)")
     sizes, dtype, mean, variance = chunk_statistics(chunks, xp)
+    if sum(sizes) < n_clusters:
+        raise InvalidInputError(f"n_samples={sum(sizes)} should be >= n_clusters={n_clusters}.")
     if center_dtype is None:
         center_dtype = np.float64 if xp is np else dtype
     x_mean = mean.astype(dtype)

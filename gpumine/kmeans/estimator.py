@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -16,9 +17,10 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
+from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_chunks, is_dataset
 from gpumine.estimator_base import GpumineEstimator
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
-from gpumine.kmeans import lloyd
+from gpumine.kmeans import chunked, lloyd
 from gpumine.validation import check_sample_weight, is_device_array
 
 __all__ = ["GPUKMeans"]
@@ -70,6 +72,15 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
     update : str, default="auto"
         ``kmeans.update`` strategy; ``"auto"`` picks the backend's default
         (``"numpy"`` on the CPU, ``"atomic"`` on the GPU).
+    batch_rows : int or None, default=None
+        Stream X in chunks of this many rows (:mod:`gpumine.kmeans.chunked`): every
+        pass reads the chunks again, so only one chunk (and the labels) need be in
+        memory. A ``pyarrow.dataset.Dataset`` (Parquet data larger than the host's
+        or the GPU's memory) always streams, in chunks of 2**20 rows when this is
+        None; other input streams only when it is set. From the same initial
+        centres a streamed fit gives the in-memory fit's labels, ``n_iter_`` and
+        centres up to float64 rounding; a string or callable ``init`` runs on a
+        uniform sample of 100,000 rows drawn in one pass.
 
     Attributes
     ----------
@@ -114,7 +125,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
                  verbose=0, random_state=None, copy_x=True, device="auto", assign="auto",
-                 update="auto"):
+                 update="auto", batch_rows=None):
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
@@ -126,6 +137,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         self.device = device
         self.assign = assign
         self.update = update
+        self.batch_rows = batch_rows
 
     # -- validation --------------------------------------------------------
     def _check_params(self):
@@ -145,6 +157,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
                 or not np.isfinite(self.tol) or self.tol < 0):
             raise InvalidParameterError(f"tol must be a finite number >= 0, got {self.tol!r}")
         self._check_device()
+        if self.batch_rows is not None:
+            positive_int("batch_rows")
         for name in ("assign", "update"):
             if not isinstance(getattr(self, name), str):
                 raise InvalidParameterError(
@@ -212,6 +226,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
 
     def _fit(self, X, sample_weight):
         self._check_params()
+        if self.batch_rows is not None or is_dataset(X):
+            return self._fit_streamed(X, sample_weight)
         backend = self._backend()
         device_input = is_device_array(X)
         X = self._validate_X(X, reset=True, backend=backend, copy=self.copy_x)
@@ -225,17 +241,58 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name, **sizes)
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name, **sizes)
         init, init_name, default_n_init = self._resolve_init(X, backend.name)
-        n_init = default_n_init if self.n_init == "auto" else self.n_init
-        if init_name == "array" and n_init != 1:
-            warnings.warn("Explicit initial center position passed: performing only one init "
-                          f"in {type(self).__name__} instead of n_init={n_init}.",
-                          RuntimeWarning, stacklevel=2)
-            n_init = 1
+        n_init = self._n_init(init_name, default_n_init)
         result = lloyd.fit_lloyd(
             X, sample_weight, n_clusters=self.n_clusters,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
             assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp)
+        return self._set_fitted(result, backend, device_input, init_name, assign, update)
+
+    def _n_init(self, init_name, default_n_init):
+        n_init = default_n_init if self.n_init == "auto" else self.n_init
+        if init_name == "array" and n_init != 1:
+            warnings.warn("Explicit initial center position passed: performing only one init "
+                          f"in {type(self).__name__} instead of n_init={n_init}.",
+                          RuntimeWarning, stacklevel=3)
+            n_init = 1
+        return n_init
+
+    def _fit_streamed(self, X, sample_weight):
+        """The fit over chunks (``batch_rows``, or a pyarrow dataset)."""
+        backend = self._backend()
+        rows = self.batch_rows or DEFAULT_BATCH_ROWS
+        if is_dataset(X):
+            if sample_weight is not None:
+                raise InvalidParameterError("sample_weight is not taken with a pyarrow dataset "
+                                            "(stream a weight column separately is not "
+                                            "supported); pass None")
+            stream = dataset_chunks(X, backend=backend, batch_rows=rows)
+            self.n_features_in_ = stream.n_features
+            self.feature_names_in_ = np.asarray(stream.feature_names, dtype=object)
+            chunks, dtype, n_features, device_input = (stream.chunks, stream.dtype,
+                                                       stream.n_features, False)
+        else:
+            device_input = is_device_array(X)
+            X = self._validate_X(X, reset=True, backend=backend)  # chunks are centred copies
+            weight = (None if sample_weight is None else
+                      check_sample_weight(sample_weight, X.shape[0], X.dtype, backend.xp))
+            chunks, dtype, n_features = array_chunks(X, weight, rows), X.dtype, X.shape[1]
+        assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name)
+        update = registry.resolve_strategy("kmeans.update", self.update, backend.name)
+        shape_of_X = SimpleNamespace(dtype=np.dtype(dtype), shape=(0, n_features))
+        init, init_name, default_n_init = self._resolve_init(shape_of_X, backend.name)
+        result = chunked.fit_lloyd_chunked(
+            chunks, n_clusters=self.n_clusters,
+            init=init if callable(init) else backend.to_device(init),
+            n_init=self._n_init(init_name, default_n_init), assign=assign.load(),
+            update=update.load(), max_iter=self.max_iter, tol=self.tol,
+            random_state=check_random_state(self.random_state), verbose=self.verbose,
+            xp=backend.xp)
+        return self._set_fitted(result, backend, device_input, init_name, assign, update)
+
+    def _set_fitted(self, result, backend, device_input, init_name, assign, update):
+        xp = backend.xp
         # Distinct labels from the cluster sizes, on the backend.
         # sync: one integer, once per fit
         n_distinct = int(xp.count_nonzero(xp.bincount(result.labels, minlength=self.n_clusters)))
@@ -276,11 +333,32 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         """
         check_is_fitted(self)
         backend = self._backend()
+        if is_dataset(X):
+            return self._predict_streamed(X, backend)
         device_input = is_device_array(X)
         X = self._validate_X(X, reset=False, backend=backend)
         labels = lloyd.assign_labels(X, self._centers_on(backend, X.dtype),
                                      assign=self._assign(X, backend), xp=backend.xp)
         return self._output(labels, device_input)
+
+    def _predict_streamed(self, dataset, backend):
+        """``predict`` of a pyarrow dataset, batch by batch; NumPy labels."""
+        stream = dataset_chunks(dataset, backend=backend,
+                                batch_rows=self.batch_rows or DEFAULT_BATCH_ROWS)
+        names = getattr(self, "feature_names_in_", None)
+        if stream.n_features != self.n_features_in_ or (
+                names is not None and list(names) != stream.feature_names):
+            raise InvalidInputError(
+                f"the dataset's columns {stream.feature_names} are not the "
+                f"{self.n_features_in_} features seen in fit"
+                + (f" ({list(names)})" if names is not None else ""))
+        centers = self._centers_on(backend, stream.dtype)
+        parts = []
+        for X, _ in stream.chunks():
+            labels = lloyd.assign_labels(X, centers, assign=self._assign(X, backend),
+                                         xp=backend.xp)
+            parts.append(self._output(labels, False))  # sync: each batch's labels, once
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
 
     def transform(self, X):
         """Euclidean distance of each row of X to every centre.

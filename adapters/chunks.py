@@ -1,0 +1,122 @@
+"""Chunk sources: data read one chunk of rows at a time, for fits that stream.
+
+A chunk source (:data:`gpumine.kmeans.chunked.ChunkSource`) is a callable that
+returns an iterator of ``(X_chunk, weight_chunk)`` pairs, the same chunks in the same
+order at every call, each chunk validated and on the backend. Two kinds:
+
+* :func:`dataset_chunks` -- a ``pyarrow.dataset.Dataset`` (a Parquet file, folder or
+  list of files, with the columns and filter pyarrow expresses), read record batch by
+  record batch at every pass, so no more than a batch is ever in memory;
+* :func:`array_chunks` -- slices of an array already validated (what
+  ``GPUKMeans(batch_rows=...)`` streams, so that small data exercises the same path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpumine.adapters.columns import as_columns
+from gpumine.adapters.sources import check_numeric
+from gpumine.exceptions import InvalidInputError
+
+__all__ = ["DEFAULT_BATCH_ROWS", "StreamedInput", "array_chunks", "dataset_chunks",
+           "is_dataset"]
+
+#: Rows per chunk of a streamed dataset when ``batch_rows`` is not given.
+DEFAULT_BATCH_ROWS = 1 << 20
+
+
+@dataclass
+class StreamedInput:
+    """A chunk source and what is known of it before any row is read."""
+
+    chunks: Callable
+    n_features: int
+    feature_names: list[str]
+    dtype: np.dtype
+
+
+def is_dataset(data) -> bool:
+    """Whether ``data`` is a ``pyarrow.dataset.Dataset`` (without importing pyarrow)."""
+    module = type(data).__module__ or ""
+    if not module.startswith("pyarrow"):
+        return False
+    import pyarrow.dataset as ds
+
+    return isinstance(data, ds.Dataset)
+
+
+def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS) -> StreamedInput:
+    """Stream a ``pyarrow.dataset.Dataset`` (every column) as validated chunks.
+
+    The columns are checked from the schema before any row is read; the chunks are
+    float32 when every column is float32, else float64 (the estimators' rule). A bad
+    value names its column, its batch and the batch's rows.
+
+    Parameters
+    ----------
+    dataset : pyarrow.dataset.Dataset
+        Select columns or rows with ``dataset.filter(...)`` or by opening it with
+        ``columns``; every column of its schema is a feature.
+    backend : gpumine.backend.Backend
+    batch_rows : int
+        The most rows of a chunk (row groups may give fewer).
+
+    Raises
+    ------
+    InvalidInputError
+        A column that is not a number, or no columns.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, pyarrow.dataset as ds
+    >>> from gpumine.backend import get_backend
+    >>> data = ds.dataset(pa.table({"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}))
+    >>> stream = dataset_chunks(data, backend=get_backend("cpu"), batch_rows=2)
+    >>> [X.tolist() for X, _ in stream.chunks()]
+    [[[1.0, 4.0], [2.0, 5.0]], [[3.0, 6.0]]]
+    """
+    import pyarrow as pa
+
+    schema = dataset.schema
+    names = list(schema.names)
+    if not names:
+        raise InvalidInputError("the dataset has no columns")
+    check_numeric(schema, names)
+    float32 = all(pa.types.is_float32(schema.field(name).type) for name in names)
+    dtype = np.dtype(np.float32 if float32 else np.float64)
+
+    def chunks():
+        first = 0
+        for index, batch in enumerate(dataset.to_batches(columns=names, batch_size=batch_rows)):
+            if batch.num_rows == 0:
+                continue
+            try:
+                X = as_columns(batch, backend=backend, dtype=dtype).X
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"batch {index} (rows {first} to "
+                                        f"{first + batch.num_rows - 1}): {exc}") from None
+            first += batch.num_rows
+            yield X, None
+
+    return StreamedInput(chunks, len(names), names, dtype)
+
+
+def array_chunks(X, sample_weight, rows: int):
+    """Slices of ``rows`` rows of a validated array and its weights (None: all 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [len(X) for X, _ in array_chunks(np.zeros((5, 2)), None, 2)()]
+    [2, 2, 1]
+    """
+    def chunks():
+        for start in range(0, X.shape[0], rows):
+            yield (X[start:start + rows],
+                   None if sample_weight is None else sample_weight[start:start + rows])
+
+    return chunks
