@@ -21,6 +21,13 @@ BUILTIN_STRATEGIES = (
                     "sample_weight aware (scikit-learn semantics)",
     ),
     Strategy(
+        kind="kmeans.init", name="k-means||", backend="any",
+        target=f"{_KMEANS}.init:kmeans_parallel", paper="Bahmani et al. 2012",
+        description="k-means||: 5 rounds each keeping every point with probability "
+                    "2k w D^2 / phi, candidates weighted by their nearest points, then "
+                    "k-means++ on the candidates",
+    ),
+    Strategy(
         kind="kmeans.init", name="random", backend="any",
         target=f"{_KMEANS}.init:random_init",
         description="k distinct points drawn with probability proportional to sample_weight",

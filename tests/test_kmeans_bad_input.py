@@ -55,7 +55,8 @@ def test_bad_X(data, match):
     ({"init": np.zeros((2, 4))}, "does not match the number of features of the data 3"),
     ({"init": np.array([[np.nan, 0, 0], [0, 0, 0]])}, "NaN"),
     ({"init": lambda X, k, random_state: X[:k + 1]}, "does not match the number of clusters"),
-    ({"init": "nope"}, "unknown kmeans.init strategy 'nope'; known: k-means\\+\\+, random"),
+    ({"init": "nope"},
+     "unknown kmeans.init strategy 'nope'; known: k-means\\+\\+, k-means\\|\\|, random"),
     ({"assign": "nope"}, "unknown kmeans.assign strategy 'nope'; known: gemm, numpy, tiled"),
     ({"update": "nope"}, "unknown kmeans.update strategy 'nope'"),
 ])

@@ -40,10 +40,11 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
     ----------
     n_clusters : int, default=8
         Number of clusters.
-    init : {"k-means++", "random"}, str, callable or array-like of shape \
+    init : {"k-means++", "k-means||", "random"}, str, callable or array-like of shape \
             (n_clusters, n_features), default="k-means++"
-        A ``kmeans.init`` strategy name (built-in: greedy ``"k-means++"`` and
-        ``"random"``, both weighted by ``sample_weight``), a callable
+        A ``kmeans.init`` strategy name (built-in: greedy ``"k-means++"``, Bahmani et
+        al.'s ``"k-means||"`` and ``"random"``, all weighted by ``sample_weight``), a
+        callable
         ``init(X, n_clusters, random_state)`` returning centres, or the centres.
     n_init : "auto" or int, default="auto"
         Number of runs from different inits; the lowest inertia is kept.

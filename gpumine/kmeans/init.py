@@ -1,4 +1,4 @@
-"""Centre initialisation strategies: ``init="random"`` and ``init="k-means++"``.
+"""Centre initialisation strategies: ``init="random"``, ``"k-means++"`` and ``"k-means||"``.
 
 Both draw their random numbers on the host from a :class:`numpy.random.RandomState`
 (a few numbers per centre, never anything of size n), in the order scikit-learn
@@ -24,7 +24,12 @@ _GROUP_ELEMENTS = 1 << 23
 #: Weights cast to float64 at once when summing potentials (8 MiB).
 _WEIGHT_CHUNK = 1 << 20
 
-__all__ = ["kmeans_plusplus", "random_init"]
+__all__ = ["kmeans_parallel", "kmeans_plusplus", "random_init"]
+
+#: k-means||: candidates drawn per round, in multiples of k, and rounds (Bahmani et al.'s
+#: l = 2k and r = 5, as dask-ml's and cuML's defaults).
+PARALLEL_OVERSAMPLING = 2.0
+PARALLEL_ROUNDS = 5
 
 
 def _to_host(xp, array):
@@ -181,3 +186,100 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, x_squared_norms, random_sta
         xp.minimum(closest_dist_sq, distance[0], out=closest_dist_sq)
         centers[c] = X[best_id]
     return centers
+
+
+def _closest(X, Y, xp):
+    """Squared distance (float64, clipped at 0) of every row of X to its nearest row of Y,
+    and that row's index; over row blocks of X, never an (n, m) array in full."""
+    Y64 = Y.astype(xp.float64)
+    y_norms = (Y64 ** 2).sum(axis=1)
+    distances = xp.empty(X.shape[0], dtype=xp.float64)
+    nearest = xp.empty(X.shape[0], dtype=xp.int64)
+    starts, step = chunk_rows(X.shape[0], max(Y.shape[0], X.shape[1]))
+    for start in starts:
+        block = X[start:start + step].astype(xp.float64)
+        products = block @ Y64.T
+        products *= -2.0
+        products += y_norms[None, :]
+        nearest[start:start + step] = products.argmin(axis=1)
+        best = products.min(axis=1) + (block ** 2).sum(axis=1)
+        distances[start:start + step] = xp.maximum(best, 0.0)
+    return distances, nearest
+
+
+def kmeans_parallel(X, n_clusters, *, sample_weight, x_squared_norms, random_state, xp=np,
+                    oversampling=PARALLEL_OVERSAMPLING, rounds=PARALLEL_ROUNDS):
+    """k-means|| (Bahmani et al., VLDB 2012), the init dask-ml and cuML use on distributed data.
+
+    One centre is drawn with probability proportional to ``sample_weight``. Each of
+    ``rounds`` rounds then keeps every point independently with probability
+    ``min(1, l * w * D^2 / phi)``: ``l = oversampling * n_clusters``, ``D^2`` its
+    squared distance to the nearest candidate so far, ``phi`` the weighted sum of
+    them. That is about ``l`` new candidates a round, so a few rounds replace k-means++'s
+    k sequential passes over the data. Each candidate is weighted by the sample weight
+    of the points nearest to it, and greedy k-means++ on the weighted candidates gives
+    the ``n_clusters`` centres (Bahmani et al.'s step 8). Rounds continue past
+    ``rounds`` while there are fewer candidates than clusters.
+
+    The uniforms of a round come from a generator on X's backend seeded from
+    ``random_state``, so nothing of size n is drawn on, or copied from, the host.
+    Host syncs: phi and the number kept, once per round.
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_features)   -- IN
+    n_clusters : int
+    sample_weight : array of shape (n_samples,)   -- IN
+    x_squared_norms : ignored (distances are computed per block)
+    random_state : numpy.random.RandomState
+    xp : module
+    oversampling : float, default=2.0
+    rounds : int, default=5
+
+    Returns
+    -------
+    centers : array of shape (n_clusters, n_features)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.RandomState(0)
+    >>> X = np.vstack([rng.normal(c, 0.1, (200, 2)) for c in (0, 5, 10)])
+    >>> centers = kmeans_parallel(X, 3, sample_weight=np.ones(len(X)), x_squared_norms=None,
+    ...                           random_state=np.random.RandomState(1))
+    >>> sorted(np.round(centers[:, 0]).astype(int).tolist())
+    [0, 5, 10]
+    """
+    n_samples = X.shape[0]
+    weight = sample_weight.astype(xp.float64)
+    first = choice_without_replacement(sample_weight, 1, random_state, xp)
+    candidates = [X[first]]
+    distances, _ = _closest(X, candidates[0], xp)
+    generator = xp.random.RandomState(int(random_state.randint(2**31 - 1)))
+    count = 1
+    for done in range(rounds + 50):
+        if done >= rounds and count >= n_clusters:
+            break
+        potential = float(weight @ distances)  # sync: 8 bytes per round
+        if potential <= 0:
+            break
+        chance = (oversampling * n_clusters / potential) * weight * distances
+        kept = xp.flatnonzero(generator.random_sample(n_samples) < chance)
+        if int(kept.size) == 0:  # sync: the count kept, once per round
+            continue
+        new = X[kept]
+        candidates.append(new)
+        count += int(kept.size)
+        closer, _ = _closest(X, new, xp)
+        xp.minimum(distances, closer, out=distances)
+    candidates = xp.concatenate(candidates)
+    if candidates.shape[0] < n_clusters:  # fewer distinct points than clusters: the greedy way
+        return kmeans_plusplus(X, n_clusters, sample_weight=sample_weight,
+                               x_squared_norms=x_squared_norms if xp is np else None,
+                               random_state=random_state, xp=xp)
+    _, nearest = _closest(X, candidates, xp)
+    candidate_weight = xp.bincount(nearest, weights=weight,
+                                   minlength=candidates.shape[0]).astype(X.dtype)
+    norms = (candidates.astype(xp.float64) ** 2).sum(axis=1) if xp is np else None
+    return kmeans_plusplus(candidates, n_clusters, sample_weight=candidate_weight,
+                           x_squared_norms=norms, random_state=random_state, xp=xp)
