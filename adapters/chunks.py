@@ -49,7 +49,8 @@ def is_dataset(data) -> bool:
     return isinstance(data, ds.Dataset)
 
 
-def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS) -> StreamedInput:
+def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
+                   dtype=None) -> StreamedInput:
     """Stream a ``pyarrow.dataset.Dataset`` (every column) as validated chunks.
 
     The columns are checked from the schema before any row is read; the chunks are
@@ -64,6 +65,8 @@ def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS) ->
     backend : gpumine.backend.Backend
     batch_rows : int
         The most rows of a chunk (row groups may give fewer).
+    dtype : dtype, optional
+        The chunks' dtype; default float32 when every column is float32, else float64.
 
     Raises
     ------
@@ -86,8 +89,10 @@ def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS) ->
     if not names:
         raise InvalidInputError("the dataset has no columns")
     check_numeric(schema, names)
-    float32 = all(pa.types.is_float32(schema.field(name).type) for name in names)
-    dtype = np.dtype(np.float32 if float32 else np.float64)
+    if dtype is None:
+        float32 = all(pa.types.is_float32(schema.field(name).type) for name in names)
+        dtype = np.float32 if float32 else np.float64
+    dtype = np.dtype(dtype)
 
     def chunks():
         first = 0

@@ -32,7 +32,7 @@ Examples
 --------
 >>> from gpumine.registry import get_strategy, list_strategies
 >>> [s.name for s in list_strategies("kmeans.init")]
-['k-means++', 'random']
+['k-means++', 'k-means||', 'random']
 >>> get_strategy("kmeans.update", "numpy").backend
 'cpu'
 """

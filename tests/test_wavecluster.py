@@ -250,3 +250,30 @@ def test_default_connectivity_is_full_up_to_3_features_then_2(d, expected):
     if d >= 4:  # and it is not the full neighbourhood: that labels the grid differently
         full = WaveCluster(device="cpu", connectivity=d).fit(X)
         assert not np.array_equal(full.grid_labels_, default.grid_labels_)
+
+
+def test_streamed_fit_equals_the_in_memory_one(tmp_path):
+    """batch_rows and a Parquet dataset: the same grid, labels and threshold."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    X, _ = _blobs_with_noise(3, 1)
+    memory = WaveCluster(device="cpu").fit(X)
+    streamed = WaveCluster(device="cpu", batch_rows=777).fit(X)
+    np.testing.assert_array_equal(streamed.labels_, memory.labels_)
+    np.testing.assert_array_equal(streamed.grid_labels_, memory.grid_labels_)
+    assert streamed.threshold_ == memory.threshold_ and streamed.n_clusters_ == 3
+    for i, part in enumerate(np.array_split(X, 3)):
+        pq.write_table(pa.table({f"x{j}": part[:, j] for j in range(3)}),
+                       tmp_path / f"{i}.parquet", row_group_size=1000)
+    dataset = ds.dataset(sorted(tmp_path.glob("*.parquet")), format="parquet")
+    from_files = WaveCluster(device="cpu", batch_rows=500).fit(dataset)
+    np.testing.assert_array_equal(from_files.labels_, memory.labels_)
+    assert list(from_files.feature_names_in_) == ["x0", "x1", "x2"]
+    weighted = WaveCluster(device="cpu", batch_rows=1000).fit(X, sample_weight=np.full(len(X), 2))
+    np.testing.assert_array_equal(weighted.labels_,
+                                  WaveCluster(device="cpu").fit(X, sample_weight=np.full(
+                                      len(X), 2)).labels_)
+    with pytest.raises(InvalidParameterError, match="batch_rows"):
+        WaveCluster(device="cpu", batch_rows=0).fit(X)

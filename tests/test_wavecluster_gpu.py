@@ -224,3 +224,9 @@ def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     assert gpu.threshold_ == pytest.approx(cpu.threshold_, rel=1e-12)
     np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
     np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)
+
+
+def test_a_streamed_fit_on_the_gpu_is_refused_before_any_work():
+    X = _discs(2000, 3)
+    with pytest.raises(InvalidParameterError, match="runs on the CPU for now"):
+        WaveCluster(device="gpu", batch_rows=500).fit(X)

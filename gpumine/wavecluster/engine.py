@@ -47,8 +47,10 @@ __all__ = [
     "WaveClusterResult",
     "auto_connectivity",
     "auto_grid_shape",
+    "chunk_bounds",
     "cluster_ids",
     "fit_wavecluster",
+    "fit_wavecluster_chunked",
     "lookup",
     "mean_occupied_density",
     "quantize",
@@ -140,6 +142,61 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
         labels=remap[point_components], grid_labels=remap[components],
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
         threshold=float(threshold), n_clusters=int((remap >= 0).sum()))
+
+
+def chunk_bounds(chunks):
+    """One pass over a chunk source: the rows, and the per-feature (min, max) of the rows of
+    positive weight (all rows when the weights are None) as a (2, d) array (None if none)."""
+    rows, lo, hi = 0, None, None
+    for X, w in chunks():
+        rows += X.shape[0]
+        kept = X if w is None else X[w > 0]
+        if kept.shape[0]:
+            lo = kept.min(axis=0) if lo is None else np.minimum(lo, kept.min(axis=0))
+            hi = kept.max(axis=0) if hi is None else np.maximum(hi, kept.max(axis=0))
+    return rows, None if lo is None else np.stack([lo, hi]).astype(np.float64)
+
+
+def fit_wavecluster_chunked(chunks, *, bounds, grid_shape, levels, wavelet, threshold,
+                            connectivity, min_cluster_size, label) -> WaveClusterResult:
+    """:func:`fit_wavecluster` over a chunk source (:mod:`gpumine.kmeans.chunked` says what
+    one is): three passes, none holding more than a chunk and the labels.
+
+    The histogram is the sum of the chunks' histograms; the grid, threshold and
+    labelling are then the in-memory pipeline's, on the same grid; a second pass
+    weighs the components by their points and a third labels the points. With
+    unweighted points the counts are exact, so the result equals the in-memory fit's.
+    """
+    size = math.prod(grid_shape)
+    grid = np.zeros(size)
+    for X, w in chunks():
+        cells, inside = quantize(X, bounds, grid_shape)
+        flat = np.ravel_multi_index(tuple(cells[inside].T), grid_shape)
+        weight = np.ones(X.shape[0]) if w is None else w
+        grid += np.bincount(flat, weights=weight[inside], minlength=size)
+    grid = grid.reshape(grid_shape)
+    coarse = lowpass(grid, wavelet, levels)
+    threshold, (components, n_components) = resolve_threshold(
+        threshold, coarse, grid_weight=float(grid.sum()), min_cluster_size=min_cluster_size,
+        label=label, connectivity=connectivity)
+    del grid, coarse
+
+    def point_components(X):
+        cells, inside = quantize(X, bounds, grid_shape)
+        point_cells = coarse_cells(cells, wavelet, levels, grid_shape)
+        return np.where(inside, components[tuple(point_cells.T)], 0)
+
+    sizes = np.zeros(n_components + 1)
+    for X, w in chunks():
+        sizes += np.bincount(point_components(X), weights=None if w is None else w,
+                             minlength=n_components + 1)
+    remap = cluster_ids(sizes, min_cluster_size)
+    labels = [remap[point_components(X)] for X, _ in chunks()]
+    return WaveClusterResult(
+        labels=np.concatenate(labels) if labels else np.empty(0, dtype=np.int64),
+        grid_labels=remap[components], grid_shape=tuple(grid_shape),
+        bounds=np.asarray(bounds, dtype=np.float64), threshold=float(threshold),
+        n_clusters=int((remap >= 0).sum()))
 
 
 def auto_connectivity(n_features: int) -> int:

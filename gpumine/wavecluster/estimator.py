@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
+from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_chunks, is_dataset
 from gpumine.backend import get_backend
 from gpumine.estimator_base import GpumineEstimator
 from gpumine.exceptions import InsufficientMemoryError, InvalidInputError, InvalidParameterError
@@ -71,6 +73,12 @@ class WaveCluster(GpumineEstimator):
         ``wavecluster.label`` strategy: ``scipy`` or ``union-find`` on the CPU
         (``"auto"``: ``scipy``), ``union-find-gpu`` or ``sliding-window`` on the
         GPU (``"auto"``: ``union-find-gpu``).
+    batch_rows : int or None, default=None
+        Stream X in chunks of this many rows: a pass for the bounds, one for the
+        grid's histogram, one to weigh the components and one to label the points,
+        none holding more than a chunk and the labels. A ``pyarrow.dataset.Dataset``
+        always streams (chunks of 2**20 rows when this is None). Unweighted, the
+        result equals the in-memory fit's. CPU only for now (``device="cpu"``).
 
     Attributes
     ----------
@@ -111,7 +119,7 @@ class WaveCluster(GpumineEstimator):
 
     def __init__(self, grid_size="auto", *, levels=1, wavelet="haar", threshold="auto",
                  connectivity=None, min_cluster_size="auto", bounds=None, device="auto",
-                 label="auto"):
+                 label="auto", batch_rows=None):
         self.grid_size = grid_size
         self.levels = levels
         self.wavelet = wavelet
@@ -121,6 +129,7 @@ class WaveCluster(GpumineEstimator):
         self.bounds = bounds
         self.device = device
         self.label = label
+        self.batch_rows = batch_rows
 
     def _check_params(self, n_features):
         if (not isinstance(self.levels, numbers.Integral) or isinstance(self.levels, bool)
@@ -129,6 +138,11 @@ class WaveCluster(GpumineEstimator):
         if not isinstance(self.wavelet, str):
             raise InvalidParameterError(f"wavelet must be a strategy name, got {self.wavelet!r}")
         self._check_device()
+        if self.batch_rows is not None and (not isinstance(self.batch_rows, numbers.Integral)
+                                            or isinstance(self.batch_rows, bool)
+                                            or self.batch_rows < 1):
+            raise InvalidParameterError(
+                f"batch_rows must be an integer >= 1 or None, got {self.batch_rows!r}")
         connectivity = (engine.auto_connectivity(n_features) if self.connectivity is None
                         else self.connectivity)
         if (not isinstance(connectivity, numbers.Integral)
@@ -238,6 +252,8 @@ class WaveCluster(GpumineEstimator):
             label=label)
 
     def _fit(self, X, sample_weight):
+        if self.batch_rows is not None or is_dataset(X):
+            return self._fit_streamed(X, sample_weight)
         backend = self._backend()
         device_input = is_device_array(X)
         plans = []
@@ -263,6 +279,45 @@ class WaveCluster(GpumineEstimator):
         else:
             result = engine.fit_wavecluster(
                 X, np.ones(X.shape[0]) if weight is None else weight, **params)
+        return self._set_fitted(result, backend, plan)
+
+    def _fit_streamed(self, X, sample_weight):
+        """The fit over chunks (``batch_rows``, or a pyarrow dataset), on the CPU."""
+        backend = self._backend()
+        if backend.is_gpu:
+            raise InvalidParameterError(
+                "a streamed WaveCluster fit (a pyarrow dataset, or batch_rows) runs on the CPU "
+                "for now; pass device='cpu'")
+        rows = self.batch_rows or DEFAULT_BATCH_ROWS
+        if is_dataset(X):
+            if sample_weight is not None:
+                raise InvalidParameterError("sample_weight is not taken with a pyarrow "
+                                            "dataset; pass None")
+            stream = dataset_chunks(X, backend=backend, batch_rows=rows, dtype=np.float64)
+            self.n_features_in_ = stream.n_features
+            self.feature_names_in_ = np.asarray(stream.feature_names, dtype=object)
+            chunks, n_features, weight = stream.chunks, stream.n_features, None
+        else:
+            X = self._validate_X(X, reset=True, backend=backend)
+            weight = (None if sample_weight is None
+                      else check_sample_weight(sample_weight, X.shape[0], np.float64, np))
+            chunks, n_features = array_chunks(X, weight, rows), X.shape[1]
+        n_samples, data_bounds = engine.chunk_bounds(chunks)  # the first pass
+        plan = self._plan(n_samples, n_features, weight, backend)
+        if self.bounds is not None:
+            bounds = self._bounds(SimpleNamespace(shape=(n_samples, n_features)), None, backend)
+        elif data_bounds is None:
+            raise InvalidInputError("every point has zero weight")
+        else:
+            bounds = self._check_bounds(data_bounds)
+        result = engine.fit_wavecluster_chunked(
+            chunks, bounds=bounds, grid_shape=plan["grid_shape"], levels=self.levels,
+            wavelet=plan["wavelet"], threshold=self.threshold,
+            connectivity=plan["connectivity"], min_cluster_size=plan["min_cluster_size"],
+            label=plan["label"].load())
+        return self._set_fitted(result, backend, plan)
+
+    def _set_fitted(self, result, backend, plan):
         self.labels_ = result.labels
         self.n_clusters_ = result.n_clusters
         self.grid_labels_ = result.grid_labels
