@@ -1,0 +1,57 @@
+"""The per-iteration overhead of gpumine.dask.GPUKMeans: the share of an iteration's wall
+time not spent in the slowest partition's own work (scheduling, transfers, the driver).
+
+Usage: ``python benchmarks/dask_overhead.py --out benchmarks/results`` (any machine; a
+two-worker ``distributed.LocalCluster`` of CPU workers). Writes
+``dask-overhead-<date>-<commit>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args()
+    import dask
+    import dask.array as da
+    import distributed
+    import numpy as np
+
+    from gpumine.dask import GPUKMeans
+
+    commit = os.environ.get("GPUMINE_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rows = []
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster):
+        rng = np.random.default_rng(0)
+        for n, d, k in [(200_000, 8, 8), (2_000_000, 8, 8), (2_000_000, 32, 64)]:
+            X = da.from_array(rng.normal(size=(n, d)), chunks=(n // 4, d)).persist()
+            model = GPUKMeans(k, random_state=0, max_iter=20, tol=0).fit(X)
+            rows.append({"n": n, "d": d, "k": k, "partitions": 4, "n_iter": model.n_iter_,
+                         "iteration_overhead_share": model.iteration_overhead_})
+            print(rows[-1], flush=True)
+    record = {"date": datetime.date.today().isoformat(), "commit": commit,
+              "host": platform.node(), "cpu_count": os.cpu_count(),
+              "python": platform.python_version(), "dask": dask.__version__,
+              "distributed": distributed.__version__, "numpy": np.__version__,
+              "workers": "2 processes x 1 thread", "rows": rows}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"dask-overhead-{record['date']}-{commit}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

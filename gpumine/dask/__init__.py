@@ -1,0 +1,13 @@
+"""gpumine on Dask collections: k-means over ``dask.array`` and ``dask.dataframe`` partitions.
+
+``pip install "gpumine[dask]"``. :class:`GPUKMeans` takes the in-memory estimator's
+parameters and gives its fitted attributes; the partitions stay on their workers
+(persisted once), and the driver only ever holds k x (d + 1) sums per partition.
+WaveCluster on Dask collections is not built yet.
+"""
+
+from __future__ import annotations
+
+from gpumine.dask.kmeans import GPUKMeans
+
+__all__ = ["GPUKMeans"]

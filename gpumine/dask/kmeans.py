@@ -1,0 +1,383 @@
+"""``gpumine.dask.GPUKMeans``: Lloyd's algorithm over the partitions of a Dask collection.
+
+Every iteration is one Dask computation: each partition (a block of rows, persisted
+on its worker) is assigned against the centres by the fit's ``assign`` strategy and
+returns its weighted sums and weights (float64, k x (d + 1) values) and a fingerprint
+of its labels; the driver adds the partials in partition order and runs the in-memory
+loop's relocation, averaging and stopping rule (:mod:`gpumine.kmeans.lloyd`). Tasks
+are pure functions of persisted blocks, so a lost worker's tasks are recomputed by
+Dask and the result does not change. From the same initial centres the fit gives the
+in-memory estimator's labels, ``n_iter_`` and centres up to float64 rounding of the
+summation order (tested with a two-worker ``LocalCluster``).
+
+The cost of this design is a Dask graph per iteration; ``iteration_overhead_`` records
+the measured share of each iteration spent outside the partitions' own work (what a
+long-lived task per worker exchanging sums through a collective would save).
+
+Init: ``"k-means||"`` (default, Bahmani et al. 2012, as dask-ml and cuML): each round
+is one computation over the partitions, each drawing its points with a generator
+seeded from ``random_state``, the round and the partition index, so a seed gives the
+same centres on any cluster. An explicit array of centres is taken as is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import numbers
+import time
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from gpumine import registry
+from gpumine.exceptions import InvalidInputError, InvalidParameterError, MissingDependency
+from gpumine.kmeans.lloyd import _converged, average_centers
+
+__all__ = ["GPUKMeans"]
+
+
+def _dask():
+    try:
+        import dask
+        import dask.array as da
+    except ImportError as exc:
+        raise MissingDependency('gpumine.dask needs Dask: pip install "gpumine[dask]"') from exc
+    return dask, da
+
+
+def _backend(device):
+    from gpumine.backend import get_backend
+
+    return get_backend(device)
+
+
+# -- what runs on the workers (pure functions of a block) ------------------------------------
+def _stats(block):
+    block = np.asarray(block, dtype=np.float64)
+    mean = block.mean(axis=0)
+    return block.shape[0], mean, ((block - mean) ** 2).sum(axis=0)
+
+
+def _partial(block, centers, x_mean, device, assign_name, update_name):
+    """A partition's assignment against ``centers``: sums, weights, labels' fingerprint and
+    the task's own seconds."""
+    start = time.perf_counter()
+    backend = _backend(device)
+    xp = backend.xp
+    X = backend.to_device(np.asarray(block)) - backend.to_device(x_mean)
+    centers = backend.to_device(centers)
+    k = centers.shape[0]
+    labels = xp.empty(X.shape[0], dtype=xp.int32)
+    registry.resolve_strategy("kmeans.assign", assign_name, backend.name).load()(
+        X, centers, labels)
+    sums, weights = xp.zeros((k, X.shape[1])), xp.zeros(k)
+    registry.resolve_strategy("kmeans.update", update_name, backend.name).load()(
+        X, labels, xp.ones(X.shape[0], dtype=X.dtype), sums, weights)
+    host_labels = backend.to_host(labels)
+    return (backend.to_host(sums), backend.to_host(weights),
+            hashlib.blake2b(host_labels.tobytes(), digest_size=16).digest(),
+            time.perf_counter() - start)
+
+
+def _farthest(block, centers, x_mean, device, assign_name, count):
+    """The ``count`` points of a partition farthest from their centre: (distance, row,
+    point, label) each, for empty-cluster relocation."""
+    labels = _labels(block, centers, x_mean, device, assign_name)
+    X = np.asarray(block, dtype=np.float64) - x_mean
+    distances = ((X - centers[labels]) ** 2).sum(axis=1)
+    take = min(count, X.shape[0])
+    top = np.argpartition(distances, -take)[-take:]
+    return [(float(distances[i]), int(i), X[i].copy(), int(labels[i])) for i in top]
+
+
+def _labels(block, centers, x_mean, device, assign_name):
+    backend = _backend(device)
+    X = backend.to_device(np.asarray(block)) - backend.to_device(x_mean)
+    labels = backend.xp.empty(X.shape[0], dtype=backend.xp.int32)
+    registry.resolve_strategy("kmeans.assign", assign_name, backend.name).load()(
+        X, backend.to_device(centers), labels)
+    return backend.to_host(labels)
+
+
+def _inertia(block, centers, x_mean, device, assign_name):
+    labels = _labels(block, centers, x_mean, device, assign_name)
+    diff = np.asarray(block, dtype=np.float64) - x_mean - centers[labels]
+    return float(np.einsum("ij,ij->", diff, diff))
+
+
+def _nearest_squared(block, candidates, x_mean):
+    X = np.asarray(block, dtype=np.float64) - x_mean
+    C = np.asarray(candidates, dtype=np.float64)
+    products = X @ C.T * -2.0 + (C ** 2).sum(axis=1)[None, :]
+    nearest = products.argmin(axis=1)
+    return np.maximum(products.min(axis=1) + (X ** 2).sum(axis=1), 0.0), nearest
+
+
+def _round_draw(block, candidates, x_mean, factor, seed):
+    """k-means|| on one partition: the rows kept with probability min(1, factor * D^2)."""
+    distances, _ = _nearest_squared(block, candidates, x_mean)
+    rng = np.random.RandomState(seed)
+    kept = rng.random_sample(distances.shape[0]) < factor * distances
+    return np.asarray(block, dtype=np.float64)[kept] - x_mean, float(distances.sum())
+
+
+def _candidate_weights(block, candidates, x_mean):
+    _, nearest = _nearest_squared(block, candidates, x_mean)
+    return np.bincount(nearest, minlength=len(candidates)).astype(np.float64)
+
+
+# -- the estimator --------------------------------------------------------------------------
+class GPUKMeans(ClusterMixin, BaseEstimator):
+    """k-means on a ``dask.array`` or ``dask.dataframe`` (``pip install "gpumine[dask]"``).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    init : {"k-means||"} or array-like of shape (n_clusters, n_features), default="k-means||"
+    max_iter : int, default=300
+    tol : float, default=1e-4
+        Relative to the mean feature variance, as in scikit-learn.
+    random_state : int, RandomState instance or None, default=None
+    oversampling : float, default=2.0
+        k-means||: candidates drawn per round, in multiples of ``n_clusters``.
+    init_rounds : int, default=5
+    device : {"cpu", "gpu", "auto"}, default="cpu"
+        Where each partition's assignment runs, on its worker.
+    assign, update : str, default="auto"
+        The strategies each partition runs (``gpumine strategies``).
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+    labels_ : dask.array.Array of shape (n_samples,), int32
+        Lazy: the assignment to ``cluster_centers_`` (what the in-memory fit's labels are).
+    inertia_ : float
+    n_iter_ : int
+    n_features_in_ : int
+    iteration_overhead_ : float
+        Median share of an iteration's wall time not spent in the partitions' tasks
+        (scheduling, transfers, the driver's work).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from gpumine.dask import GPUKMeans
+    >>> X = da.from_array(np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10]), chunks=30)
+    >>> km = GPUKMeans(2, random_state=0).fit(X)   # the default scheduler, or a Client's
+    >>> sorted(km.cluster_centers_[:, 0].tolist())
+    [0.0, 10.0]
+    >>> km.predict(X).compute()[[0, -1]].tolist() == km.labels_.compute()[[0, -1]].tolist()
+    True
+    """
+
+    def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-4,
+                 random_state=None, oversampling=2.0, init_rounds=5, device="cpu",
+                 assign="auto", update="auto"):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.oversampling = oversampling
+        self.init_rounds = init_rounds
+        self.device = device
+        self.assign = assign
+        self.update = update
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "cluster_centers_")
+
+    def _check_params(self):
+        for name in ("n_clusters", "max_iter", "init_rounds"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+                raise InvalidParameterError(f"{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.tol, numbers.Real) or self.tol < 0:
+            raise InvalidParameterError(f"tol must be a number >= 0, got {self.tol!r}")
+        if isinstance(self.init, str) and self.init != "k-means||":
+            raise InvalidParameterError(
+                f"init must be 'k-means||' or an array of centres, got {self.init!r}")
+
+    def _blocks(self, X):
+        """The collection as a persisted dask array of row blocks (one block across columns)."""
+        _, da = _dask()
+        if hasattr(X, "to_dask_array"):  # a dask DataFrame: chunk sizes found here if unknown
+            X = X.to_dask_array(lengths=True)
+        if not isinstance(X, da.Array):
+            raise InvalidInputError(f"expected a dask array or dataframe, got {type(X).__name__}")
+        if X.ndim != 2:
+            raise InvalidInputError(f"X must be 2-D, got {X.ndim} dimensions")
+        if any(np.isnan(c) for c in X.chunks[0]):
+            X = X.compute_chunk_sizes()
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
+        return X.astype(dtype).rechunk({1: -1}).persist()
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit on a ``dask.array`` (n_samples, n_features) or a numeric ``dask.dataframe``.
+
+        Parameters
+        ----------
+        X : dask.array.Array or dask.dataframe.DataFrame
+        y : Ignored
+        sample_weight : None
+            Not supported yet on Dask collections.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        if sample_weight is not None:
+            raise InvalidParameterError("sample_weight is not supported on Dask collections yet")
+        dask, _ = _dask()
+        X = self._blocks(X)
+        blocks = X.to_delayed().ravel().tolist()
+        sizes = [int(rows) for rows in X.chunks[0]]
+        n_features = X.shape[1]
+        backend = _backend(self.device)
+        assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name).name
+        update = registry.resolve_strategy("kmeans.update", self.update, backend.name).name
+        stats = dask.compute(*[dask.delayed(_stats)(b) for b in blocks])
+        count, mean, m2 = _merge_stats(stats)
+        if count < self.n_clusters:
+            raise InvalidInputError(f"n_samples={count} should be >= n_clusters={self.n_clusters}.")
+        x_mean = mean.astype(X.dtype).astype(np.float64)
+        tol = float((m2 / count).mean()) * self.tol
+        random_state = check_random_state(self.random_state)
+        if isinstance(self.init, str):
+            centers = self._kmeans_parallel(dask, blocks, sizes, x_mean, random_state)
+        else:
+            centers = np.asarray(self.init, dtype=np.float64)
+            if centers.shape != (self.n_clusters, n_features):
+                raise InvalidInputError(f"The shape of the initial centers {centers.shape} does "
+                                        f"not match ({self.n_clusters}, {n_features}).")
+            centers = centers - x_mean
+        centers = centers.astype(np.float64)
+        fingerprints, overheads = None, []
+        for iteration in range(self.max_iter):
+            start = time.perf_counter()
+            parts = dask.compute(*[dask.delayed(_partial)(b, centers, x_mean, self.device,
+                                                          assign, update) for b in blocks])
+            wall = time.perf_counter() - start
+            # what the slowest partition's own work leaves of the iteration's wall time
+            overheads.append(max(0.0, 1.0 - max(part[3] for part in parts) / wall))
+            sums = np.zeros((self.n_clusters, n_features))
+            weights = np.zeros(self.n_clusters)
+            for part_sums, part_weights, _, _ in parts:  # partition order: a fixed sum order
+                sums += part_sums
+                weights += part_weights
+            self._relocate(dask, blocks, sizes, centers, x_mean, assign, sums, weights)
+            new = average_centers(sums, weights, np.float64)
+            shift = float(((new - centers) ** 2).sum())
+            centers = new
+            now = [part[2] for part in parts]
+            unchanged = now == fingerprints
+            fingerprints = now
+            stop, _ = _converged(iteration, unchanged, shift, tol, 0)
+            if stop:
+                break
+        self.iteration_overhead_ = float(np.median(overheads))
+        self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
+        self.n_iter_ = iteration + 1
+        self.n_features_in_ = n_features
+        self.inertia_ = float(sum(dask.compute(*[
+            dask.delayed(_inertia)(b, centers, x_mean, self.device, assign) for b in blocks])))
+        self._x_mean, self._centred, self._assign_name = x_mean, centers, assign
+        self.labels_ = self._lazy_labels(X)
+        return self
+
+    def _kmeans_parallel(self, dask, blocks, sizes, x_mean, random_state):
+        """k-means|| over the partitions (module docstring), then k-means++ on the candidates."""
+        from gpumine.kmeans.init import kmeans_plusplus
+
+        seed = int(random_state.randint(2**31 - 1))
+        row = int(random_state.randint(sum(sizes)))  # the first candidate: any row, uniformly
+        part = int(np.searchsorted(np.cumsum(sizes), row, side="right"))
+        block = np.asarray(blocks[part].compute(), dtype=np.float64)
+        candidates = block[row - sum(sizes[:part])][None, :] - x_mean
+        potential = None
+        for round_ in range(self.init_rounds):
+            if potential is None:
+                pieces = dask.compute(*[dask.delayed(_nearest_squared)(b, candidates, x_mean)
+                                        for b in blocks])
+                potential = float(sum(p[0].sum() for p in pieces))
+            if potential <= 0:
+                break
+            factor = self.oversampling * self.n_clusters / potential
+            drawn = dask.compute(*[
+                dask.delayed(_round_draw)(b, candidates, x_mean, factor,
+                                          (seed + 7919 * round_ + 104729 * i) % (2**31 - 1))
+                for i, b in enumerate(blocks)])
+            new = [rows for rows, _ in drawn if len(rows)]
+            if new:
+                candidates = np.vstack([candidates, *new])
+            pieces = dask.compute(*[dask.delayed(_nearest_squared)(b, candidates, x_mean)
+                                    for b in blocks])
+            potential = float(sum(p[0].sum() for p in pieces))
+        weights = sum(dask.compute(*[dask.delayed(_candidate_weights)(b, candidates, x_mean)
+                                     for b in blocks]))
+        if candidates.shape[0] < self.n_clusters:
+            raise InvalidInputError(f"k-means|| found {candidates.shape[0]} distinct candidates "
+                                    f"for {self.n_clusters} clusters; the data has fewer "
+                                    "distinct points than clusters")
+        norms = (candidates ** 2).sum(axis=1)
+        return kmeans_plusplus(candidates, self.n_clusters, sample_weight=weights,
+                               x_squared_norms=norms, random_state=random_state)
+
+    def _relocate(self, dask, blocks, sizes, centers, x_mean, assign, sums, weights):
+        """Empty clusters take the farthest points (the in-memory rule), found per partition;
+        ties go to the lowest row."""
+        empty = np.flatnonzero(weights == 0)
+        if not empty.size:
+            return
+        found = []
+        parts = dask.compute(*[dask.delayed(_farthest)(b, centers, x_mean, self.device, assign,
+                                                       empty.size) for b in blocks])
+        for part, offset in zip(parts, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True):
+            found += [(d, offset + row, point, label) for d, row, point, label in part]
+        found.sort(key=lambda item: (-item[0], item[1]))
+        if not found or found[0][0] == 0:
+            return
+        for new_cluster, (_, _, point, old_cluster) in zip(empty.tolist(), found, strict=False):
+            sums[old_cluster] -= point
+            sums[new_cluster] = point
+            weights[new_cluster] = 1.0
+            weights[old_cluster] -= 1.0
+
+    def _lazy_labels(self, X):
+        _, da = _dask()
+        X = self._blocks(X) if not isinstance(X, da.Array) else X.rechunk({1: -1})
+        return X.map_blocks(_labels, self._centred, self._x_mean, self.device,
+                            self._assign_name, dtype=np.int32, drop_axis=1)
+
+    def predict(self, X):
+        """Lazy labels of a dask array or dataframe: a ``dask.array`` of int32."""
+        check_is_fitted(self)
+        _dask()
+        if hasattr(X, "to_dask_array"):
+            X = X.to_dask_array(lengths=True)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidInputError(f"X has {X.shape[1]} features, the fit saw "
+                                    f"{self.n_features_in_}")
+        return self._lazy_labels(X.astype(self.cluster_centers_.dtype))
+
+
+def _merge_stats(stats):
+    """Chan et al.'s update over the partitions' (count, mean, M2), in partition order."""
+    count, mean, m2 = 0, None, None
+    for rows, part_mean, part_m2 in stats:
+        if rows == 0:
+            continue
+        if mean is None:
+            count, mean, m2 = rows, part_mean, part_m2
+            continue
+        total = count + rows
+        delta = part_mean - mean
+        mean = mean + delta * (rows / total)
+        m2 = m2 + part_m2 + delta ** 2 * (count * rows / total)
+        count = total
+    if not count:
+        raise InvalidInputError("no rows to cluster")
+    return count, mean, m2
