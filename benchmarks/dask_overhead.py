@@ -1,5 +1,5 @@
 """The per-iteration overhead of gpumine.dask.GPUKMeans: the share of an iteration's wall
-time not spent in the slowest partition's own work (scheduling, transfers, the driver).
+time not spent in the busiest worker's own tasks (scheduling, transfers, the driver).
 
 Usage: ``python benchmarks/dask_overhead.py --out benchmarks/results`` (any machine; a
 two-worker ``distributed.LocalCluster`` of CPU workers). Writes

@@ -78,7 +78,19 @@ def _partial(block, centers, x_mean, device, assign_name, update_name):
     host_labels = backend.to_host(labels)
     return (backend.to_host(sums), backend.to_host(weights),
             hashlib.blake2b(host_labels.tobytes(), digest_size=16).digest(),
-            time.perf_counter() - start)
+            time.perf_counter() - start, _where())
+
+
+def _where() -> str:
+    """The worker running this task (its address), or the thread, without a cluster."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        import threading
+
+        return f"thread-{threading.get_ident()}"
 
 
 def _farthest(block, centers, x_mean, device, assign_name, count):
@@ -157,8 +169,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
     n_iter_ : int
     n_features_in_ : int
     iteration_overhead_ : float
-        Median share of an iteration's wall time not spent in the partitions' tasks
-        (scheduling, transfers, the driver's work).
+        Median share of an iteration's wall time not spent in the busiest worker's
+        tasks (scheduling, transfers, the driver's work).
 
     Examples
     --------
@@ -261,11 +273,14 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             parts = dask.compute(*[dask.delayed(_partial)(b, centers, x_mean, self.device,
                                                           assign, update) for b in blocks])
             wall = time.perf_counter() - start
-            # what the slowest partition's own work leaves of the iteration's wall time
-            overheads.append(max(0.0, 1.0 - max(part[3] for part in parts) / wall))
+            # what the busiest worker's own work (its partitions' tasks) leaves of the wall time
+            busy = {}
+            for part in parts:
+                busy[part[4]] = busy.get(part[4], 0.0) + part[3]
+            overheads.append(max(0.0, 1.0 - max(busy.values()) / wall))
             sums = np.zeros((self.n_clusters, n_features))
             weights = np.zeros(self.n_clusters)
-            for part_sums, part_weights, _, _ in parts:  # partition order: a fixed sum order
+            for part_sums, part_weights, *_ in parts:  # partition order: a fixed sum order
                 sums += part_sums
                 weights += part_weights
             self._relocate(dask, blocks, sizes, centers, x_mean, assign, sums, weights)
