@@ -100,6 +100,8 @@ def _farthest(block, centers, x_mean, device, assign_name, count):
     X = np.asarray(block, dtype=np.float64) - x_mean
     distances = ((X - centers[labels]) ** 2).sum(axis=1)
     take = min(count, X.shape[0])
+    if take == 0:  # an empty partition (a filter kept none of its rows)
+        return []
     top = np.argpartition(distances, -take)[-take:]
     return [(float(distances[i]), int(i), X[i].copy(), int(labels[i])) for i in top]
 
