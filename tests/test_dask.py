@@ -78,3 +78,42 @@ def test_bad_input(client):
         GPUKMeans(101).fit(X)
     with pytest.raises(InvalidInputError, match="dask array or dataframe"):
         GPUKMeans(2).fit(np.zeros((10, 2)))
+
+
+def test_a_worker_killed_mid_fit_is_retried_and_the_result_is_the_same():
+    """A worker process dies during the fit: Dask recomputes its lost partitions and tasks
+    on the other, and the fit gives the in-memory result all the same."""
+    import os
+    import threading
+    import time
+
+    X = _blobs(5, n=40_000, d=4, k=12)
+    init = X[np.random.default_rng(6).choice(len(X), 12, replace=False)]
+    expected = InMemory(12, init=init, device="cpu", tol=0).fit(X)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        data = da.from_array(X, chunks=(5000, 4))
+        result, times = {}, {}
+
+        def fit():
+            times["start"] = time.perf_counter()
+            result["model"] = GPUKMeans(12, init=init, tol=0).fit(data)
+            times["end"] = time.perf_counter()
+
+        thread = threading.Thread(target=fit)
+        thread.start()
+        while "start" not in times:  # the fit has begun (it runs for several seconds)
+            time.sleep(0.05)
+        time.sleep(0.5)
+        victim = sorted(client.scheduler_info()["workers"])[0]
+        times["kill"] = time.perf_counter()
+        try:
+            client.run(os._exit, 1, workers=[victim])
+        except Exception:  # the worker dies before it can answer
+            pass
+        thread.join(timeout=300)
+        assert "model" in result and times["kill"] < times["end"], "the kill came too late"
+    model = result["model"]
+    assert model.n_iter_ == expected.n_iter_
+    np.testing.assert_allclose(model.cluster_centers_, expected.cluster_centers_, rtol=1e-12)
