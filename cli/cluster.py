@@ -146,6 +146,10 @@ def cluster(
     fit_sample: Annotated[int | None, typer.Option(
         min=1, help="Fit on this many random rows, then label every row, streaming the "
                     "file (for files larger than memory).")] = None,
+    stream: Annotated[bool | None, typer.Option(
+        "--stream/--no-stream", help="Fit over the Parquet input's record batches, read again "
+        "at every pass, instead of reading it whole [default: when its features would take "
+        "more than half of the free memory, with a note].", show_default=False)] = None,
     device: Annotated[Device, typer.Option(help="Where to run.")] = Device.auto,
     init: Annotated[str | None, typer.Option(
         help="k-means: init strategy [default: k-means++].", show_default=False)] = None,
@@ -207,7 +211,8 @@ def cluster(
                                nulls=nulls.value, out=out, labels_only=labels_only,
                                label_column=label_column, centers_out=centers_out,
                                fit_sample=fit_sample, device=device.value, seed=seed,
-                               stages=Stages(quiet=quiet), note=_note, demo=demo)
+                               stages=Stages(quiet=quiet), note=_note, demo=demo,
+                               stream=stream)
     except GpumineError as exc:
         fail(exc)
     if as_json:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -160,7 +161,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
                  labels_only: bool = False, label_column: str = "cluster", centers_out=None,
                  fit_sample: int | None = None, device: str = "auto", seed: int = 0,
                  stages=None, note: Callable[[str], None] | None = None,
-                 demo: bool = False) -> dict:
+                 demo: bool = False, stream: bool | None = None) -> dict:
     """Cluster the rows of a data file and write the labels: the whole ``gpumine cluster`` job.
 
     Parameters
@@ -203,6 +204,12 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     demo : bool
         Cluster generated data instead of ``source``: 100,000 uniform 8-d points
         (MT19937, seed 5489) for k-means, noisy shapes for WaveCluster.
+    stream : bool or None
+        Fit over the file's record batches, read again at every pass, instead of
+        reading it whole (:mod:`gpumine.kmeans.chunked`): Parquet inputs (a file, a
+        directory or a glob), ``nulls="error"``; WaveCluster on the CPU only. None
+        (the default) streams, with a note, when the features would take more than
+        half of the memory the device has free.
 
     Returns
     -------
@@ -238,6 +245,9 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     if fit_sample is not None and (demo or int(fit_sample) < 1):
         raise InvalidParameterError("fit_sample needs a source file and a size >= 1, got "
                                     f"{fit_sample!r}")
+    if stream and (demo or fit_sample is not None or nulls != "error"):
+        raise InvalidParameterError("stream takes a source file, no fit_sample, and "
+                                    "nulls='error' (every row keeps its label)")
     params = dict(params or {})
     if algorithm == "kmeans":
         params.setdefault("n_clusters", 8)
@@ -279,6 +289,9 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
             data, names, n_rows, kept = _read_sample(source, names, int(fit_sample), seed,
                                                      backend, dtype, nulls, stages)
             source_name = str(source)
+        elif _streams(stream, source, names, nulls, backend, note):
+            data, n_rows, kept = _dataset(source, names), row_count_or_scan(source), None
+            source_name = str(source)
         else:
             from gpumine.adapters import row_count
 
@@ -313,6 +326,57 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     if centers_out is not None:
         summary["centers_output"] = str(centers_out)
     return _jsonable(summary)
+
+
+def row_count_or_scan(source) -> int:
+    """Rows of a Parquet ``source``, from its metadata."""
+    from gpumine.adapters import row_count
+
+    return int(row_count(source))
+
+
+def _streams(stream, source, names, nulls, backend, note) -> bool:
+    """Whether to stream ``source`` (``stream``, or, when None, its size against memory)."""
+    from gpumine.adapters import row_count, source_format
+
+    kind = source_format(source)
+    if stream is None:
+        if nulls != "error" or kind not in ("parquet", "dataset"):
+            return False
+        need = (row_count(source) or 0) * len(names) * 8
+        free = _free_memory(backend)
+        if need <= free // 2:
+            return False
+        note(f"streaming the input: its {len(names)} features take about {need / 2**30:.1f} "
+             f"GiB, more than half of the {free / 2**30:.1f} GiB free on the {backend.name}")
+        return True
+    if stream and kind not in ("parquet", "dataset"):
+        raise InvalidParameterError(f"stream reads Parquet inputs, not {kind}")
+    return bool(stream)
+
+
+def _free_memory(backend) -> int:
+    if backend.is_gpu:
+        free, _ = backend.xp.cuda.runtime.memGetInfo()  # sync: none, a driver query
+        return int(free)
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 34
+
+
+def _dataset(source, names):
+    """``source`` as a ``pyarrow.dataset.Dataset`` of the feature columns."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from gpumine.adapters import parquet_parts, read_schema, source_format
+
+    schema = read_schema(source)
+    features = pa.schema([schema.field(name) for name in names])
+    kind = source_format(source)
+    paths = [str(p) for p in parquet_parts(source)] if kind == "dataset" else [str(source)]
+    return ds.dataset(paths, format="parquet", schema=features)
 
 
 def _stage_scope(stages):

@@ -192,3 +192,39 @@ def test_a_rewritten_file_is_read_anew(tmp_path):
     assert read_schema(path).names == ["a"]
     pq.write_table(pa.table({"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}), path)
     assert read_schema(path).names == ["a", "b"] and row_count(path) == 3
+
+
+@pytest.mark.parametrize("algorithm", ["kmeans", "wavecluster"])
+def test_a_streamed_job_labels_every_row_as_the_whole_read_does(algorithm, partitioned, tmp_path):
+    """stream=True fits over the record batches (read again at every pass); the labels
+    written equal those of the job that reads the input whole."""
+    root, _, _ = partitioned
+    params = {"n_clusters": 2} if algorithm == "kmeans" else {}
+    whole, streamed = tmp_path / "whole.parquet", tmp_path / "streamed.parquet"
+    a = cluster_file(root, algorithm=algorithm, params=params, out=whole, device="cpu")
+    b = cluster_file(root, algorithm=algorithm, params=params, out=streamed, device="cpu",
+                     stream=True)
+    assert pq.read_table(streamed).column("cluster").equals(pq.read_table(whole).column("cluster"))
+    assert a["cluster_sizes"] == b["cluster_sizes"] and b["rows"] == 1200
+
+
+def test_stream_by_default_when_memory_is_short_and_its_limits(partitioned, tmp_path,
+                                                                monkeypatch):
+    import gpumine.jobs
+
+    root, whole, _ = partitioned
+    monkeypatch.setattr(gpumine.jobs, "_free_memory", lambda backend: 1000)
+    notes = []
+    summary = cluster_file(root, params={"n_clusters": 2}, device="cpu", note=notes.append)
+    assert any(note.startswith("streaming the input") for note in notes), notes
+    assert summary["clustered_rows"] == 1200
+    csv = tmp_path / "rows.csv"
+    csv.write_text("a,b\n1,2\n3,4\n5,6\n")
+    with pytest.raises(InvalidParameterError, match="stream reads Parquet inputs, not csv"):
+        cluster_file(csv, params={"n_clusters": 2}, device="cpu", stream=True)
+    with pytest.raises(InvalidParameterError, match="nulls='error'"):
+        cluster_file(whole, params={"n_clusters": 2}, device="cpu", stream=True, nulls="drop")
+    result = CliRunner().invoke(app, ["cluster", str(root), "--stream", "--device", "cpu", "-q",
+                                      "--json", "-k", "2"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.splitlines()[-1])["clustered_rows"] == 1200

@@ -82,6 +82,10 @@ class GpuMineClusterOperator(BaseOperator):
     fit_sample : int, optional
         Fit on this many random rows, then label every row streaming the input (for
         inputs larger than memory).
+    stream : bool or None
+        Fit over the Parquet input's record batches, read again at every pass (every
+        row in the fit, in bounded memory); None streams when the features would take
+        more than half of the worker's free memory, and logs it.
     labels_only : bool
         Write only the label column to ``output``.
     label_column : str
@@ -123,7 +127,7 @@ class GpuMineClusterOperator(BaseOperator):
                  estimator_params: dict[str, Any] | None = None, nulls: str = "error",
                  fit_sample: int | None = None, labels_only: bool = False,
                  label_column: str = "cluster", seed: int = 0, create_dirs: bool = True,
-                 **kwargs):
+                 stream: bool | None = None, **kwargs):
         super().__init__(**kwargs)
         # What can be checked when the DAG is parsed is checked here: a DAG with a bad
         # task fails to load, naming the task, instead of failing on its first run.
@@ -158,6 +162,7 @@ class GpuMineClusterOperator(BaseOperator):
         self.label_column = label_column
         self.seed = seed
         self.create_dirs = create_dirs
+        self.stream = stream
         self._executing_in: int | None = None
 
     # -- running ---------------------------------------------------------------
@@ -185,6 +190,7 @@ class GpuMineClusterOperator(BaseOperator):
                     nulls=self.nulls, out=self.output_path, labels_only=self.labels_only,
                     label_column=self.label_column, centers_out=self.centers_output,
                     fit_sample=self.fit_sample, device=device, seed=self.seed,
+                    stream=self.stream,
                     stages=StageTimer(progress=_ProgressLog(self.log)),
                     note=lambda text: self.log.info("gpumine: %s", text))
         except AirflowTaskTerminated:
