@@ -289,7 +289,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
             data, names, n_rows, kept = _read_sample(source, names, int(fit_sample), seed,
                                                      backend, dtype, nulls, stages)
             source_name = str(source)
-        elif _streams(stream, source, names, nulls, backend, note):
+        elif _streams(stream, source, names, nulls, backend, note, algorithm):
             data, n_rows, kept = _dataset(source, names), row_count_or_scan(source), None
             source_name = str(source)
         else:
@@ -335,13 +335,18 @@ def row_count_or_scan(source) -> int:
     return int(row_count(source))
 
 
-def _streams(stream, source, names, nulls, backend, note) -> bool:
-    """Whether to stream ``source`` (``stream``, or, when None, its size against memory)."""
+def _streams(stream, source, names, nulls, backend, note, algorithm) -> bool:
+    """Whether to stream ``source`` (``stream``, or, when None, its size against memory).
+
+    WaveCluster streams on the CPU only, so on the GPU it streams only when asked (and
+    then says why it cannot).
+    """
     from gpumine.adapters import row_count, source_format
 
     kind = source_format(source)
     if stream is None:
-        if nulls != "error" or kind not in ("parquet", "dataset"):
+        if (nulls != "error" or kind not in ("parquet", "dataset")
+                or (algorithm == "wavecluster" and backend.is_gpu)):
             return False
         need = (row_count(source) or 0) * len(names) * 8
         free = _free_memory(backend)
