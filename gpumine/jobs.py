@@ -290,7 +290,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
                                                      backend, dtype, nulls, stages)
             source_name = str(source)
         elif _streams(stream, source, names, nulls, backend, note, algorithm):
-            data, n_rows, kept = _dataset(source, names), row_count_or_scan(source), None
+            data, n_rows, kept = _dataset(source, names), _row_count(source), None
             source_name = str(source)
         else:
             from gpumine.adapters import row_count
@@ -328,7 +328,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     return _jsonable(summary)
 
 
-def row_count_or_scan(source) -> int:
+def _row_count(source) -> int:
     """Rows of a Parquet ``source``, from its metadata."""
     from gpumine.adapters import row_count
 
