@@ -95,8 +95,16 @@ def update_sparse(X, labels, sample_weight, sums, weights, labels_old=None):
     The (k, n) CSR matrix holds each row's weight in its cluster's row; multiplying
     it by X adds, for every cluster, ``w_i * x_i`` over its points in row order --
     the products and the order of :func:`update_numpy`'s bincounts, so the sums are
-    bit for bit the same, in one pass over X instead of ``d + 1``. The arguments are
-    :func:`update_numpy`'s (``sums`` and ``weights`` OUT).
+    bit for bit the same, in one pass over X instead of ``d + 1``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)   -- IN
+    labels : ndarray of shape (n_samples,), int32 in [0, k)   -- IN
+    sample_weight : ndarray of shape (n_samples,)   -- IN
+    sums : ndarray of shape (k, n_features)   -- OUT
+    weights : ndarray of shape (k,)   -- OUT
+    labels_old : ignored (the engine compares labels itself)
 
     Examples
     --------
