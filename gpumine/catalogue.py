@@ -43,12 +43,6 @@ BUILTIN_STRATEGIES = (
         description="reference: weighted per-cluster sums by bincount with FP64 accumulation",
     ),
     Strategy(
-        kind="kmeans.update", name="sparse", backend="cpu",
-        target=f"{_KMEANS}.reference:update_sparse",
-        description="the reference's sums, bit for bit, in one pass: a sparse one-hot "
-                    "matrix times X",
-    ),
-    Strategy(
         kind="kmeans.assign", name="tiled", backend="gpu", target=f"{_GPU}:assign_tiled",
         paper="002 §5.5",
         description="one thread per point, centroids streamed through shared memory in "

@@ -328,7 +328,7 @@ def load_strategy(kind: str, name: str) -> Callable:
 # (shared-memory atomics when k(d+1) doubles fit a block, else global atomics).
 _AUTO_DEFAULTS = {
     ("kmeans.assign", "cpu"): "numpy",
-    ("kmeans.update", "cpu"): "sparse",  # the reference's sums bit for bit, faster
+    ("kmeans.update", "cpu"): "numpy",
     ("kmeans.assign", "gpu"): "tiled",
     ("kmeans.update", "gpu"): "atomic",
     ("wavecluster.label", "cpu"): "scipy",

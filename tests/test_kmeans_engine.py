@@ -125,7 +125,7 @@ def test_dtypes_preserved(dtype, rng):
     assert model.transform(X).dtype == dtype
     assert isinstance(model.inertia_, float)
     assert model.device_ == "cpu"
-    assert model.strategies_ == {"init": "k-means++", "assign": "numpy", "update": "sparse"}
+    assert model.strategies_ == {"init": "k-means++", "assign": "numpy", "update": "numpy"}
 
 
 def test_int_input_becomes_float64():
@@ -196,25 +196,3 @@ def test_explicit_init_with_n_init_warns(rng):
     X = rng.uniform(size=(100, 2))
     with pytest.warns(RuntimeWarning, match="performing only one init"):
         GPUKMeans(2, init=X[:2], n_init=5, device="cpu").fit(X)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (1000, 3, 1000), (999, 300, 7),
-                                           (10_001, 8, 1), (5000, 5, 40)])
-def test_sparse_update_gives_the_reference_sums_bit_for_bit(n, d, k, dtype, monkeypatch):
-    """update="sparse" (the CPU default) adds the same products in the same order as the
-    reference's bincounts, across chunk boundaries too."""
-    import gpumine.kmeans.reference as reference
-
-    monkeypatch.setattr(reference, "_UPDATE_CHUNK_ROWS", 777)  # several chunks
-    rng = np.random.default_rng(n + d + k)
-    X = (rng.normal(size=(n, d)) * 1e3 + 1e6).astype(dtype)
-    labels = rng.integers(0, k, n).astype(np.int32)
-    labels[labels == k // 2] = 0  # an empty cluster
-    weight = rng.uniform(0, 3, n).astype(dtype)
-    expected = np.full((k, d), np.nan), np.full(k, np.nan)
-    got = np.full((k, d), np.nan), np.full(k, np.nan)
-    reference.update_numpy(X, labels, weight, *expected)
-    reference.update_sparse(X, labels, weight, *got)
-    np.testing.assert_array_equal(got[0], expected[0])
-    np.testing.assert_array_equal(got[1], expected[1])

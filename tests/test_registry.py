@@ -41,7 +41,7 @@ def test_unknown_kind_and_name():
         registry.get_strategy("kmeans.update", "gm-cl-typo")
     with pytest.raises(UnknownStrategy, match=r"no kmeans\.init strategy is available"):
         registry.resolve_strategy("kmeans.init", "auto", "gpu")
-    assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == "sparse"
+    assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == "numpy"
     assert registry.resolve_strategy("kmeans.update", "auto", "gpu").name == "atomic"
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"
 

@@ -72,8 +72,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         (``"numpy"`` on the CPU, ``"tiled"`` on the GPU).
     update : str, default="auto"
         ``kmeans.update`` strategy; ``"auto"`` picks the backend's default
-        (``"sparse"``, the reference's sums bit for bit in one pass, on the CPU;
-        ``"atomic"`` on the GPU).
+        (``"numpy"`` on the CPU, ``"atomic"`` on the GPU).
     batch_rows : int or None, default=None
         Stream X in chunks of this many rows (:mod:`gpumine.kmeans.chunked`): every
         pass reads the chunks again, so only one chunk (and the labels) need be in

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["assign_numpy", "chunk_rows", "update_numpy", "update_sparse"]
+__all__ = ["assign_numpy", "chunk_rows", "update_numpy"]
 
 #: Elements of the (rows x k) distance block computed at once (32 MiB in float64).
 _BLOCK_ELEMENTS = 1 << 22
@@ -87,45 +87,3 @@ def update_numpy(X, labels, sample_weight, sums, weights, labels_old=None):
             sums[:, feature] += np.bincount(
                 chunk_labels, weights=X[start:start + step, feature] * chunk_weight,
                 minlength=n_clusters)
-
-
-def update_sparse(X, labels, sample_weight, sums, weights, labels_old=None):
-    """:func:`update_numpy`'s sums in one pass: a sparse one-hot matrix times X.
-
-    The (k, n) CSR matrix holds each row's weight in its cluster's row; multiplying
-    it by X adds, for every cluster, ``w_i * x_i`` over its points in row order --
-    the products and the order of :func:`update_numpy`'s bincounts, so the sums are
-    bit for bit the same, in one pass over X instead of ``d + 1``.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)   -- IN
-    labels : ndarray of shape (n_samples,), int32 in [0, k)   -- IN
-    sample_weight : ndarray of shape (n_samples,)   -- IN
-    sums : ndarray of shape (k, n_features)   -- OUT
-    weights : ndarray of shape (k,)   -- OUT
-    labels_old : ignored (the engine compares labels itself)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    >>> sums, weights = np.empty((2, 2)), np.empty(2)
-    >>> update_sparse(X, np.array([0, 1, 0], np.int32), np.ones(3), sums, weights)
-    >>> sums.tolist(), weights.tolist()
-    ([[6.0, 8.0], [3.0, 4.0]], [2.0, 1.0])
-    """
-    from scipy import sparse
-
-    n_clusters = sums.shape[0]
-    step = _UPDATE_CHUNK_ROWS
-    sums[:] = 0.0
-    weights[:] = 0.0
-    for start in range(0, X.shape[0], step):  # float64 copies of one chunk at a time
-        chunk_labels = labels[start:start + step]
-        chunk_weight = np.asarray(sample_weight[start:start + step], dtype=np.float64)
-        one_hot = sparse.csr_matrix(
-            (chunk_weight, (chunk_labels, np.arange(chunk_labels.shape[0]))),
-            shape=(n_clusters, chunk_labels.shape[0]))
-        sums += one_hot @ np.asarray(X[start:start + step], dtype=np.float64)
-        weights += np.bincount(chunk_labels, weights=chunk_weight, minlength=n_clusters)
