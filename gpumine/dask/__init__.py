@@ -2,7 +2,8 @@
 
 ``pip install "gpumine[dask]"``. :class:`GPUKMeans` takes the in-memory estimator's
 parameters and gives its fitted attributes; the partitions stay on their workers
-(persisted once), and the driver only ever holds k x (d + 1) sums per partition.
+(persisted once), and what comes to the driver is small: k x (d + 1) sums and a
+labels fingerprint per partition each iteration, and k-means||'s candidates.
 WaveCluster on Dask collections is not built yet.
 """
 
