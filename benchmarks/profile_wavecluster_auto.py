@@ -13,15 +13,10 @@ import numpy as np
 
 
 def event_ms(cp, fn, repeats=5):
-    fn()
-    cp.cuda.get_current_stream().synchronize()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(repeats):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / repeats
+    """Milliseconds per call, back to back between CUDA events (gpu_check's timer)."""
+    from gpu_check import device_time  # benchmarks/ is on sys.path when run as a script
+
+    return device_time(cp, fn, repeats) * 1e3
 
 
 def main():

@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
 from gpumine.exceptions import InvalidInputError, InvalidParameterError, MissingDependency
+from gpumine.kmeans.chunked import merge_moments
 from gpumine.kmeans.lloyd import _converged, average_centers
 
 __all__ = ["GPUKMeans"]
@@ -75,6 +76,9 @@ def _partial(block, centers, x_mean, device, assign_name, update_name):
     sums, weights = xp.zeros((k, X.shape[1])), xp.zeros(k)
     registry.resolve_strategy("kmeans.update", update_name, backend.name).load()(
         X, labels, xp.ones(X.shape[0], dtype=X.dtype), sums, weights)
+    # sync: on a GPU worker the partition's labels (4 bytes a row) come to the worker's
+    # host each iteration for the fingerprint -- not few bytes; a device-side hash would
+    # avoid it (this path has not run on a GPU). The sums are k (d + 1) doubles.
     host_labels = backend.to_host(labels)
     return (backend.to_host(sums), backend.to_host(weights),
             hashlib.blake2b(host_labels.tobytes(), digest_size=16).digest(),
@@ -97,7 +101,7 @@ def _farthest(block, centers, x_mean, device, assign_name, count):
     """The ``count`` points of a partition farthest from their centre: (distance, row,
     point, label) each, for empty-cluster relocation."""
     labels = _labels(block, centers, x_mean, device, assign_name)
-    X = np.asarray(block, dtype=np.float64) - x_mean
+    X = np.asarray(block, dtype=np.float64) - x_mean  # host arrays from here on (no sync)
     distances = ((X - centers[labels]) ** 2).sum(axis=1)
     take = min(count, X.shape[0])
     if take == 0:  # an empty partition (a filter kept none of its rows)
@@ -116,8 +120,8 @@ def _labels(block, centers, x_mean, device, assign_name):
 
 
 def _inertia(block, centers, x_mean, device, assign_name):
-    labels = _labels(block, centers, x_mean, device, assign_name)
-    diff = np.asarray(block, dtype=np.float64) - x_mean - centers[labels]
+    labels = _labels(block, centers, x_mean, device, assign_name)  # host labels
+    diff = np.asarray(block, dtype=np.float64) - x_mean - centers[labels]  # host: no sync
     return float(np.einsum("ij,ij->", diff, diff))
 
 
@@ -133,7 +137,7 @@ def _round_draw(block, candidates, x_mean, factor, seed):
     """k-means|| on one partition: the rows kept with probability min(1, factor * D^2)."""
     distances, _ = _nearest_squared(block, candidates, x_mean)
     rng = np.random.RandomState(seed)
-    kept = rng.random_sample(distances.shape[0]) < factor * distances
+    kept = rng.random_sample(distances.shape[0]) < factor * distances  # host (NumPy) work
     return np.asarray(block, dtype=np.float64)[kept] - x_mean, float(distances.sum())
 
 
@@ -280,7 +284,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             for part in parts:
                 busy[part[4]] = busy.get(part[4], 0.0) + part[3]
             overheads.append(max(0.0, 1.0 - max(busy.values()) / wall))
-            sums = np.zeros((self.n_clusters, n_features))
+            sums = np.zeros((self.n_clusters, n_features))  # the driver's k (d + 1) values
             weights = np.zeros(self.n_clusters)
             for part_sums, part_weights, *_ in parts:  # partition order: a fixed sum order
                 sums += part_sums
@@ -385,16 +389,8 @@ def _merge_stats(stats):
     """Chan et al.'s update over the partitions' (count, mean, M2), in partition order."""
     count, mean, m2 = 0, None, None
     for rows, part_mean, part_m2 in stats:
-        if rows == 0:
-            continue
-        if mean is None:
-            count, mean, m2 = rows, part_mean, part_m2
-            continue
-        total = count + rows
-        delta = part_mean - mean
-        mean = mean + delta * (rows / total)
-        m2 = m2 + part_m2 + delta ** 2 * (count * rows / total)
-        count = total
+        if rows:
+            count, mean, m2 = merge_moments(count, mean, m2, rows, part_mean, part_m2)
     if not count:
         raise InvalidInputError("no rows to cluster")
     return count, mean, m2

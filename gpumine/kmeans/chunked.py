@@ -39,9 +39,9 @@ from gpumine.kmeans.lloyd import (
     LloydResult,
     _converged,
     average_centers,
+    better_run,
     inertia,
-    is_same_clustering,
-    squared_row_norms,
+    initial_centers,
 )
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "chunk_statistics",
     "chunk_step",
     "fit_lloyd_chunked",
+    "merge_moments",
 ]
 
 #: ``(X_chunk, weight_chunk)`` pairs, the same chunks in the same order at every call.
@@ -89,6 +90,17 @@ def chunk_step(X, sample_weight, centers, labels, sums, weights, *, assign, upda
     return n_changed
 
 
+def merge_moments(count, mean, m2, rows, chunk_mean, chunk_m2):
+    """Chan et al.'s pairwise update: (count, mean, sum of squared deviations) of a part
+    so far merged with a chunk's; ``mean`` None starts from the chunk."""
+    if mean is None:
+        return rows, chunk_mean, chunk_m2
+    total = count + rows
+    delta = chunk_mean - mean
+    return (total, mean + delta * (rows / total),
+            m2 + chunk_m2 + delta ** 2 * (count * rows / total))
+
+
 def chunk_statistics(chunks: ChunkSource, xp=np):
     """One pass: rows per chunk, dtype, float64 mean per feature, mean per-feature variance.
 
@@ -114,14 +126,7 @@ def chunk_statistics(chunks: ChunkSource, xp=np):
                                     f"(_, {width}) {dtype}")
         chunk_mean = xp.mean(X, axis=0, dtype=xp.float64)
         chunk_m2 = ((X.astype(xp.float64) - chunk_mean) ** 2).sum(axis=0)
-        if mean is None:
-            count, mean, m2 = rows, chunk_mean, chunk_m2
-            continue
-        total = count + rows
-        delta = chunk_mean - mean
-        mean = mean + delta * (rows / total)
-        m2 = m2 + chunk_m2 + delta ** 2 * (count * rows / total)
-        count = total
+        count, mean, m2 = merge_moments(count, mean, m2, rows, chunk_mean, chunk_m2)
     if not count:
         raise InvalidInputError("no rows to cluster")
     return sizes, dtype, mean, float((m2 / count).mean())  # sync: 8 bytes, once per fit
@@ -307,20 +312,13 @@ def fit_lloyd_chunked(chunks: ChunkSource, *, n_clusters: int, init, n_init: int
 
     best = None
     for _ in range(n_init):
-        if callable(init):
-            sample, sample_weight = _reservoir(source, init_sample_size, random_state, xp)
-            norms = squared_row_norms(sample, xp) if xp is np else None
-            centers_init = init(sample, n_clusters, sample_weight=sample_weight,
-                                x_squared_norms=norms, random_state=random_state, xp=xp)
-        else:
-            centers_init = init - x_mean
-        centers_init = centers_init.astype(center_dtype)
-        if verbose:
-            print("Initialization complete")
+        sample, sample_weight = (_reservoir(source, init_sample_size, random_state, xp)
+                                 if callable(init) else (None, None))
+        centers_init = initial_centers(init, sample, sample_weight, n_clusters, x_mean=x_mean,
+                                       center_dtype=center_dtype, random_state=random_state,
+                                       verbose=verbose, xp=xp)
         result = _single(source, sizes, centers_init, assign=assign, update=update,
                          max_iter=max_iter, tol=variance * tol, verbose=verbose, xp=xp)
-        if best is None or (result.inertia < best.inertia and not is_same_clustering(
-                result.labels, best.labels, n_clusters, xp)):
-            best = result
+        best = better_run(best, result, n_clusters, xp)
     best.centers = (best.centers + x_mean).astype(dtype)
     return best

@@ -62,10 +62,12 @@ __all__ = [
     "LloydResult",
     "assign_labels",
     "average_centers",
+    "better_run",
     "bind_update",
     "euclidean_distances",
     "fit_lloyd",
     "inertia",
+    "initial_centers",
     "is_same_clustering",
     "lloyd_single",
     "lloyd_step",
@@ -396,6 +398,32 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
     return result
 
 
+def initial_centers(init, X, sample_weight, n_clusters, *, x_mean, center_dtype, random_state,
+                    verbose, xp=np):
+    """One run's initial centres, centred: an init strategy run on X (centred rows: all of
+    them, or a sample), or the given centres minus ``x_mean``; in ``center_dtype``."""
+    if callable(init):
+        # the row norms live only during the init (n float64 less during the loop);
+        # the GPU computes distances directly and needs none
+        norms = squared_row_norms(X, xp) if xp is np else None
+        centers = init(X, n_clusters, sample_weight=sample_weight, x_squared_norms=norms,
+                       random_state=random_state, xp=xp)
+    else:
+        centers = init - x_mean
+    if verbose:
+        print("Initialization complete")
+    return centers.astype(center_dtype)
+
+
+def better_run(best, result, n_clusters, xp=np):
+    """Of two runs, the one to keep: lower inertia, and a different clustering
+    (scikit-learn's rule); ``best`` may be None."""
+    if best is None or (result.inertia < best.inertia and not is_same_clustering(
+            result.labels, best.labels, n_clusters, xp)):
+        return result
+    return best
+
+
 def is_same_clustering(labels1, labels2, n_clusters: int, xp=np) -> bool:
     """True if ``labels1`` determines ``labels2`` (one id of 2 per id of 1), scikit-learn's test.
 
@@ -448,22 +476,12 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
         update = bind_update(update, X, sample_weight)  # per-fit state, e.g. hybrid's host copy
         best = None
         for _ in range(n_init):
-            if callable(init):
-                # the row norms live only during the init (n float64 less during the loop);
-                # the GPU computes distances directly and needs none
-                norms = squared_row_norms(X, xp) if xp is np else None
-                centers_init = init(X, n_clusters, sample_weight=sample_weight,
-                                    x_squared_norms=norms, random_state=random_state, xp=xp)
-            else:
-                centers_init = init - x_mean
-            centers_init = centers_init.astype(center_dtype)
-            if verbose:
-                print("Initialization complete")
+            centers_init = initial_centers(init, X, sample_weight, n_clusters, x_mean=x_mean,
+                                           center_dtype=center_dtype, random_state=random_state,
+                                           verbose=verbose, xp=xp)
             result = lloyd_single(X, sample_weight, centers_init, assign=assign, update=update,
                                   max_iter=max_iter, tol=scaled_tol, verbose=verbose, xp=xp)
-            if best is None or (result.inertia < best.inertia and not is_same_clustering(
-                    result.labels, best.labels, n_clusters, xp)):
-                best = result
+            best = better_run(best, result, n_clusters, xp)
     finally:
         X += x_mean
     best.centers += x_mean
