@@ -54,6 +54,19 @@ BUILTIN_STRATEGIES = (
         description="cuBLAS x.c over row tiles, fused ||c||^2 - 2x.c argmin epilogue kernel",
     ),
     Strategy(
+        kind="kmeans.assign", name="tc-exact", backend="gpu",
+        target=f"{_KMEANS}.tensor_cores:assign_tc_exact",
+        description="exact: TF32 tensor-core scores with a per-row top-2 (fused mma.sync "
+                    "kernel for d <= 128, cuBLAS beyond), rows whose margin is within the "
+                    "rounding bound re-assigned directly; labels equal 'tiled' bit for bit",
+    ),
+    Strategy(
+        kind="kmeans.assign", name="tc-fast", backend="gpu",
+        target=f"{_KMEANS}.tensor_cores:assign_tc_fast",
+        description="NOT exact (opt-in): TF32 tensor-core labels without the re-check; "
+                    "near-ties may go either way",
+    ),
+    Strategy(
         kind="kmeans.update", name="hybrid", backend="gpu", target=f"{_GPU}:hybrid",
         paper="000 §7, 002 §5",
         description="labels copied to the host, sums on the CPU, centroids copied back "

@@ -9,6 +9,21 @@ template <typename T> __device__ __forceinline__ T max_value();
 template <> __device__ __forceinline__ float max_value<float>() { return 3.402823466e+38f; }
 template <> __device__ __forceinline__ double max_value<double>() { return 1.7976931348623157e+308; }
 
+// Write a point's new label and count, per warp, the points whose label changed (seed 000's
+// "points changed" count, so the host needs no copy of the previous labels). Every lane of
+// the warp must call it (inactive lanes with active = false).
+__device__ __forceinline__ void store_label(int* labels, index_t i, bool active, int label,
+                                            unsigned long long* changed) {
+    bool moved = false;
+    if (active) {
+        moved = labels[i] != label;
+        labels[i] = label;
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
+    if (changed != nullptr && ballot != 0u && (threadIdx.x & 31) == 0)
+        atomicAdd(changed, (unsigned long long)__popc(ballot));
+}
+
 // Seed paper 004 §3: the warp-divergence-safe spinlock. A thread that fails to take the
 // lock does not spin on it: it passes over the critical section, the warp waits until the
 // lanes that did take a lock have finished theirs and released (__syncwarp), and then all

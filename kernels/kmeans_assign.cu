@@ -1,21 +1,6 @@
 // k-means assignment kernels. X is column-major: feature j of point i at XT[j * n + i].
 #include "common.cuh"
 
-// Write a point's new label and count, per warp, the points whose label changed (seed 000's
-// "points changed" count, so the host needs no copy of the previous labels). Every lane of
-// the warp must call it (inactive lanes with active = false).
-__device__ __forceinline__ void store_label(int* labels, index_t i, bool active, int label,
-                                            unsigned long long* changed) {
-    bool moved = false;
-    if (active) {
-        moved = labels[i] != label;
-        labels[i] = label;
-    }
-    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
-    if (changed != nullptr && ballot != 0u && (threadIdx.x & 31) == 0)
-        atomicAdd(changed, (unsigned long long)__popc(ballot));
-}
-
 // Seed paper 002 §5.5: one thread per point; the centroids are streamed through shared
 // memory in portions of KT centroids x dt features, so any k and any d fit. Each thread
 // keeps KT running squared distances in registers and the best (distance, index) so far;

@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 import gpumine.kmeans.gpu
+import gpumine.kmeans.tensor_cores
 import gpumine.wavecluster.gpu  # noqa: F401
 from gpumine.kernels import KERNEL_DIR, declared_instantiations, kernel_sources
 

@@ -1,0 +1,135 @@
+"""Per-Lloyd-iteration time of the exact tensor-core assignment against the peers (issue 13).
+
+Usage (repository root, on a machine with a CUDA GPU, CuPy and PyTorch; flash-kmeans when
+importable)::
+
+    python benchmarks/tc_assign.py --out benchmarks/results [--quick]
+
+For each shape of issue 13 (uniform data, MT19937 seed 5489, the first k points as
+centres), in one process: the time of one Lloyd iteration (assign + the ``atomic`` update
++ averaging) with ``assign`` = tiled / tc-exact / tc-fast / gemm, the assignment alone
+for each, PyTorch's GEMM + argmin + index_add iteration and flash-kmeans' (TF32) one
+iteration from the same centres; for every labelling the share equal to an FP64
+assignment and to the exact FP32 one (``tiled``); the rows tc-exact re-checked; and the
+floors: ``2 n d k`` flops at the issue's exact-FP32 (51.2 TFLOP/s) and TF32 (412 TFLOP/s)
+rates, and reading X once at the device's measured copy bandwidth.
+
+Writes ``tc-assign-<date>-<commit>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+from fit_timing import _commit  # the script's folder is on sys.path
+from gpu_check import device_time
+
+SHAPES = [(1_000_000, 4, 400), (4_000_000, 8, 200), (4_000_000, 2, 100), (50_000, 32, 2048),
+          (1_000_000, 128, 1024), (10_000_000, 32, 1024)]
+QUICK = [(200_000, 4, 400), (50_000, 32, 2048), (200_000, 128, 1024)]
+ASSIGNS = ("tiled", "tc-exact", "tc-fast", "gemm")
+FP32_RATE, TF32_RATE = 51.2e12, 412e12
+
+
+def copy_bandwidth(cp) -> float:
+    """Bytes per second of a 1 GiB device-to-device copy (read + write counted)."""
+    a = cp.empty(1 << 28, dtype=cp.float32)
+    b = cp.empty_like(a)
+    seconds = device_time(cp, lambda: b.__setitem__(Ellipsis, a), 5)
+    return 2 * a.nbytes / seconds
+
+
+def measure(cp, n, d, k, bandwidth) -> dict:
+    import torch
+
+    from gpumine import registry
+    from gpumine.backend import get_backend
+    from gpumine.bench.peers import fp64_labels, gpumine_step, peer_steps
+    from gpumine.datasets import make_uniform
+    from gpumine.kmeans.tensor_cores import queued_rows
+
+    backend = get_backend("gpu")
+    host = make_uniform(n, d, random_state=5489)
+    X = cp.ascontiguousarray(cp.asarray(host).T).T
+    centers = X[:k].copy()
+    reference = fp64_labels(cp, X, centers)
+    update = registry.load_strategy("kmeans.update", "atomic")
+    row = {"n": n, "d": d, "k": k,
+           "floor_fp32_s": 2 * n * d * k / FP32_RATE, "floor_tf32_s": 2 * n * d * k / TF32_RATE,
+           "floor_read_x_s": X.nbytes / bandwidth, "iteration_s": {}, "assign_s": {},
+           "labels_equal_fp64": {}, "labels_equal_exact_fp32": {}}
+    exact = None
+    for name in ASSIGNS:
+        assign = registry.load_strategy("kmeans.assign", name)
+        repeats = 3 if n * k >= 10**9 else 10
+        step, labels = gpumine_step(backend, X, centers, assign, update)
+        row["iteration_s"][name] = device_time(cp, step, repeats)
+        scratch = cp.zeros(n, dtype=cp.int32)
+        row["assign_s"][name] = device_time(cp, partial(assign, X, centers, scratch), repeats)
+        step()
+        if name == "tiled":
+            exact = labels.copy()
+        row["labels_equal_fp64"][name] = float((labels == reference).mean())
+        row["labels_equal_exact_fp32"][name] = float((labels == exact).mean())
+        print(name, n, d, k, row["iteration_s"][name], row["assign_s"][name], flush=True)
+    row["tc_exact_rows_rechecked"] = queued_rows(X, centers)
+    steps, skipped = peer_steps(host, cp.asnumpy(centers), "cuda")
+    row["peers_skipped"] = skipped
+    for name, step in steps.items():
+        if name == "fastkmeans":
+            continue
+        row["iteration_s"][name] = device_time(cp, step, 3 if n * k >= 10**9 else 10)
+        labels = cp.asarray(step.labels.to(dtype=torch.int32))
+        row["labels_equal_fp64"][name] = float((labels == reference).mean())
+        row["labels_equal_exact_fp32"][name] = float((labels == exact).mean())
+        print(name, n, d, k, row["iteration_s"][name], flush=True)
+        del steps[name].labels
+    peers = [row["iteration_s"][p] for p in ("torch", "flash-kmeans") if p in row["iteration_s"]]
+    if peers:
+        row["tc_exact_over_best_peer"] = row["iteration_s"]["tc-exact"] / min(peers)
+        row["default_over_best_peer"] = row["iteration_s"]["tiled"] / min(peers)
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    from gpumine.backend import cupy_module
+
+    cp = cupy_module()
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"]
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "device": name.decode() if isinstance(name, bytes) else name,
+              "cupy": cp.__version__, "numpy": np.__version__, "commit": _commit(),
+              "cuda_runtime": cp.cuda.runtime.runtimeGetVersion()}
+    try:
+        import torch
+        record["torch"] = torch.__version__
+        import flash_kmeans
+        record["flash_kmeans"] = getattr(flash_kmeans, "__version__", "unknown")
+    except ImportError as exc:
+        record["peer_import_error"] = str(exc)
+    bandwidth = copy_bandwidth(cp)
+    record["copy_bandwidth_bytes_per_s"] = bandwidth
+    record["shapes"] = []
+    for n, d, k in QUICK if args.quick else SHAPES:
+        record["shapes"].append(measure(cp, n, d, k, bandwidth))
+        cp.get_default_memory_pool().free_all_blocks()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"tc-assign-{datetime.date.today().isoformat()}-{record['commit'][:7]}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,327 @@
+// Exact k-means assignment on tensor cores (assign="tc-exact"). X is column-major: feature j
+// of point i at XT[j * n + i]. The derivation of the error bound is in
+// gpumine/kmeans/tensor_cores.py; the constants arrive as the `bound` argument:
+//   bound[0] kappa_g: |computed score - (||c||^2 - 2 x.c)| <= kappa_g * (2 |x| cmax + cmax^2)
+//   bound[1] kappa_d: |direct distance in T - true distance| <= kappa_d * true distance
+//   bound[2] absolute: |score error| from underflow <= bound[2] * (1 + |x| + cmax)
+//   bound[3] 1 for assign="tc-fast": every row is decided (TF32 labels, no re-check)
+// A row whose TF32 top-2 margin does not exceed the bound goes to a list; assign_recheck
+// then assigns it with the direct sum (x - c)^2 in T, exactly as assign_tiled does.
+#include "common.cuh"
+
+// Round to TF32 (10-bit mantissa, round to nearest, ties away), kept in a float.
+__device__ __forceinline__ float to_tf32(float x) {
+    unsigned bits;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
+    return __uint_as_float(bits);
+}
+
+// D = A (16 x 8, row) * B (8 x 8, col) + D, TF32 inputs, FP32 accumulation.
+__device__ __forceinline__ void mma_tf32(float (&acc)[4], const unsigned (&a)[4],
+                                         const unsigned (&b)[2]) {
+    asm(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Running best and second-best score of a row, and the index of the best.
+struct Top2 {
+    float best, second;
+    int index;
+};
+
+__device__ __forceinline__ void top2_init(Top2& t) {
+    t.best = max_value<float>();
+    t.second = max_value<float>();
+    t.index = 0;
+}
+
+// Visit scores in increasing centre index: strict < keeps the lowest index on ties.
+__device__ __forceinline__ void top2_push(Top2& t, float score, int index) {
+    t.second = fminf(t.second, fmaxf(t.best, score));
+    if (score < t.best) {
+        t.best = score;
+        t.index = index;
+    }
+}
+
+// Merge with the state held by lane (lane ^ mask): the best by (score, index), the second
+// is the smallest of the remaining three.
+__device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
+    const float best = __shfl_xor_sync(0xffffffffu, t.best, mask);
+    const float second = __shfl_xor_sync(0xffffffffu, t.second, mask);
+    const int index = __shfl_xor_sync(0xffffffffu, t.index, mask);
+    if (best < t.best || (best == t.best && index < t.index)) {
+        t.second = fminf(t.best, second);
+        t.best = best;
+        t.index = index;
+    } else {
+        t.second = fminf(t.second, best);
+    }
+}
+
+// True when the computed top-2 decides the exact label: the margin exceeds twice the score
+// error plus the direct computation's own error on the two distances (the docstring of
+// gpumine.kmeans.tensor_cores derives it). NaN margins are never decided.
+__device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, double cmax,
+                                             const double* bound) {
+    if (bound[3] != 0.0) return true;
+    const double x_norm = sqrt(x_norm2);
+    const double e_score = bound[0] * (2.0 * x_norm * cmax + cmax * cmax)
+                           + bound[2] * (1.0 + x_norm + cmax);
+    const double margin = (double)t.second - (double)t.best;
+    const double distances = fabs(2.0 * x_norm2 + (double)t.best + (double)t.second)
+                             + 2.0 * e_score;
+    return margin > 2.0 * e_score + bound[1] * distances;
+}
+
+// Write a decided label (counting changes as store_label does) or queue the row.
+__device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, bool decided,
+                                           int label, unsigned long long* changed,
+                                           unsigned* queue_size, index_t* queue) {
+    bool moved = false;
+    if (active && decided) {
+        moved = labels[i] != label;
+        labels[i] = label;
+    } else if (active) {
+        queue[atomicAdd(queue_size, 1u)] = i;
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
+    if (changed != nullptr && ballot != 0u && (threadIdx.x & 31) == 0)
+        atomicAdd(changed, (unsigned long long)__popc(ballot));
+}
+
+// Centres as TF32 in a (k_pad, dp) buffer zero-padded past d and k, their squared norms
+// (float64 sum, rounded to float; +inf for padding so a padded centre never wins) and the
+// largest norm, rounded up, by an atomicMax on its bits (non-negative floats order as
+// their bits). One block per padded centre.
+template <typename T>
+__global__ void tc_prepare_centers(const T* __restrict__ centers,  // IN  (k, d)
+                                   int k,                          // IN
+                                   int d,                          // IN  d <= dp
+                                   int dp,                         // IN  padded width
+                                   float* __restrict__ padded,     // OUT (k_pad, dp) TF32
+                                   float* __restrict__ norms,      // OUT (k_pad)
+                                   unsigned* __restrict__ cmax)    // INOUT (1) float bits,
+                                                                   //       zeroed before
+{
+    __shared__ double partial[32];
+    const int c = blockIdx.x;
+    double sum = 0.0;
+    for (int j = threadIdx.x; j < dp; j += blockDim.x) {
+        const double value = (c < k && j < d) ? (double)centers[(index_t)c * d + j] : 0.0;
+        padded[(index_t)c * dp + j] = to_tf32((float)value);
+        sum += value * value;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += partial[w];
+        if (c < k) {
+            norms[c] = (float)total;
+            atomicMax(cmax, __float_as_uint(__double2float_ru(sqrt(total))));
+        } else {
+            norms[c] = __int_as_float(0x7f800000);  // +inf
+        }
+    }
+}
+
+// The fused TF32 assignment for d <= DP. A block of 4 warps takes 128 rows (32 per warp:
+// two m16 tiles) and walks all centres in tiles of 64 (eight n8 tiles): X's rows are
+// converted to TF32 once into shared memory, each centre tile is staged once per block,
+// each warp multiplies with mma.sync m16n8k8 and folds its accumulators into per-row top-2
+// registers (a lane holds 2 columns of 4 rows per n-tile; the 4 lanes of a row merge at the
+// end). Rows whose margin the bound cannot decide are queued for assign_recheck.
+// Shared memory (dynamic): (128 + 64) * (DP + 4) floats + 64 floats + 128 doubles.
+template <typename T, int DP>
+__global__ void __launch_bounds__(128)
+assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
+          const float* __restrict__ centers,   // IN  (k_pad, DP) TF32, tc_prepare_centers
+          const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, +inf past k
+          const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
+          const double* __restrict__ bound,    // IN  (4) kappa_g, kappa_d, absolute
+          index_t n,                           // IN
+          int d,                               // IN  d <= DP
+          int k_pad,                           // IN  multiple of 64
+          int* __restrict__ labels,            // INOUT (n) previous labels in
+          unsigned long long* changed,         // INOUT (1) += labels changed, may be null
+          unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
+          index_t* __restrict__ queue)         // OUT (n) queued rows
+{
+    constexpr int BM = 128, BN = 64, STRIDE = DP + 4;
+    extern __shared__ __align__(16) unsigned char shared_raw[];
+    float* xs = reinterpret_cast<float*>(shared_raw);  // BM x STRIDE
+    float* cs = xs + BM * STRIDE;                       // BN x STRIDE
+    float* ns = cs + BN * STRIDE;                       // BN
+    double* xn = reinterpret_cast<double*>(ns + BN);    // BM  ||x||^2
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = lane >> 2, member = lane & 3;
+    const index_t row0 = (index_t)blockIdx.x * BM;
+
+    {   // Stage this block's rows as TF32; ||x||^2 in double from the input values.
+        const index_t i = row0 + threadIdx.x;
+        double norm2 = 0.0;
+        for (int j = 0; j < DP; ++j) {
+            const T value = (i < n && j < d) ? XT[(index_t)j * n + i] : T(0);
+            norm2 += (double)value * (double)value;
+            xs[threadIdx.x * STRIDE + j] = to_tf32((float)value);
+        }
+        xn[threadIdx.x] = norm2;
+    }
+
+    Top2 top[2][2];  // [m tile][row group, row group + 8]
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+        top2_init(top[m][0]);
+        top2_init(top[m][1]);
+    }
+    const float* xw = xs + warp * 32 * STRIDE;
+    for (int c0 = 0; c0 < k_pad; c0 += BN) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < BN * DP / 4; t += blockDim.x) {
+            const int c = t / (DP / 4), j = (t - c * (DP / 4)) * 4;
+            const float4 v = *reinterpret_cast<const float4*>(centers + (index_t)(c0 + c) * DP + j);
+            *reinterpret_cast<float4*>(cs + c * STRIDE + j) = v;
+        }
+        if (threadIdx.x < BN) ns[threadIdx.x] = norms[c0 + threadIdx.x];
+        __syncthreads();
+        float acc[2][8][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[m][t][e] = 0.0f;
+#pragma unroll
+        for (int k0 = 0; k0 < DP; k0 += 8) {
+            unsigned a[2][4];
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                const float* base = xw + (m * 16 + group) * STRIDE + k0 + member;
+                a[m][0] = __float_as_uint(base[0]);
+                a[m][1] = __float_as_uint(base[8 * STRIDE]);
+                a[m][2] = __float_as_uint(base[4]);
+                a[m][3] = __float_as_uint(base[8 * STRIDE + 4]);
+            }
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                const float* base = cs + (t * 8 + group) * STRIDE + k0 + member;
+                const unsigned b[2] = {__float_as_uint(base[0]), __float_as_uint(base[4])};
+                mma_tf32(acc[0][t], a[0], b);
+                mma_tf32(acc[1][t], a[1], b);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            const int col = t * 8 + 2 * member;
+            const float n0 = ns[col], n1 = ns[col + 1];
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                top2_push(top[m][0], fmaf(-2.0f, acc[m][t][0], n0), c0 + col);
+                top2_push(top[m][0], fmaf(-2.0f, acc[m][t][1], n1), c0 + col + 1);
+                top2_push(top[m][1], fmaf(-2.0f, acc[m][t][2], n0), c0 + col);
+                top2_push(top[m][1], fmaf(-2.0f, acc[m][t][3], n1), c0 + col + 1);
+            }
+        }
+    }
+    const double cmax_value = (double)__uint_as_float(*cmax);
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            Top2& t = top[m][h];
+            top2_merge_lanes(t, 1);
+            top2_merge_lanes(t, 2);
+            const int local = warp * 32 + m * 16 + h * 8 + group;
+            const index_t i = row0 + local;
+            const bool active = member == 0 && i < n;
+            const bool decided = active && top2_decides(t, xn[local], cmax_value, bound);
+            finish_row(labels, i, active, decided, t.index, changed, queue_size, queue);
+        }
+    }
+}
+
+// The queued rows, a warp each, assigned with the direct sum (x - c)^2 in T: the same
+// expression in the same feature order as assign_tiled / assign_registers, so the same
+// values; ties to the lowest index. The grid is fixed and strides over *queue_size, so
+// the launch needs no host read of the count.
+template <typename T>
+__global__ void assign_recheck(const T* __restrict__ XT,          // IN  (d, n) points
+                               const T* __restrict__ centers,     // IN  (k, d) centroids
+                               index_t n,                         // IN
+                               int d,                             // IN
+                               int k,                             // IN
+                               const unsigned* __restrict__ queue_size,  // IN (1)
+                               const index_t* __restrict__ queue,  // IN  queued rows
+                               int* __restrict__ labels,          // INOUT (n)
+                               unsigned long long* changed)       // INOUT (1) may be null
+{
+    const int lane = threadIdx.x & 31;
+    const index_t warps = ((index_t)gridDim.x * blockDim.x) >> 5;
+    const index_t size = *queue_size;
+    for (index_t q = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; q < size;
+         q += warps) {
+        const index_t i = queue[q];
+        T best = max_value<T>();
+        int best_index = 0x7fffffff;
+        for (int c = lane; c < k; c += 32) {
+            T acc = T(0);
+            for (int j = 0; j < d; ++j) {
+                const T diff = XT[(index_t)j * n + i] - centers[(index_t)c * d + j];
+                acc += diff * diff;
+            }
+            if (acc < best) {
+                best = acc;
+                best_index = c;
+            }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const T other = __shfl_down_sync(0xffffffffu, best, offset);
+            const int other_index = __shfl_down_sync(0xffffffffu, best_index, offset);
+            if (other < best || (other == best && other_index < best_index)) {
+                best = other;
+                best_index = other_index;
+            }
+        }
+        // All-max rows (k < 32 lanes idle, or every distance overflowed) keep index 0, as
+        // the tiled kernel's strict < over ascending indices does.
+        if (best_index == 0x7fffffff) best_index = 0;
+        best_index = __shfl_sync(0xffffffffu, best_index, 0);
+        store_label(labels, i, lane == 0, best_index, changed);
+    }
+}
+
+// The GEMM path's epilogue (d > the fused kernel's DP): a warp per row of the TF32 product
+// tile G = X_tile . C^T (rows x k_pad, row-major), top-2 of ||c||^2 - 2 G, then the same
+// decision as assign_tc.
+__global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (rows, ldp)
+                                 int ldp,                              // IN  row stride
+                                 const float* __restrict__ norms,     // IN  (k_pad)
+                                 const double* __restrict__ x_norm2,  // IN  (rows) ||x||^2
+                                 const unsigned* __restrict__ cmax,   // IN  (1) float bits
+                                 const double* __restrict__ bound,    // IN  (4)
+                                 index_t rows,                         // IN
+                                 index_t row0,                         // IN  first row's index
+                                 int k,                                // IN
+                                 int* __restrict__ labels,            // INOUT (n)
+                                 unsigned long long* changed,         // INOUT (1) may be null
+                                 unsigned* __restrict__ queue_size,   // INOUT (1)
+                                 index_t* __restrict__ queue)         // OUT (n)
+{
+    const int lane = threadIdx.x & 31;
+    const index_t row = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (row >= rows) return;  // whole warps leave together
+    Top2 t;
+    top2_init(t);
+    for (int j = lane; j < k; j += 32) top2_push(t, fmaf(-2.0f, products[row * ldp + j], norms[j]), j);
+    for (int mask = 1; mask < 32; mask <<= 1) top2_merge_lanes(t, mask);
+    const bool active = lane == 0;
+    const bool decided = active && top2_decides(t, x_norm2[row],
+                                                (double)__uint_as_float(*cmax), bound);
+    finish_row(labels, row0 + row, active, decided, t.index, changed, queue_size, queue);
+}

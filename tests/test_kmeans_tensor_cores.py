@@ -1,0 +1,185 @@
+"""assign="tc-exact": TF32 tensor-core scores, the rounding bound, and the direct re-check.
+
+The CPU tests check the bound of :mod:`gpumine.kmeans.tensor_cores` against an emulation
+of TF32 rounding and FP32 accumulation on adversarial data; the GPU tests (marked ``gpu``)
+check that the labels equal ``assign="tiled"``'s bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpumine import GPUKMeans, registry
+from gpumine.kmeans.tensor_cores import error_bound
+
+
+def _tf32(values: np.ndarray) -> np.ndarray:
+    """Round float32 values to TF32 (10 mantissa bits), to nearest, ties away from zero."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def _emulated_scores(X, C):
+    """||c||^2 - 2 x.c as the fused kernel computes it: TF32 inputs, FP32 accumulation in
+    feature order, the score by one rounding from float64."""
+    Xt, Ct = _tf32(X.astype(np.float32)), _tf32(C.astype(np.float32))
+    G = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
+    for j in range(X.shape[1]):  # products of TF32 numbers are exact in float32
+        G = (G + np.outer(Xt[:, j], Ct[:, j])).astype(np.float32)
+    norms = (C.astype(np.float64) ** 2).sum(1).astype(np.float32)
+    return (norms[None, :].astype(np.float64) - 2.0 * G.astype(np.float64)).astype(np.float32)
+
+
+CASES = [  # (n, d, k, scale, offset)
+    (200, 1, 5, 1.0, 0.0), (200, 7, 9, 1.0, 1e3), (100, 128, 16, 1e-3, 0.0),
+    (50, 300, 8, 1.0, 1e6), (20, 4096, 4, 1.0, 10.0), (100, 16, 8, 1e-30, 0.0),
+    (100, 33, 20, 1e12, -5e12),
+]
+
+
+@pytest.mark.parametrize(("n", "d", "k", "scale", "offset"), CASES)
+def test_score_bound_holds_on_emulated_tf32(n, d, k, scale, offset, rng):
+    X = (rng.normal(size=(n, d)) * scale + offset).astype(np.float32)
+    C = (rng.normal(size=(k, d)) * scale + offset).astype(np.float32)
+    X64, C64 = X.astype(np.float64), C.astype(np.float64)
+    exact = (C64**2).sum(1)[None, :] - 2.0 * X64 @ C64.T
+    got = _emulated_scores(X, C).astype(np.float64)
+    kappa_g, _, absolute = error_bound(d, np.float32)
+    x_norm = np.sqrt((X64**2).sum(1))[:, None]
+    cmax = np.sqrt((C64**2).sum(1)).max()
+    e = kappa_g * (2 * x_norm * cmax + cmax**2) + absolute * (1 + x_norm + cmax)
+    assert np.all(np.abs(got - exact) <= e)
+    # and the bound is not vacuous: within 2**12 of the error seen where the error is real
+    # (on data near float32's underflow the absolute floor dominates, by design)
+    real = np.abs(got - exact) > 0
+    if real.any() and scale >= 1e-3:
+        assert np.median((e / np.maximum(np.abs(got - exact), 1e-300))[real]) < 2.0**12
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("d", "offset"), [(1, 0.0), (8, 1e3), (100, 1.0), (1000, 50.0)])
+def test_direct_distance_bound_holds(d, offset, dtype, rng):
+    x = (rng.normal(size=d) + offset).astype(dtype)
+    c = (rng.normal(size=(64, d)) + offset).astype(dtype)
+    acc = np.zeros(64, dtype=dtype)
+    for j in range(d):  # one rounding for the difference, one fused multiply-add per term
+        diff = (x[j] - c[:, j]).astype(dtype)
+        acc = (acc.astype(np.float64) + diff.astype(np.float64) ** 2).astype(dtype)
+    exact = ((x.astype(np.float64)[None, :] - c.astype(np.float64)) ** 2).sum(1)
+    kappa_d = error_bound(d, dtype)[1]
+    assert np.all(np.abs(acc.astype(np.float64) - exact) <= kappa_d * exact + 1e-300)
+
+
+def test_bound_grows_with_d_and_is_smaller_for_float64():
+    b32 = [error_bound(d, np.float32) for d in (1, 128, 4096)]
+    assert b32[0][0] < b32[1][0] < b32[2][0]
+    assert error_bound(128, np.float64)[1] < 1e-12 < b32[1][1]
+
+
+def test_strategies_are_listed_with_exactness_said():
+    strategies = {s.name: s for s in registry.list_strategies("kmeans.assign", backend="gpu")}
+    assert "exact" in strategies["tc-exact"].description
+    assert strategies["tc-fast"].description.startswith("NOT exact")
+
+
+# -- GPU --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cp():
+    from gpumine.backend import cupy_module
+
+    return cupy_module()
+
+
+def _columns(cp, X):
+    return cp.ascontiguousarray(cp.asarray(X).T).T
+
+
+def _labels(cp, name, X, C, previous=None):
+    """Labels and changed count of assign strategy ``name`` from poisoned or given labels."""
+    n = X.shape[0]
+    labels = cp.full(n, -7, dtype=cp.int32) if previous is None else cp.asarray(previous)
+    changed = cp.zeros(1, dtype=cp.uint64)
+    registry.load_strategy("kmeans.assign", name)(_columns(cp, X), cp.asarray(C), labels,
+                                                  changed=changed)
+    return cp.asnumpy(labels), int(changed.get()[0])
+
+
+def _assert_same_as_tiled(cp, X, C, previous=None):
+    expected, expected_changed = _labels(cp, "tiled", X, C, previous)
+    got, got_changed = _labels(cp, "tc-exact", X, C, previous)
+    assert np.array_equal(got, expected), f"{np.sum(got != expected)} labels differ"
+    assert got_changed == expected_changed
+
+
+SHAPES = [  # (n, d, k): d past every fused width and on the cuBLAS path; k around the tile
+    (1, 1, 1), (129, 1, 2), (1000, 3, 63), (1000, 8, 64), (1000, 9, 65), (4099, 17, 100),
+    (3000, 32, 1), (2000, 33, 256), (2000, 64, 2000), (1500, 100, 130), (1000, 128, 77),
+    (700, 129, 64), (500, 300, 40), (300, 1000, 33), (64, 4096, 20),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k"), SHAPES)
+def test_tc_exact_equals_tiled_bit_for_bit(cp, n, d, k, dtype, rng):
+    X = rng.normal(size=(n, d)).astype(dtype)
+    C = rng.normal(size=(k, d)).astype(dtype)
+    _assert_same_as_tiled(cp, X, C)
+    previous = rng.integers(0, k, size=n).astype(np.int32)
+    _assert_same_as_tiled(cp, X, C, previous)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
+@pytest.mark.parametrize("d", [2, 16, 130])
+def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
+    """A lattice of exact and near ties (points on cell faces of a centre lattice, nudged by
+    a few ulps) shifted far from the origin: where TF32 cannot decide, the re-check must."""
+    k = 64
+    C = (rng.integers(0, 4, size=(k, d)).astype(np.float64) + offset)
+    a, b = rng.integers(0, k, size=(2, 5000))
+    t = 0.5 + rng.integers(-3, 4, size=(5000, 1)) * np.finfo(dtype).eps
+    X = (C[a] * t + C[b] * (1 - t)).astype(dtype)
+    _assert_same_as_tiled(cp, X, C.astype(dtype))
+
+
+@pytest.mark.gpu
+def test_re_check_is_what_makes_it_exact(cp, rng):
+    """On near-ties far from the origin TF32 alone gets labels wrong; tc-exact does not, and
+    it queued rows to get there."""
+    from gpumine.kmeans.tensor_cores import queued_rows
+
+    d, k = 16, 128
+    C = rng.normal(size=(k, d)) + 1e3
+    a, b = rng.integers(0, k, size=(2, 20000))
+    X = (0.5 * (C[a] + C[b]) + rng.normal(scale=1e-4, size=(20000, d))).astype(np.float32)
+    C = C.astype(np.float32)
+    expected, _ = _labels(cp, "tiled", X, C)
+    fast, _ = _labels(cp, "tc-fast", X, C)
+    exact, _ = _labels(cp, "tc-exact", X, C)
+    assert np.sum(fast != expected) > 0
+    assert np.array_equal(exact, expected)
+    assert 0 < queued_rows(_columns(cp, X), cp.asarray(C)) <= 20000
+
+
+@pytest.mark.gpu
+def test_well_separated_data_needs_few_re_checks(cp, rng):
+    from gpumine.kmeans.tensor_cores import queued_rows
+
+    C = rng.normal(scale=10.0, size=(256, 32)).astype(np.float32)
+    X = (C[rng.integers(0, 256, size=100_000)] + rng.normal(size=(100_000, 32))).astype(np.float32)
+    assert queued_rows(_columns(cp, X), cp.asarray(C)) < 1000
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fit_with_tc_exact_equals_fit_with_tiled(cp, dtype, rng):
+    X = cp.asarray(rng.normal(size=(20000, 24)).astype(dtype))
+    fits = [GPUKMeans(50, assign=name, init="random", n_init=1, random_state=3, max_iter=30,
+                      tol=0.0, device="gpu").fit(X) for name in ("tiled", "tc-exact")]
+    assert np.array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
+    assert fits[0].n_iter_ == fits[1].n_iter_
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                  cp.asnumpy(fits[1].cluster_centers_))
