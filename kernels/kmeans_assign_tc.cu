@@ -5,6 +5,9 @@
 //   bound[1] kappa_d: |direct distance in T - true distance| <= kappa_d * true distance
 //   bound[2] absolute: |score error| from underflow <= bound[2] * (1 + |x| + cmax)
 //   bound[3] 1 for assign="tc-fast": every row is decided (TF32 labels, no re-check)
+//   bound[4] kappa_s: |distance error| from shifting to float32 <= kappa_s (|x| + cmax)^2
+// Points and centres are shifted by the centres' mean (`shift`) and rounded to float32
+// before the products; |x| and cmax are norms of the shifted values.
 // A row whose TF32 top-2 margin does not exceed the bound goes to a list; assign_recheck
 // then assigns it with the direct sum (x - c)^2 in T, exactly as assign_tiled does.
 #include "common.cuh"
@@ -70,7 +73,8 @@ __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, doub
     if (bound[3] != 0.0) return true;
     const double x_norm = sqrt(x_norm2);
     const double e_score = bound[0] * (2.0 * x_norm * cmax + cmax * cmax)
-                           + bound[2] * (1.0 + x_norm + cmax);
+                           + bound[2] * (1.0 + x_norm + cmax)
+                           + bound[4] * (x_norm + cmax) * (x_norm + cmax);
     const double margin = (double)t.second - (double)t.best;
     const double distances = fabs(2.0 * x_norm2 + (double)t.best + (double)t.second)
                              + 2.0 * e_score;
@@ -93,27 +97,35 @@ __device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, 
         atomicAdd(changed, (unsigned long long)__popc(ballot));
 }
 
-// Centres as TF32 in a (k_pad, dp) buffer zero-padded past d and k, their squared norms
-// (float64 sum, rounded to float; +inf for padding so a padded centre never wins) and the
-// largest norm, rounded up, by an atomicMax on its bits (non-negative floats order as
-// their bits). One block per padded centre.
+// Centres shifted by `shift` and rounded to float32 in a (k_pad, dp) buffer zero-padded
+// past d and k; their squared norms (float64 sum of the float32 values, rounded to float;
+// +inf for padding so a padded centre never wins); the largest norm, rounded up, by an
+// atomicMax on its bits (non-negative floats order as their bits); and the unshifted
+// centres transposed for the re-check. One block per padded centre.
 template <typename T>
-__global__ void tc_prepare_centers(const T* __restrict__ centers,  // IN  (k, d)
-                                   int k,                          // IN
-                                   int d,                          // IN  d <= dp
-                                   int dp,                         // IN  padded width
-                                   float* __restrict__ padded,     // OUT (k_pad, dp) TF32
-                                   float* __restrict__ norms,      // OUT (k_pad)
-                                   unsigned* __restrict__ cmax)    // INOUT (1) float bits,
-                                                                   //       zeroed before
+__global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d)
+                                   const double* __restrict__ shift, // IN  (d)
+                                   int k,                           // IN
+                                   int d,                           // IN  d <= dp
+                                   int dp,                          // IN  padded width
+                                   float* __restrict__ padded,      // OUT (k_pad, dp)
+                                   float* __restrict__ norms,       // OUT (k_pad)
+                                   unsigned* __restrict__ cmax,     // INOUT (1) float bits,
+                                                                    //       zeroed before
+                                   T* __restrict__ centers_t)       // OUT (d, k)
 {
     __shared__ double partial[32];
     const int c = blockIdx.x;
     double sum = 0.0;
     for (int j = threadIdx.x; j < dp; j += blockDim.x) {
-        const double value = (c < k && j < d) ? (double)centers[(index_t)c * d + j] : 0.0;
-        padded[(index_t)c * dp + j] = to_tf32((float)value);
-        sum += value * value;
+        float value = 0.0f;
+        if (c < k && j < d) {
+            const T original = centers[(index_t)c * d + j];
+            centers_t[(index_t)j * k + c] = original;
+            value = (float)((double)original - shift[j]);
+        }
+        padded[(index_t)c * dp + j] = value;
+        sum += (double)value * (double)value;
     }
     for (int offset = 16; offset > 0; offset >>= 1)
         sum += __shfl_down_sync(0xffffffffu, sum, offset);
@@ -131,20 +143,31 @@ __global__ void tc_prepare_centers(const T* __restrict__ centers,  // IN  (k, d)
     }
 }
 
+// A fragment register from a float32 value: its TF32 rounding, or with `low` the TF32
+// rounding of what that leaves (x - hi is exact in float32).
+template <bool low>
+__device__ __forceinline__ unsigned tf32_part(float x) {
+    const float hi = to_tf32(x);
+    return __float_as_uint(low ? to_tf32(x - hi) : hi);
+}
+
 // The fused TF32 assignment for d <= DP. A block of 4 warps takes 128 rows (32 per warp:
 // two m16 tiles) and walks all centres in tiles of 64 (eight n8 tiles): X's rows are
-// converted to TF32 once into shared memory, each centre tile is staged once per block,
+// shifted into float32 once into shared memory, each centre tile is staged once per block,
+// SPLIT (tc-exact) multiplies hi.hi + hi.lo + lo.hi of the TF32 splits (3xTF32, about
+// float32's accuracy), otherwise hi.hi alone (tc-fast);
 // each warp multiplies with mma.sync m16n8k8 and folds its accumulators into per-row top-2
 // registers (a lane holds 2 columns of 4 rows per n-tile; the 4 lanes of a row merge at the
 // end). Rows whose margin the bound cannot decide are queued for assign_recheck.
 // Shared memory (dynamic): (128 + 64) * (DP + 4) floats + 64 floats + 128 doubles.
-template <typename T, int DP>
+template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128)
 assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
-          const float* __restrict__ centers,   // IN  (k_pad, DP) TF32, tc_prepare_centers
+          const double* __restrict__ shift,    // IN  (d) subtracted from every point
+          const float* __restrict__ centers,   // IN  (k_pad, DP) shifted, tc_prepare_centers
           const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, +inf past k
           const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
-          const double* __restrict__ bound,    // IN  (4) kappa_g, kappa_d, absolute
+          const double* __restrict__ bound,    // IN  (5) see the top of this file
           index_t n,                           // IN
           int d,                               // IN  d <= DP
           int k_pad,                           // IN  multiple of 64
@@ -163,13 +186,14 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
     const int group = lane >> 2, member = lane & 3;
     const index_t row0 = (index_t)blockIdx.x * BM;
 
-    {   // Stage this block's rows as TF32; ||x||^2 in double from the input values.
+    {   // Stage this block's rows shifted into float32; ||x||^2 in double of those values.
         const index_t i = row0 + threadIdx.x;
         double norm2 = 0.0;
         for (int j = 0; j < DP; ++j) {
-            const T value = (i < n && j < d) ? XT[(index_t)j * n + i] : T(0);
+            const float value = (i < n && j < d)
+                ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
             norm2 += (double)value * (double)value;
-            xs[threadIdx.x * STRIDE + j] = to_tf32((float)value);
+            xs[threadIdx.x * STRIDE + j] = value;
         }
         xn[threadIdx.x] = norm2;
     }
@@ -199,19 +223,33 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
                 for (int e = 0; e < 4; ++e) acc[m][t][e] = 0.0f;
 #pragma unroll
         for (int k0 = 0; k0 < DP; k0 += 8) {
-            unsigned a[2][4];
+            float av[2][4];
+            unsigned a[2][4], a_lo[2][4];
 #pragma unroll
             for (int m = 0; m < 2; ++m) {
                 const float* base = xw + (m * 16 + group) * STRIDE + k0 + member;
-                a[m][0] = __float_as_uint(base[0]);
-                a[m][1] = __float_as_uint(base[8 * STRIDE]);
-                a[m][2] = __float_as_uint(base[4]);
-                a[m][3] = __float_as_uint(base[8 * STRIDE + 4]);
+                av[m][0] = base[0];
+                av[m][1] = base[8 * STRIDE];
+                av[m][2] = base[4];
+                av[m][3] = base[8 * STRIDE + 4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    a[m][e] = tf32_part<false>(av[m][e]);
+                    a_lo[m][e] = SPLIT ? tf32_part<true>(av[m][e]) : 0u;
+                }
             }
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
                 const float* base = cs + (t * 8 + group) * STRIDE + k0 + member;
-                const unsigned b[2] = {__float_as_uint(base[0]), __float_as_uint(base[4])};
+                const unsigned b[2] = {tf32_part<false>(base[0]), tf32_part<false>(base[4])};
+                if (SPLIT) {  // the small products first, then the large ones
+                    const unsigned b_lo[2] = {tf32_part<true>(base[0]),
+                                              tf32_part<true>(base[4])};
+                    mma_tf32(acc[0][t], a_lo[0], b);
+                    mma_tf32(acc[1][t], a_lo[1], b);
+                    mma_tf32(acc[0][t], a[0], b_lo);
+                    mma_tf32(acc[1][t], a[1], b_lo);
+                }
                 mma_tf32(acc[0][t], a[0], b);
                 mma_tf32(acc[1][t], a[1], b);
             }
@@ -249,10 +287,11 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
 // The queued rows, a warp each, assigned with the direct sum (x - c)^2 in T: the same
 // expression in the same feature order as assign_tiled / assign_registers, so the same
 // values; ties to the lowest index. The grid is fixed and strides over *queue_size, so
-// the launch needs no host read of the count.
+// the launch needs no host read of the count. The centres are read transposed, so the
+// lanes of a warp (consecutive centres) read consecutive addresses.
 template <typename T>
 __global__ void assign_recheck(const T* __restrict__ XT,          // IN  (d, n) points
-                               const T* __restrict__ centers,     // IN  (k, d) centroids
+                               const T* __restrict__ centers_t,   // IN  (d, k) centroids
                                index_t n,                         // IN
                                int d,                             // IN
                                int k,                             // IN
@@ -272,7 +311,7 @@ __global__ void assign_recheck(const T* __restrict__ XT,          // IN  (d, n) 
         for (int c = lane; c < k; c += 32) {
             T acc = T(0);
             for (int j = 0; j < d; ++j) {
-                const T diff = XT[(index_t)j * n + i] - centers[(index_t)c * d + j];
+                const T diff = XT[(index_t)j * n + i] - centers_t[(index_t)j * k + c];
                 acc += diff * diff;
             }
             if (acc < best) {
@@ -304,7 +343,7 @@ __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (ro
                                  const float* __restrict__ norms,     // IN  (k_pad)
                                  const double* __restrict__ x_norm2,  // IN  (rows) ||x||^2
                                  const unsigned* __restrict__ cmax,   // IN  (1) float bits
-                                 const double* __restrict__ bound,    // IN  (4)
+                                 const double* __restrict__ bound,    // IN  (5)
                                  index_t rows,                         // IN
                                  index_t row0,                         // IN  first row's index
                                  int k,                                // IN

@@ -21,12 +21,15 @@ def _tf32(values: np.ndarray) -> np.ndarray:
 
 
 def _emulated_scores(X, C):
-    """||c||^2 - 2 x.c as the fused kernel computes it: TF32 inputs, FP32 accumulation in
-    feature order, the score by one rounding from float64."""
-    Xt, Ct = _tf32(X.astype(np.float32)), _tf32(C.astype(np.float32))
+    """||c||^2 - 2 x.c as the fused kernel computes it: 3xTF32 splits, FP32 accumulation
+    of lo.hi + hi.lo + hi.hi in feature order, the score by one rounding from float64."""
+    X, C = X.astype(np.float32), C.astype(np.float32)
+    Xh, Ch = _tf32(X), _tf32(C)
+    Xl, Cl = _tf32(X - Xh), _tf32(C - Ch)
     G = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
     for j in range(X.shape[1]):  # products of TF32 numbers are exact in float32
-        G = (G + np.outer(Xt[:, j], Ct[:, j])).astype(np.float32)
+        for a, b in ((Xl, Ch), (Xh, Cl), (Xh, Ch)):
+            G = (G + np.outer(a[:, j], b[:, j])).astype(np.float32)
     norms = (C.astype(np.float64) ** 2).sum(1).astype(np.float32)
     return (norms[None, :].astype(np.float64) - 2.0 * G.astype(np.float64)).astype(np.float32)
 
@@ -45,16 +48,17 @@ def test_score_bound_holds_on_emulated_tf32(n, d, k, scale, offset, rng):
     X64, C64 = X.astype(np.float64), C.astype(np.float64)
     exact = (C64**2).sum(1)[None, :] - 2.0 * X64 @ C64.T
     got = _emulated_scores(X, C).astype(np.float64)
-    kappa_g, _, absolute = error_bound(d, np.float32)
+    kappa_g, _, absolute, _, _ = error_bound(d, np.float32)
     x_norm = np.sqrt((X64**2).sum(1))[:, None]
     cmax = np.sqrt((C64**2).sum(1)).max()
     e = kappa_g * (2 * x_norm * cmax + cmax**2) + absolute * (1 + x_norm + cmax)
     assert np.all(np.abs(got - exact) <= e)
-    # and the bound is not vacuous: within 2**12 of the error seen where the error is real
-    # (on data near float32's underflow the absolute floor dominates, by design)
+    # and the bound is not vacuous: within 2**16 of the error seen where the error is real
+    # (the accumulation model is a worst case, the emulation rounds to nearest; on data
+    # near float32's underflow the absolute floor dominates, by design)
     real = np.abs(got - exact) > 0
     if real.any() and scale >= 1e-3:
-        assert np.median((e / np.maximum(np.abs(got - exact), 1e-300))[real]) < 2.0**12
+        assert np.median((e / np.maximum(np.abs(got - exact), 1e-300))[real]) < 2.0**16
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -74,6 +78,7 @@ def test_direct_distance_bound_holds(d, offset, dtype, rng):
 def test_bound_grows_with_d_and_is_smaller_for_float64():
     b32 = [error_bound(d, np.float32) for d in (1, 128, 4096)]
     assert b32[0][0] < b32[1][0] < b32[2][0]
+    assert error_bound(4096, np.float32, "sgemm")[0] < b32[2][0]
     assert error_bound(128, np.float64)[1] < 1e-12 < b32[1][1]
 
 

@@ -1,51 +1,61 @@
-"""Exact k-means assignment on tensor cores: TF32 distances, a rigorous margin test, a re-check.
+"""Exact k-means assignment on tensor cores: split-TF32 scores, a rigorous margin test, a re-check.
 
-``assign="tc-exact"`` computes every score ``s_j = ||c_j||^2 - 2 x.c_j`` from a TF32
-product on tensor cores, keeps the best and second-best score of each row, and decides the
-row's label from them only when the margin ``s_2 - s_1`` is larger than what rounding can
-move; the other rows are queued and assigned again with the direct sum ``(x - c)^2`` in
-the data's precision, exactly as ``assign="tiled"`` does. The labels are therefore those
-of the tiled kernel, bit for bit, ties to the lowest index.
+``assign="tc-exact"`` shifts points and centres by the centres' mean, rounds them to
+float32, computes every score ``s_j = ||c_j||^2 - 2 x.c_j`` of the shifted values on the
+tensor cores, keeps the best and second-best score of each row, and decides the row's
+label from them only when the margin ``s_2 - s_1`` is larger than what rounding can move;
+the other rows are queued and assigned again with the direct sum ``(x - c)^2`` of the
+original values in the data's precision, exactly as ``assign="tiled"`` does. The labels
+are therefore those of the tiled kernel, bit for bit, ties to the lowest index.
+
+The products
+------------
+For ``d <= 128`` a fused kernel multiplies with ``mma.sync`` on TF32 operands split in
+two (3xTF32): ``v = hi + lo + r`` with ``hi`` the TF32 rounding of the float32 ``v``
+(round to nearest, ``|v - hi| <= 2**-11 |v|``), ``lo`` that of ``v - hi`` (exact in
+float32) and ``|r| <= 2**-22 |v|``; it accumulates ``lo.hi + hi.lo + hi.hi``. The products
+of TF32 numbers are exact; the tensor core's FP32 accumulation is modelled
+pessimistically as a chain of ``3d`` additions, each with a relative error of
+``u_a = 2**-21`` (truncation and alignment to the largest term), so with
+``gamma_m(u) = m u / (1 - m u)``:
+
+    |G_hat - x.c| <= [3.01 * 2**-22 + 1.002 gamma_3d(u_a)] sum |x_l c_l|.
+
+For wider data the product is one cuBLAS SGEMM in float32 arithmetic (compute type
+``CUBLAS_COMPUTE_32F_PEDANTIC``, no TF32), any summation order:
+``|G_hat - x.c| <= gamma_{d+1}(2**-24) sum |x_l c_l|``. Either way the bracket is
+``kappa_p`` and, by Cauchy-Schwarz, ``sum |x_l c_l| <= |x| |c|``.
 
 The bound
 ---------
-Let ``u`` be the unit roundoff of the data's type (``2**-24`` for float32, ``2**-53`` for
-float64) and ``u_t = 2**-10`` a bound on the relative error of one conversion to TF32
-(10 stored mantissa bits: the kernel rounds to nearest, cuBLAS may truncate; float64 input
-goes through float32 first, ``u_t + 2 * 2**-24``). Products of TF32 numbers are exact in
-the tensor core; its FP32 accumulation is modelled pessimistically as a chain of ``d``
-additions each with a relative error of ``u_a = 2**-22`` (truncation, and a factor of two
-to spare), so ``gamma = d u_a / (1 - d u_a)``. Then for the product:
+``||c||^2`` is summed in float64 and rounded to float32, and the score
+``fma(-2, G_hat, ||c||^2)`` is rounded once more, so with ``cmax = max_j ||c_j||``
+(rounded up), ``u = 2**-24`` and ``kappa_g = (kappa_p + 3u) (1 + 2**-20)``:
 
-    |G_hat - x.c| <= [2 u_t + u_t^2 + gamma (1 + u_t)^2] sum |x_l c_l|
-                  <= kappa_g' |x| |c|                       (Cauchy-Schwarz)
+    |s_hat_j - s_j| <= kappa_g (2 |x| cmax + cmax^2) + a (1 + |x| + cmax)
 
-``||c||^2`` is summed in float64 and rounded to float32 (error ``u ||c||^2``), and the
-score ``fma(-2, G_hat, ||c||^2)`` is rounded once more (``u |s|``), so with
-``cmax = max_j ||c_j||`` (rounded up)
-
-    |s_hat_j - s_j| <= kappa_g (2 |x| cmax + cmax^2) + a (1 + |x| + cmax) =: e,
-    kappa_g = (kappa_g' + 3 u) (1 + 2**-20)
-
-where ``a = 8 d 2**-126`` covers products and inputs that underflow or are flushed below
-float32's normal range. ``e`` holds for every centre of the row.
+where ``a = 8 d 2**-126`` covers products and inputs that underflow float32's normal
+range. Shifting by ``m`` and rounding to float32 moves each distance by at most
+``kappa_s (|x| + cmax)^2``, ``kappa_s = 2.01 u``; ``e`` is the sum of both, and holds
+for every centre of the row (norms of the shifted values).
 
 The direct distance the re-check (and ``assign="tiled"``) computes, one rounding for the
-difference and one fused multiply-add per feature, satisfies
-``|D_hat - D| <= kappa_d D`` with ``kappa_d = 2u + u^2 + gamma_d(u) (1 + u)^2``. For the
-row's best ``s_1`` (index ``i``) and second-best ``s_2`` and any ``j != i``:
-``D_j >= |x|^2 + s_2 - e`` and ``D_i <= |x|^2 + s_1 + e``, so ``D_hat_j > D_hat_i`` --
-the direct computation picks ``i`` as well, strictly -- whenever
+difference and one fused multiply-add per feature in the data's unit roundoff ``u_T``,
+satisfies ``|D_hat - D| <= kappa_d D`` with
+``kappa_d = 2 u_T + u_T^2 + gamma_{d+1}(u_T) (1 + u_T)^2``. For the row's best ``s_1``
+(index ``i``) and second-best ``s_2`` and any ``j != i``: ``D_j >= |x|^2 + s_2 - e`` and
+``D_i <= |x|^2 + s_1 + e``, so ``D_hat_j > D_hat_i`` -- the direct computation picks
+``i`` as well, strictly -- whenever
 
     s_2 - s_1 > 2 e + kappa_d (2 |x|^2 + s_1 + s_2 + 2 e).
 
 That is the test ``top2_decides`` applies (in float64); a NaN or infinite margin (input
-past float32's range) is never decided. The bound is tested adversarially in
-``tests/test_kmeans_tensor_cores.py``: near-ties, data far from the origin, d from 1 to 4096,
-float32 and float64.
+past float32's range) is never decided. ``tests/test_kmeans_tensor_cores.py`` checks the
+bound on emulated TF32 arithmetic and the labels against ``tiled`` on adversarial data:
+near-ties, data far from the origin, d from 1 to 4096, float32 and float64.
 
-``assign="tc-fast"`` is the same kernel with the test switched off (every row decided):
-TF32 labels, not exact, for users who ask for them.
+``assign="tc-fast"`` multiplies ``hi.hi`` alone (TF32 GEMM past d = 128) and decides every
+row: TF32 labels, not exact, for users who ask for them.
 
 Examples
 --------
@@ -70,6 +80,7 @@ _RECHECK_BLOCK = 256
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
 _CUBLAS_OP_T = 1
+_CUBLAS_COMPUTE_32F_PEDANTIC = 69
 _CUBLAS_COMPUTE_32F_FAST_TF32 = 77
 _CUBLAS_GEMM_DEFAULT = -1
 
@@ -77,41 +88,50 @@ for _t in ("float", "double"):
     instantiation(_SOURCE, "tc_prepare_centers", _t)
     instantiation(_SOURCE, "assign_recheck", _t)
     for _dp in FUSED_DIMS:
-        instantiation(_SOURCE, "assign_tc", _t, _dp)
+        for _split in ("true", "false"):
+            instantiation(_SOURCE, "assign_tc", _t, _dp, _split)
 instantiation(_SOURCE, "tc_gemm_epilogue")
 
 _BOUNDS: dict = {}
 
 
-def error_bound(d: int, dtype) -> np.ndarray:
-    """``[kappa_g, kappa_d, a]`` of the module docstring for ``d`` features of ``dtype``.
+def _gamma(m: int, u: float) -> float:
+    return m * u / (1 - m * u)
+
+
+def error_bound(d: int, dtype, path: str = "split") -> np.ndarray:
+    """``[kappa_g, kappa_d, a, 0, kappa_s]`` of the module docstring.
+
+    ``path`` is ``"split"`` (the fused 3xTF32 kernel, d <= 128) or ``"sgemm"`` (cuBLAS
+    float32 GEMM beyond).
 
     Examples
     --------
-    >>> kappa_g, kappa_d, a = error_bound(128, np.float32)
-    >>> 1e-3 < kappa_g < 2e-3 and kappa_d < 1e-5
+    >>> kappa_g, kappa_d, a, fast, kappa_s = error_bound(128, np.float32)
+    >>> 1e-4 < kappa_g < 1e-3 and kappa_d < 1e-5 and fast == 0
     True
     """
-    u = 2.0 ** -24 if np.dtype(dtype) == np.float32 else 2.0 ** -53
-    u_t = 2.0 ** -10 + (0.0 if np.dtype(dtype) == np.float32 else 2 * 2.0 ** -24)
-    u_a = 2.0 ** -22
-    gamma = d * u_a / (1 - d * u_a)
-    kappa_product = 2 * u_t + u_t * u_t + gamma * (1 + u_t) ** 2
-    kappa_g = (kappa_product + 3 * 2.0 ** -24) * (1 + 2.0 ** -20)
-    gamma_direct = (d + 1) * u / (1 - (d + 1) * u)
-    kappa_d = (2 * u + u * u + gamma_direct * (1 + u) ** 2) * (1 + 2.0 ** -20)
-    return np.array([kappa_g, kappa_d, 8.0 * d * 2.0 ** -126], dtype=np.float64)
+    u = 2.0 ** -24
+    u_data = u if np.dtype(dtype) == np.float32 else 2.0 ** -53
+    if path == "split":
+        kappa_p = 3.01 * 2.0 ** -22 + 1.002 * _gamma(3 * d, 2.0 ** -21)
+    else:
+        kappa_p = _gamma(d + 1, u)
+    kappa_g = (kappa_p + 3 * u) * (1 + 2.0 ** -20)
+    kappa_d = (2 * u_data + u_data**2 + _gamma(d + 1, u_data) * (1 + u_data) ** 2) \
+        * (1 + 2.0 ** -20)
+    return np.array([kappa_g, kappa_d, 8.0 * d * 2.0 ** -126, 0.0, 2.01 * u],
+                    dtype=np.float64)
 
 
-def _device_bound(cp, d: int, dtype, exact: bool):
-    """The bound as a device array, cached per device, d, dtype and mode (no copy per call).
-
-    The fourth entry is 1 for ``tc-fast``: the kernel then decides every row.
-    """
-    key = (cp.cuda.runtime.getDevice(), d, np.dtype(dtype).name, exact)
+def _device_bound(cp, d: int, dtype, path: str, exact: bool):
+    """The bound as a device array, cached per device, d, dtype, path and mode (no copy per
+    call). Its fourth entry is 1 for ``tc-fast``: the kernels then decide every row."""
+    key = (cp.cuda.runtime.getDevice(), d, np.dtype(dtype).name, path, exact)
     bound = _BOUNDS.get(key)
     if bound is None:
-        host = np.append(error_bound(d, dtype), 0.0 if exact else 1.0)
+        host = error_bound(d, dtype, path)
+        host[3] = 0.0 if exact else 1.0
         bound = _BOUNDS[key] = cp.asarray(host)
     return bound
 
@@ -124,6 +144,7 @@ def _padded_width(d: int) -> int:
 
 
 def _assign(X, centers, labels, changed, exact: bool):
+    """Launch the assignment; returns the device counter of rows queued for the re-check."""
     from gpumine.kmeans.gpu import _columns, _pointer
 
     cp = cupy_module()
@@ -131,62 +152,69 @@ def _assign(X, centers, labels, changed, exact: bool):
     n, d = X.shape
     k = centers.shape[0]
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
+    shift = centers.mean(axis=0, dtype=cp.float64)
     dp = _padded_width(d)
+    fused = dp in FUSED_DIMS
     k_pad = -(-k // _BN) * _BN
     padded = cp.empty((k_pad, dp), dtype=cp.float32)
     norms = cp.empty(k_pad, dtype=cp.float32)
+    centers_t = cp.empty((d, k), dtype=X.dtype)
     counters = cp.zeros(2, dtype=cp.uint32)  # [max ||c|| as float bits, rows queued]
     cmax, queue_size = counters[:1], counters[1:]
     queue = cp.empty(n, dtype=cp.int64)
-    bound = _device_bound(cp, d, X.dtype, exact)
+    bound = _device_bound(cp, d, X.dtype, "split" if fused else "sgemm", exact)
     launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
-           (centers, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
-    if dp in FUSED_DIMS:
-        kernel = get_kernel(_SOURCE, "assign_tc", X.dtype, dp)
+           (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax,
+            centers_t))
+    if fused:
+        kernel = get_kernel(_SOURCE, "assign_tc", X.dtype, dp, "true" if exact else "false")
         shared = ((_BM + _BN) * (dp + 4) + _BN) * 4 + _BM * 8
         if shared > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = shared
         launch(kernel, -(-n // _BM), _BM,
-               (XT, padded, norms, cmax, bound, np.int64(n), np.int32(d), np.int32(k_pad),
-                labels, _pointer(changed), queue_size, queue), shared_mem=shared)
+               (XT, shift, padded, norms, cmax, bound, np.int64(n), np.int32(d),
+                np.int32(k_pad), labels, _pointer(changed), queue_size, queue),
+               shared_mem=shared)
     else:
-        _assign_gemm(cp, X, k, padded, norms, cmax, bound, labels, changed, queue_size,
-                     queue)
+        _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
+                     queue_size, queue, exact)
     if exact:
         blocks = device_attribute("MultiProcessorCount") * 8
         launch(get_kernel(_SOURCE, "assign_recheck", X.dtype), blocks, _RECHECK_BLOCK,
-               (XT, centers, np.int64(n), np.int32(d), np.int32(k), queue_size, queue,
+               (XT, centers_t, np.int64(n), np.int32(d), np.int32(k), queue_size, queue,
                 labels, _pointer(changed)))
     return queue_size
 
 
-def _assign_gemm(cp, X, k, padded, norms, cmax, bound, labels, changed, queue_size, queue):
-    """d past the fused kernel: cuBLAS TF32 GEMM over row tiles, then the top-2 epilogue."""
+def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, queue_size,
+                 queue, exact):
+    """d past the fused kernel: cuBLAS GEMM over row tiles (float32 arithmetic for tc-exact,
+    TF32 for tc-fast) of the shifted points, then the top-2 epilogue."""
     from cupy_backends.cuda.libs import cublas
 
     from gpumine.kmeans.gpu import _pointer
 
     n, d = X.shape
     k_pad, dp = padded.shape
-    rows = max(1, min(n, _GEMM_ELEMENTS // k_pad))
+    rows = max(1, min(n, _GEMM_ELEMENTS // k_pad, _GEMM_ELEMENTS // d))
     products = cp.empty((rows, k_pad), dtype=cp.float32)
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    compute = _CUBLAS_COMPUTE_32F_PEDANTIC if exact else _CUBLAS_COMPUTE_32F_FAST_TF32
     handle = cp.cuda.device.get_cublas_handle()
     cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     epilogue = get_kernel(_SOURCE, "tc_gemm_epilogue")
     for start in range(0, n, rows):
         stop = min(n, start + rows)
-        block = X[start:stop]
-        x_norm2 = (block.astype(cp.float64, copy=False) ** 2).sum(axis=1)
-        if block.dtype != cp.float32 or block.strides[0] != 4:
-            block = cp.asfortranarray(block, dtype=cp.float32)  # float64 in: a float32 tile
-        ld = block.strides[1] // 4
+        # the shifted tile in float32, column-major (rows x d): one rounding from float64
+        block = cp.asfortranarray((X[start:stop].astype(cp.float64) - shift)
+                                  .astype(cp.float32))
+        x_norm2 = (block.astype(cp.float64) ** 2).sum(axis=1)
         # products^T (k_pad x rows, column-major) = padded (d x k_pad)^T . block (rows x d)^T
         cublas.gemmEx(handle, _CUBLAS_OP_T, _CUBLAS_OP_T, k_pad, stop - start, d,
                       one.ctypes.data, padded.data.ptr, _CUDA_R_32F, dp,
-                      block.data.ptr, _CUDA_R_32F, ld,
+                      block.data.ptr, _CUDA_R_32F, stop - start,
                       zero.ctypes.data, products.data.ptr, _CUDA_R_32F, k_pad,
-                      _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT)
+                      compute, _CUBLAS_GEMM_DEFAULT)
         launch(epilogue, -(-(stop - start) * 32 // 256), 256,
                (products, np.int32(k_pad), norms, x_norm2, cmax, bound,
                 np.int64(stop - start), np.int64(start), np.int32(k), labels,
