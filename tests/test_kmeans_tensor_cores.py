@@ -131,7 +131,7 @@ def test_tc_exact_equals_tiled_bit_for_bit(cp, n, d, k, dtype, rng):
     X = rng.normal(size=(n, d)).astype(dtype)
     C = rng.normal(size=(k, d)).astype(dtype)
     _assert_same_as_tiled(cp, X, C)
-    previous = rng.integers(0, k, size=n).astype(np.int32)
+    previous = rng.randint(0, k, size=n).astype(np.int32)
     _assert_same_as_tiled(cp, X, C, previous)
 
 
@@ -143,9 +143,9 @@ def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
     """A lattice of exact and near ties (points on cell faces of a centre lattice, nudged by
     a few ulps) shifted far from the origin: where TF32 cannot decide, the re-check must."""
     k = 64
-    C = (rng.integers(0, 4, size=(k, d)).astype(np.float64) + offset)
-    a, b = rng.integers(0, k, size=(2, 5000))
-    t = 0.5 + rng.integers(-3, 4, size=(5000, 1)) * np.finfo(dtype).eps
+    C = (rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset)
+    a, b = rng.randint(0, k, size=(2, 5000))
+    t = 0.5 + rng.randint(-3, 4, size=(5000, 1)) * np.finfo(dtype).eps
     X = (C[a] * t + C[b] * (1 - t)).astype(dtype)
     _assert_same_as_tiled(cp, X, C.astype(dtype))
 
@@ -158,7 +158,7 @@ def test_re_check_is_what_makes_it_exact(cp, rng):
 
     d, k = 16, 128
     C = rng.normal(size=(k, d)) + 1e3
-    a, b = rng.integers(0, k, size=(2, 20000))
+    a, b = rng.randint(0, k, size=(2, 20000))
     X = (0.5 * (C[a] + C[b]) + rng.normal(scale=1e-4, size=(20000, d))).astype(np.float32)
     C = C.astype(np.float32)
     expected, _ = _labels(cp, "tiled", X, C)
@@ -174,7 +174,7 @@ def test_well_separated_data_needs_few_re_checks(cp, rng):
     from gpumine.kmeans.tensor_cores import queued_rows
 
     C = rng.normal(scale=10.0, size=(256, 32)).astype(np.float32)
-    X = (C[rng.integers(0, 256, size=100_000)] + rng.normal(size=(100_000, 32))).astype(np.float32)
+    X = (C[rng.randint(0, 256, size=100_000)] + rng.normal(size=(100_000, 32))).astype(np.float32)
     assert queued_rows(_columns(cp, X), cp.asarray(C)) < 1000
 
 
