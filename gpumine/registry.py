@@ -324,8 +324,9 @@ def load_strategy(kind: str, name: str) -> Callable:
 # calibrated by the benchmark suite, replaces this table with a function of (n, d, k).
 #
 # On the GPU: the tiled assignment (points in registers, centroids in shared memory,
-# exact in the data's precision) for every shape, and the privatized-atomic update
-# (shared-memory atomics when k(d+1) doubles fit a block, else global atomics).
+# exact in the data's precision), or tc-exact on wide problems (_wide_problem), and the
+# privatized-atomic update (shared-memory atomics when k(d+1) doubles fit a block, else
+# global atomics).
 _AUTO_DEFAULTS = {
     ("kmeans.assign", "cpu"): "numpy",
     ("kmeans.update", "cpu"): "numpy",
@@ -336,13 +337,26 @@ _AUTO_DEFAULTS = {
 }
 
 
+#: ``"auto"`` picks ``tc-exact`` over ``tiled`` from these sizes on: measured on the H100
+#: (benchmarks/results/tc-assign-2026-11-23-*.json) it is 1.7x to 2.6x faster per Lloyd
+#: iteration at d * k >= 32768 with d >= 32, level with tiled at 32 x 2048 on 50k rows, and
+#: slower at d <= 8. Both give the same labels, so the choice is speed only.
+TC_MIN_FEATURES, TC_MIN_WORK = 32, 32768
+
+
+def _wide_problem(n_features: int | None, n_clusters: int | None) -> bool:
+    return (n_features is not None and n_clusters is not None
+            and n_features >= TC_MIN_FEATURES and n_features * n_clusters >= TC_MIN_WORK)
+
+
 def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | None = None,
                      n_features: int | None = None, n_clusters: int | None = None) -> Strategy:
     """Resolve ``name`` (possibly ``"auto"``) of ``kind`` for a backend.
 
-    ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend;
-    ``n_samples``, ``n_features`` and ``n_clusters`` are accepted so that callers
-    already pass what a size-aware rule needs.
+    ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend, except
+    the GPU assignment of a wide problem (``n_features >= TC_MIN_FEATURES`` and
+    ``n_features * n_clusters >= TC_MIN_WORK``), which takes ``tc-exact`` (same labels as
+    ``tiled``, faster there).
 
     Raises
     ------
@@ -354,6 +368,9 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     _check_kind(kind)
     if name == "auto":
         default = _AUTO_DEFAULTS.get((kind, backend))
+        if (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(n_features,
+                                                                         n_clusters):
+            default = "tc-exact"
         if default is None:
             raise UnknownStrategy(f"no {kind} strategy is available on the {backend} backend")
         name = default

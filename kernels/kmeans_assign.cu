@@ -1,5 +1,6 @@
 // k-means assignment kernels. X is column-major: feature j of point i at XT[j * n + i].
 #include "common.cuh"
+#include "kmeans_direct.cuh"
 
 // Seed paper 002 §5.5: one thread per point; the centroids are streamed through shared
 // memory in portions of KT centroids x dt features, so any k and any d fit. Each thread
@@ -18,45 +19,10 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
                                                              //       may be null
 {
     extern __shared__ unsigned char shared_raw[];
-    T* tile = reinterpret_cast<T*>(shared_raw);
     const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = i < n;
-    T best = max_value<T>();
-    int best_index = 0;
-    for (int k0 = 0; k0 < k; k0 += KT) {
-        const int kc = min(KT, k - k0);
-        T acc[KT];
-#pragma unroll
-        for (int c = 0; c < KT; ++c) acc[c] = T(0);
-        for (int j0 = 0; j0 < d; j0 += dt) {
-            const int jc = min(dt, d - j0);
-            __syncthreads();
-            for (int t = threadIdx.x; t < kc * jc; t += blockDim.x) {
-                const int c = t / jc, j = t - c * jc;
-                tile[c * dt + j] = centers[(index_t)(k0 + c) * d + j0 + j];
-            }
-            __syncthreads();
-            if (active) {
-                for (int j = 0; j < jc; ++j) {
-                    const T x = XT[(index_t)(j0 + j) * n + i];
-#pragma unroll
-                    for (int c = 0; c < KT; ++c) {
-                        const T diff = x - tile[c * dt + j];
-                        acc[c] += diff * diff;
-                    }
-                }
-            }
-        }
-        if (active) {
-#pragma unroll
-            for (int c = 0; c < KT; ++c) {
-                if (c < kc && acc[c] < best) {
-                    best = acc[c];
-                    best_index = k0 + c;
-                }
-            }
-        }
-    }
+    const int best_index = tiled_argmin<T, KT>(XT, centers, n, d, k, dt, i, active,
+                                               reinterpret_cast<T*>(shared_raw));
     store_label(labels, i, active, best_index, changed);
 }
 

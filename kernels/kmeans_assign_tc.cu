@@ -11,6 +11,7 @@
 // A row whose TF32 top-2 margin does not exceed the bound goes to a list; assign_recheck
 // then assigns it with the direct sum (x - c)^2 in T, exactly as assign_tiled does.
 #include "common.cuh"
+#include "kmeans_direct.cuh"
 
 // Round to TF32 (10-bit mantissa, round to nearest, ties away), kept in a float.
 __device__ __forceinline__ float to_tf32(float x) {
@@ -100,8 +101,8 @@ __device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, 
 // Centres shifted by `shift` and rounded to float32 in a (k_pad, dp) buffer zero-padded
 // past d and k; their squared norms (float64 sum of the float32 values, rounded to float;
 // +inf for padding so a padded centre never wins); the largest norm, rounded up, by an
-// atomicMax on its bits (non-negative floats order as their bits); and the unshifted
-// centres transposed for the re-check. One block per padded centre.
+// atomicMax on its bits (non-negative floats order as their bits). One block per padded
+// centre.
 template <typename T>
 __global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d)
                                    const double* __restrict__ shift, // IN  (d)
@@ -110,9 +111,8 @@ __global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d
                                    int dp,                          // IN  padded width
                                    float* __restrict__ padded,      // OUT (k_pad, dp)
                                    float* __restrict__ norms,       // OUT (k_pad)
-                                   unsigned* __restrict__ cmax,     // INOUT (1) float bits,
+                                   unsigned* __restrict__ cmax)     // INOUT (1) float bits,
                                                                     //       zeroed before
-                                   T* __restrict__ centers_t)       // OUT (d, k)
 {
     __shared__ double partial[32];
     const int c = blockIdx.x;
@@ -120,9 +120,7 @@ __global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d
     for (int j = threadIdx.x; j < dp; j += blockDim.x) {
         float value = 0.0f;
         if (c < k && j < d) {
-            const T original = centers[(index_t)c * d + j];
-            centers_t[(index_t)j * k + c] = original;
-            value = (float)((double)original - shift[j]);
+            value = (float)((double)centers[(index_t)c * d + j] - shift[j]);
         }
         padded[(index_t)c * dp + j] = value;
         sum += (double)value * (double)value;
@@ -284,54 +282,33 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
     }
 }
 
-// The queued rows, a warp each, assigned with the direct sum (x - c)^2 in T: the same
-// expression in the same feature order as assign_tiled / assign_registers, so the same
-// values; ties to the lowest index. The grid is fixed and strides over *queue_size, so
-// the launch needs no host read of the count. The centres are read transposed, so the
-// lanes of a warp (consecutive centres) read consecutive addresses.
-template <typename T>
-__global__ void assign_recheck(const T* __restrict__ XT,          // IN  (d, n) points
-                               const T* __restrict__ centers_t,   // IN  (d, k) centroids
-                               index_t n,                         // IN
-                               int d,                             // IN
-                               int k,                             // IN
-                               const unsigned* __restrict__ queue_size,  // IN (1)
-                               const index_t* __restrict__ queue,  // IN  queued rows
-                               int* __restrict__ labels,          // INOUT (n)
-                               unsigned long long* changed)       // INOUT (1) may be null
+// The queued rows, a thread each, assigned by tiled_argmin: assign_tiled's loop, so the
+// same values and the same label. The grid is fixed and strides over *queue_size in
+// chunks of a block, so the launch needs no host read of the count.
+// Shared memory: KT * dt * sizeof(T) bytes (dynamic).
+template <typename T, int KT>
+__global__ void assign_recheck(const T* __restrict__ XT,                 // IN  (d, n) points
+                               const T* __restrict__ centers,            // IN  (k, d)
+                               index_t n,                                // IN
+                               int d,                                    // IN
+                               int k,                                    // IN
+                               int dt,                                   // IN  features per
+                                                                         //     portion
+                               const unsigned* __restrict__ queue_size,  // IN  (1)
+                               const index_t* __restrict__ queue,        // IN  queued rows
+                               int* __restrict__ labels,                 // INOUT (n)
+                               unsigned long long* changed)              // INOUT (1) or null
 {
-    const int lane = threadIdx.x & 31;
-    const index_t warps = ((index_t)gridDim.x * blockDim.x) >> 5;
+    extern __shared__ unsigned char shared_raw[];
     const index_t size = *queue_size;
-    for (index_t q = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; q < size;
-         q += warps) {
-        const index_t i = queue[q];
-        T best = max_value<T>();
-        int best_index = 0x7fffffff;
-        for (int c = lane; c < k; c += 32) {
-            T acc = T(0);
-            for (int j = 0; j < d; ++j) {
-                const T diff = XT[(index_t)j * n + i] - centers_t[(index_t)j * k + c];
-                acc += diff * diff;
-            }
-            if (acc < best) {
-                best = acc;
-                best_index = c;
-            }
-        }
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            const T other = __shfl_down_sync(0xffffffffu, best, offset);
-            const int other_index = __shfl_down_sync(0xffffffffu, best_index, offset);
-            if (other < best || (other == best && other_index < best_index)) {
-                best = other;
-                best_index = other_index;
-            }
-        }
-        // All-max rows (k < 32 lanes idle, or every distance overflowed) keep index 0, as
-        // the tiled kernel's strict < over ascending indices does.
-        if (best_index == 0x7fffffff) best_index = 0;
-        best_index = __shfl_sync(0xffffffffu, best_index, 0);
-        store_label(labels, i, lane == 0, best_index, changed);
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < size;
+         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the block
+        const index_t q = base + threadIdx.x;
+        const bool active = q < size;
+        const index_t i = active ? queue[q] : 0;
+        const int best_index = tiled_argmin<T, KT>(XT, centers, n, d, k, dt, i, active,
+                                                   reinterpret_cast<T*>(shared_raw));
+        store_label(labels, i, active, best_index, changed);
     }
 }
 

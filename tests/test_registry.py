@@ -46,6 +46,15 @@ def test_unknown_kind_and_name():
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"
 
 
+@pytest.mark.parametrize(("d", "k", "expected"), [
+    (8, 100_000, "tiled"), (31, 4096, "tiled"), (32, 1023, "tiled"), (32, 1024, "tc-exact"),
+    (128, 256, "tc-exact"), (4096, 8, "tc-exact"), (16, 2048, "tiled")])
+def test_auto_assign_picks_tensor_cores_on_wide_problems(d, k, expected):
+    sizes = dict(n_samples=10**6, n_features=d, n_clusters=k)
+    assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == expected
+    assert registry.resolve_strategy("kmeans.assign", "auto", "cpu", **sizes).name == "numpy"
+
+
 @pytest.mark.parametrize("field", [
     {"kind": "bogus"}, {"backend": "tpu"}, {"target": "no_colon"}, {"name": "auto"},
 ])

@@ -26,6 +26,7 @@ from gpumine.kernels import (
 )
 
 __all__ = [
+    "TILE_SIZES",
     "LoopBuffers",
     "assign_gemm",
     "assign_tiled",
@@ -35,6 +36,7 @@ __all__ = [
     "inertia",
     "kmeans_plusplus",
     "relocate_empty_clusters",
+    "tiled_shape",
     "update_atomic",
     "update_gm_cl",
     "update_gm_ct",
@@ -51,7 +53,7 @@ __all__ = [
 
 _BLOCK = 256
 _DEFAULT_SHARED = 48 * 1024
-_TILE_SIZES = (1, 2, 4, 8, 16, 32)
+TILE_SIZES = _TILE_SIZES = (1, 2, 4, 8, 16, 32)
 _IRREGULAR_GROUP = 256
 _PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
 #: Points per cluster a block of the privatized atomic update is given, at least.
@@ -124,6 +126,13 @@ def _pointer(array):
 
 
 # -- assignment --------------------------------------------------------------------------
+def tiled_shape(k: int, d: int, itemsize: int) -> tuple[int, int]:
+    """``(KT, dt)`` of the tiled assignment: centroids per portion (a compile-time tile
+    size) and features per portion, so KT x dt elements fit the default shared memory."""
+    tile = next(t for t in _TILE_SIZES if t >= min(k, _TILE_SIZES[-1]))
+    return tile, max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
+
+
 def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
@@ -136,7 +145,7 @@ def assign_tiled(X, centers, labels, changed=None):
     XT = _columns(X)
     n, d = X.shape
     k = centers.shape[0]
-    tile = next(t for t in _TILE_SIZES if t >= min(k, _TILE_SIZES[-1]))
+    tile, dt = tiled_shape(k, d, X.dtype.itemsize)
     itemsize = X.dtype.itemsize
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     if d <= _REGISTER_DIMS[-1]:
@@ -146,7 +155,6 @@ def assign_tiled(X, centers, labels, changed=None):
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
                 _pointer(changed)), shared_mem=tile * dmax * itemsize)
         return
-    dt = max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
     launch(kernel, _blocks(n), _BLOCK,
            (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels,

@@ -68,7 +68,9 @@ from __future__ import annotations
 import numpy as np
 
 from gpumine.backend import cupy_module
+from gpumine.exceptions import IncompatibleStrategy
 from gpumine.kernels import device_attribute, get_kernel, instantiation, launch
+from gpumine.kmeans.gpu import TILE_SIZES, _columns, _pointer, assign_tiled, tiled_shape
 
 __all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
 
@@ -76,7 +78,7 @@ _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel; wider data goes through the cuBLAS path.
 FUSED_DIMS = (8, 16, 32, 64, 128)
 _BM, _BN = 128, 64
-_RECHECK_BLOCK = 256
+_RECHECK_BLOCK = 256  # rows per block of the re-check, as assign_tiled's block
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
 _CUBLAS_OP_T = 1
@@ -86,7 +88,8 @@ _CUBLAS_GEMM_DEFAULT = -1
 
 for _t in ("float", "double"):
     instantiation(_SOURCE, "tc_prepare_centers", _t)
-    instantiation(_SOURCE, "assign_recheck", _t)
+    for _kt in TILE_SIZES:
+        instantiation(_SOURCE, "assign_recheck", _t, _kt)
     for _dp in FUSED_DIMS:
         for _split in ("true", "false"):
             instantiation(_SOURCE, "assign_tc", _t, _dp, _split)
@@ -108,7 +111,7 @@ def error_bound(d: int, dtype, path: str = "split") -> np.ndarray:
     Examples
     --------
     >>> kappa_g, kappa_d, a, fast, kappa_s = error_bound(128, np.float32)
-    >>> 1e-4 < kappa_g < 1e-3 and kappa_d < 1e-5 and fast == 0
+    >>> bool(1e-4 < kappa_g < 1e-3 and kappa_d < 1e-5 and fast == 0)
     True
     """
     u = 2.0 ** -24
@@ -144,10 +147,18 @@ def _padded_width(d: int) -> int:
 
 
 def _assign(X, centers, labels, changed, exact: bool):
-    """Launch the assignment; returns the device counter of rows queued for the re-check."""
-    from gpumine.kmeans.gpu import _columns, _pointer
+    """Launch the assignment; returns the device counter of rows queued for the re-check.
 
+    Before compute capability 8.0 (no TF32 mma) tc-exact runs the tiled kernel, whose
+    labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
+    """
     cp = cupy_module()
+    if device_attribute("ComputeCapabilityMajor") < 8:
+        if not exact:
+            raise IncompatibleStrategy("assign='tc-fast' needs TF32 tensor cores (compute "
+                                       "capability 8.0 or newer); use 'tiled'")
+        assign_tiled(X, centers, labels, changed)
+        return cp.zeros(1, dtype=cp.uint32)
     XT = _columns(X)
     n, d = X.shape
     k = centers.shape[0]
@@ -158,14 +169,12 @@ def _assign(X, centers, labels, changed, exact: bool):
     k_pad = -(-k // _BN) * _BN
     padded = cp.empty((k_pad, dp), dtype=cp.float32)
     norms = cp.empty(k_pad, dtype=cp.float32)
-    centers_t = cp.empty((d, k), dtype=X.dtype)
     counters = cp.zeros(2, dtype=cp.uint32)  # [max ||c|| as float bits, rows queued]
     cmax, queue_size = counters[:1], counters[1:]
     queue = cp.empty(n, dtype=cp.int64)
     bound = _device_bound(cp, d, X.dtype, "split" if fused else "sgemm", exact)
     launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
-           (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax,
-            centers_t))
+           (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
     if fused:
         kernel = get_kernel(_SOURCE, "assign_tc", X.dtype, dp, "true" if exact else "false")
         shared = ((_BM + _BN) * (dp + 4) + _BN) * 4 + _BM * 8
@@ -179,10 +188,11 @@ def _assign(X, centers, labels, changed, exact: bool):
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, exact)
     if exact:
-        blocks = device_attribute("MultiProcessorCount") * 8
-        launch(get_kernel(_SOURCE, "assign_recheck", X.dtype), blocks, _RECHECK_BLOCK,
-               (XT, centers_t, np.int64(n), np.int32(d), np.int32(k), queue_size, queue,
-                labels, _pointer(changed)))
+        tile, dt = tiled_shape(k, d, X.dtype.itemsize)
+        blocks = min(-(-n // _RECHECK_BLOCK), device_attribute("MultiProcessorCount") * 2)
+        launch(get_kernel(_SOURCE, "assign_recheck", X.dtype, tile), blocks, _RECHECK_BLOCK,
+               (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
+                queue, labels, _pointer(changed)), shared_mem=tile * dt * X.dtype.itemsize)
     return queue_size
 
 
@@ -191,8 +201,6 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
     """d past the fused kernel: cuBLAS GEMM over row tiles (float32 arithmetic for tc-exact,
     TF32 for tc-fast) of the shifted points, then the top-2 epilogue."""
     from cupy_backends.cuda.libs import cublas
-
-    from gpumine.kmeans.gpu import _pointer
 
     n, d = X.shape
     k_pad, dp = padded.shape

@@ -1,0 +1,53 @@
+// The direct distance argmin shared by assign_tiled and the tensor-core re-check, so both
+// compute the same values: sum (x - c)^2 in T, features in ascending order, one fused
+// multiply-add per feature, ties to the lowest index.
+#pragma once
+#include "common.cuh"
+
+// Seed paper 002 §5.5's loop for point i (X column-major, XT[j * n + i]): the centroids
+// stream through `tile` (KT * dt elements of shared memory) in portions of KT centroids x
+// dt features; KT running distances stay in registers. Every thread of the block must
+// call it (it synchronizes); inactive threads (active = false) only help stage the tiles.
+template <typename T, int KT>
+__device__ __forceinline__ int tiled_argmin(const T* __restrict__ XT,       // IN  (d, n)
+                                            const T* __restrict__ centers,  // IN  (k, d)
+                                            index_t n, int d, int k, int dt, index_t i,
+                                            bool active, T* tile) {
+    T best = max_value<T>();
+    int best_index = 0;
+    for (int k0 = 0; k0 < k; k0 += KT) {
+        const int kc = min(KT, k - k0);
+        T acc[KT];
+#pragma unroll
+        for (int c = 0; c < KT; ++c) acc[c] = T(0);
+        for (int j0 = 0; j0 < d; j0 += dt) {
+            const int jc = min(dt, d - j0);
+            __syncthreads();
+            for (int t = threadIdx.x; t < kc * jc; t += blockDim.x) {
+                const int c = t / jc, j = t - c * jc;
+                tile[c * dt + j] = centers[(index_t)(k0 + c) * d + j0 + j];
+            }
+            __syncthreads();
+            if (active) {
+                for (int j = 0; j < jc; ++j) {
+                    const T x = XT[(index_t)(j0 + j) * n + i];
+#pragma unroll
+                    for (int c = 0; c < KT; ++c) {
+                        const T diff = x - tile[c * dt + j];
+                        acc[c] += diff * diff;
+                    }
+                }
+            }
+        }
+        if (active) {
+#pragma unroll
+            for (int c = 0; c < KT; ++c) {
+                if (c < kc && acc[c] < best) {
+                    best = acc[c];
+                    best_index = k0 + c;
+                }
+            }
+        }
+    }
+    return best_index;
+}
