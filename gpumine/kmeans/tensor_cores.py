@@ -139,6 +139,17 @@ def _device_bound(cp, d: int, dtype, path: str, exact: bool):
     return bound
 
 
+_TF32_MMA: dict = {}
+
+
+def _has_tf32_mma(cp) -> bool:
+    """Compute capability 8.0 or newer (TF32 mma.sync), cached per device."""
+    device = cp.cuda.runtime.getDevice()
+    if device not in _TF32_MMA:
+        _TF32_MMA[device] = int(cp.cuda.Device(device).compute_capability) >= 80
+    return _TF32_MMA[device]
+
+
 def _padded_width(d: int) -> int:
     for width in FUSED_DIMS:
         if d <= width:
@@ -153,7 +164,7 @@ def _assign(X, centers, labels, changed, exact: bool):
     labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
     """
     cp = cupy_module()
-    if device_attribute("ComputeCapabilityMajor") < 8:
+    if not _has_tf32_mma(cp):
         if not exact:
             raise IncompatibleStrategy("assign='tc-fast' needs TF32 tensor cores (compute "
                                        "capability 8.0 or newer); use 'tiled'")
