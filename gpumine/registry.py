@@ -338,15 +338,18 @@ _AUTO_DEFAULTS = {
 
 
 #: ``"auto"`` picks ``tc-exact`` over ``tiled`` from these sizes on: measured on the H100
-#: (benchmarks/results/tc-assign-2026-11-23-*.json) it is 1.7x to 2.6x faster per Lloyd
-#: iteration at d * k >= 32768 with d >= 32, level with tiled at 32 x 2048 on 50k rows, and
-#: slower at d <= 8. Both give the same labels, so the choice is speed only.
-TC_MIN_FEATURES, TC_MIN_WORK = 32, 32768
+#: (benchmarks/results/tc-assign-2026-11-23-*.json) it is 1.6x to 2.2x faster per Lloyd
+#: iteration on 1M x 128, k = 1024 and 10M x 32, k = 1024, but slower on 50k x 32,
+#: k = 2048 (too few rows for its re-check) and at d <= 8. Both give the same labels, so
+#: the choice is speed only.
+TC_MIN_SAMPLES, TC_MIN_FEATURES, TC_MIN_WORK = 500_000, 32, 32768
 
 
-def _wide_problem(n_features: int | None, n_clusters: int | None) -> bool:
-    return (n_features is not None and n_clusters is not None
-            and n_features >= TC_MIN_FEATURES and n_features * n_clusters >= TC_MIN_WORK)
+def _wide_problem(n_samples: int | None, n_features: int | None,
+                  n_clusters: int | None) -> bool:
+    return (None not in (n_samples, n_features, n_clusters)
+            and n_samples >= TC_MIN_SAMPLES and n_features >= TC_MIN_FEATURES
+            and n_features * n_clusters >= TC_MIN_WORK)
 
 
 def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | None = None,
@@ -354,9 +357,9 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     """Resolve ``name`` (possibly ``"auto"``) of ``kind`` for a backend.
 
     ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend, except
-    the GPU assignment of a wide problem (``n_features >= TC_MIN_FEATURES`` and
-    ``n_features * n_clusters >= TC_MIN_WORK``), which takes ``tc-exact`` (same labels as
-    ``tiled``, faster there).
+    the GPU assignment of a large wide problem (``n_samples >= TC_MIN_SAMPLES``,
+    ``n_features >= TC_MIN_FEATURES`` and ``n_features * n_clusters >= TC_MIN_WORK``),
+    which takes ``tc-exact`` (same labels as ``tiled``, faster there).
 
     Raises
     ------
@@ -368,8 +371,8 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     _check_kind(kind)
     if name == "auto":
         default = _AUTO_DEFAULTS.get((kind, backend))
-        if (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(n_features,
-                                                                         n_clusters):
+        if (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(
+                n_samples, n_features, n_clusters):
             default = "tc-exact"
         if default is None:
             raise UnknownStrategy(f"no {kind} strategy is available on the {backend} backend")

@@ -53,6 +53,8 @@ def test_auto_assign_picks_tensor_cores_on_wide_problems(d, k, expected):
     sizes = dict(n_samples=10**6, n_features=d, n_clusters=k)
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == expected
     assert registry.resolve_strategy("kmeans.assign", "auto", "cpu", **sizes).name == "numpy"
+    sizes["n_samples"] = 50_000  # too few rows: the re-check's fixed cost does not pay
+    assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == "tiled"
 
 
 @pytest.mark.parametrize("field", [
