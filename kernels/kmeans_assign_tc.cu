@@ -157,8 +157,7 @@ __device__ __forceinline__ unsigned tf32_part(float x) {
 // each warp multiplies with mma.sync m16n8k8 and folds its accumulators into per-row top-2
 // registers (a lane holds 2 columns of 4 rows per n-tile; the 4 lanes of a row merge at the
 // end). Rows whose margin the bound cannot decide are queued for assign_recheck.
-// Shared memory (dynamic): (128 + 64 * (SPLIT ? 2 : 1)) * (DP + 4) floats + 64 floats +
-// 128 doubles.
+// Shared memory (dynamic): (128 + 64) * (DP + 4) floats + 64 floats + 128 doubles.
 template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128)
 assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
@@ -178,9 +177,8 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
     constexpr int BM = 128, BN = 64, STRIDE = DP + 4;
     extern __shared__ __align__(16) unsigned char shared_raw[];
     float* xs = reinterpret_cast<float*>(shared_raw);  // BM x STRIDE
-    float* cs = xs + BM * STRIDE;                       // BN x STRIDE  TF32 hi parts
-    float* cl = cs + BN * STRIDE;                       // BN x STRIDE  lo parts (SPLIT)
-    float* ns = cl + (SPLIT ? BN * STRIDE : 0);         // BN
+    float* cs = xs + BM * STRIDE;                       // BN x STRIDE
+    float* ns = cs + BN * STRIDE;                       // BN
     double* xn = reinterpret_cast<double*>(ns + BN);    // BM  ||x||^2
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
@@ -210,14 +208,7 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
         for (int t = threadIdx.x; t < BN * DP / 4; t += blockDim.x) {
             const int c = t / (DP / 4), j = (t - c * (DP / 4)) * 4;
             const float4 v = *reinterpret_cast<const float4*>(centers + (index_t)(c0 + c) * DP + j);
-            // split once per block here, not once per warp at every fragment load
-            const float4 hi = make_float4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z),
-                                          to_tf32(v.w));
-            *reinterpret_cast<float4*>(cs + c * STRIDE + j) = hi;
-            if (SPLIT)
-                *reinterpret_cast<float4*>(cl + c * STRIDE + j) = make_float4(
-                    to_tf32(v.x - hi.x), to_tf32(v.y - hi.y), to_tf32(v.z - hi.z),
-                    to_tf32(v.w - hi.w));
+            *reinterpret_cast<float4*>(cs + c * STRIDE + j) = v;
         }
         if (threadIdx.x < BN) ns[threadIdx.x] = norms[c0 + threadIdx.x];
         __syncthreads();
@@ -247,12 +238,11 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
             }
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
-                const int offset = (t * 8 + group) * STRIDE + k0 + member;
-                const unsigned b[2] = {__float_as_uint(cs[offset]),
-                                       __float_as_uint(cs[offset + 4])};
+                const float* base = cs + (t * 8 + group) * STRIDE + k0 + member;
+                const unsigned b[2] = {tf32_part<false>(base[0]), tf32_part<false>(base[4])};
                 if (SPLIT) {  // the small products first, then the large ones
-                    const unsigned b_lo[2] = {__float_as_uint(cl[offset]),
-                                              __float_as_uint(cl[offset + 4])};
+                    const unsigned b_lo[2] = {tf32_part<true>(base[0]),
+                                              tf32_part<true>(base[4])};
                     mma_tf32(acc[0][t], a_lo[0], b);
                     mma_tf32(acc[1][t], a_lo[1], b);
                     mma_tf32(acc[0][t], a[0], b_lo);

@@ -188,7 +188,7 @@ def _assign(X, centers, labels, changed, exact: bool):
            (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
     if fused:
         kernel = get_kernel(_SOURCE, "assign_tc", X.dtype, dp, "true" if exact else "false")
-        shared = ((_BM + _BN * (2 if exact else 1)) * (dp + 4) + _BN) * 4 + _BM * 8
+        shared = ((_BM + _BN) * (dp + 4) + _BN) * 4 + _BM * 8
         if shared > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = shared
         launch(kernel, -(-n // _BM), _BM,
