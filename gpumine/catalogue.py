@@ -43,6 +43,18 @@ BUILTIN_STRATEGIES = (
         description="reference: weighted per-cluster sums by bincount with FP64 accumulation",
     ),
     Strategy(
+        kind="kmeans.assign", name="numba", backend="cpu",
+        target=f"{_KMEANS}.cpu_fast:assign_numba",
+        description="exact: direct sum (x-c)^2 in float64, compiled with Numba, parallel "
+                    "over rows (CPU default when Numba is installed)",
+    ),
+    Strategy(
+        kind="kmeans.update", name="numba", backend="cpu",
+        target=f"{_KMEANS}.cpu_fast:update_numba",
+        description="per-thread float64 partial sums compiled with Numba, added in thread "
+                    "order (CPU default when Numba is installed)",
+    ),
+    Strategy(
         kind="kmeans.assign", name="tiled", backend="gpu", target=f"{_GPU}:assign_tiled",
         paper="002 §5.5",
         description="one thread per point, centroids streamed through shared memory in "

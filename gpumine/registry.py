@@ -40,6 +40,7 @@ Examples
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -277,7 +278,7 @@ def list_strategies(kind: str | None = None, backend: str | None = None) -> list
     Examples
     --------
     >>> [s.name for s in list_strategies("kmeans.assign", backend="cpu")]
-    ['numpy']
+    ['numba', 'numpy']
     """
     if kind is not None:
         _check_kind(kind)
@@ -345,6 +346,11 @@ _AUTO_DEFAULTS = {
 TC_MIN_SAMPLES, TC_MIN_FEATURES, TC_MIN_WORK = 500_000, 32, 32768
 
 
+def _numba_installed() -> bool:
+    """Whether the compiled CPU strategies can run (``gpumine[fast]``)."""
+    return importlib.util.find_spec("numba") is not None
+
+
 def _wide_problem(n_samples: int | None, n_features: int | None,
                   n_clusters: int | None) -> bool:
     return (None not in (n_samples, n_features, n_clusters)
@@ -359,7 +365,9 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend, except
     the GPU assignment of a large wide problem (``n_samples >= TC_MIN_SAMPLES``,
     ``n_features >= TC_MIN_FEATURES`` and ``n_features * n_clusters >= TC_MIN_WORK``),
-    which takes ``tc-exact`` (same labels as ``tiled``, faster there).
+    which takes ``tc-exact`` (same labels as ``tiled``, faster there), and the CPU
+    assignment and update, which take the compiled ``numba`` strategies when Numba is
+    installed.
 
     Raises
     ------
@@ -374,6 +382,9 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
         if (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(
                 n_samples, n_features, n_clusters):
             default = "tc-exact"
+        if (kind in ("kmeans.assign", "kmeans.update") and backend == "cpu"
+                and _numba_installed()):
+            default = "numba"
         if default is None:
             raise UnknownStrategy(f"no {kind} strategy is available on the {backend} backend")
         name = default

@@ -25,8 +25,10 @@ def test_demo_summary():
     assert summary["rows"] == 100_000 and summary["features"] == 8
     assert summary["n_clusters"] == 8 and sum(summary["cluster_sizes"]) == 100_000
     from gpumine.backend import gpu_available
+    from gpumine.kmeans.cpu_fast import available
 
-    expected = ("gpu", "tiled") if gpu_available() else ("cpu", "numpy")
+    expected = (("gpu", "tiled") if gpu_available()
+                else ("cpu", "numba" if available() else "numpy"))
     assert (summary["device"], summary["assign"]) == expected
     assert summary["n_iter"] >= 1 and summary["inertia"] > 0
 

@@ -57,7 +57,9 @@ def test_bad_X(data, match):
     ({"init": lambda X, k, random_state: X[:k + 1]}, "does not match the number of clusters"),
     ({"init": "nope"},
      "unknown kmeans.init strategy 'nope'; known: k-means\\+\\+, k-means\\|\\|, random"),
-    ({"assign": "nope"}, "unknown kmeans.assign strategy 'nope'; known: gemm, numpy, tiled"),
+    ({"assign": "nope"},
+     "unknown kmeans.assign strategy 'nope'; known: gemm, numba, numpy, tc-exact, tc-fast, "
+     "tiled"),
     ({"update": "nope"}, "unknown kmeans.update strategy 'nope'"),
 ])
 def test_bad_parameters(params, match):

@@ -10,6 +10,7 @@ import pytest
 
 from gpumine import GPUKMeans, registry
 from gpumine.exceptions import StrategyLoadError, UnknownStrategy
+from gpumine.kmeans import cpu_fast
 
 
 def test_builtin_catalogue():
@@ -41,7 +42,8 @@ def test_unknown_kind_and_name():
         registry.get_strategy("kmeans.update", "gm-cl-typo")
     with pytest.raises(UnknownStrategy, match=r"no kmeans\.init strategy is available"):
         registry.resolve_strategy("kmeans.init", "auto", "gpu")
-    assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == "numpy"
+    cpu_default = "numba" if cpu_fast.available() else "numpy"
+    assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == cpu_default
     assert registry.resolve_strategy("kmeans.update", "auto", "gpu").name == "atomic"
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"
 
@@ -52,7 +54,8 @@ def test_unknown_kind_and_name():
 def test_auto_assign_picks_tensor_cores_on_wide_problems(d, k, expected):
     sizes = dict(n_samples=10**6, n_features=d, n_clusters=k)
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == expected
-    assert registry.resolve_strategy("kmeans.assign", "auto", "cpu", **sizes).name == "numpy"
+    cpu_default = "numba" if cpu_fast.available() else "numpy"
+    assert registry.resolve_strategy("kmeans.assign", "auto", "cpu", **sizes).name == cpu_default
     sizes["n_samples"] = 50_000  # too few rows: the re-check's fixed cost does not pay
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == "tiled"
 
