@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
-from fit_timing import _commit  # the script's folder is on sys.path
+from fit_timing import _commit, write_record  # the script's folder is on sys.path
 
 SHAPES = [(100_000, 8, 8), (100_000, 32, 64), (1_000_000, 8, 16)]
 
@@ -89,11 +87,7 @@ def main() -> int:
               "processor": platform.processor(), "numpy": np.__version__,
               "numba": numba.__version__, "sklearn": sklearn.__version__, "commit": _commit()}
     record["shapes"] = [measure(*shape) for shape in (SHAPES[:1] if args.quick else SHAPES)]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"cpu-step-{datetime.date.today().isoformat()}-{record['commit'][:7]}.json"
-    path.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {path}")
+    write_record(args.out, "cpu-step", record)
     return 0
 
 

@@ -75,6 +75,16 @@ def _commit() -> str:
         return "unknown"
 
 
+def write_record(out, prefix: str, record: dict) -> Path:
+    """Write ``record`` as ``<out>/<prefix>-<date>-<commit>.json`` (folder made) and say so."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{prefix}-{datetime.date.today().isoformat()}-{record['commit'][:7]}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
 def blobs(n, d, centres, seed, offset=0.0):
     rng = np.random.default_rng(seed)
     middle = rng.uniform(-10, 10, size=(centres, d))

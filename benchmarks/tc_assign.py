@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 from functools import partial
-from pathlib import Path
 
 import numpy as np
-from fit_timing import _commit  # the script's folder is on sys.path
+from fit_timing import _commit, write_record  # the script's folder is on sys.path
 from gpu_check import device_time
 
 SHAPES = [(1_000_000, 4, 400), (4_000_000, 8, 200), (4_000_000, 2, 100), (50_000, 32, 2048),
@@ -126,11 +124,7 @@ def main() -> int:
     for n, d, k in QUICK if args.quick else SHAPES:
         record["shapes"].append(measure(cp, n, d, k, bandwidth))
         cp.get_default_memory_pool().free_all_blocks()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"tc-assign-{datetime.date.today().isoformat()}-{record['commit'][:7]}.json"
-    path.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {path}")
+    write_record(args.out, "tc-assign", record)
     return 0
 
 
