@@ -205,16 +205,25 @@ def corel_step_breakdown(cp, C, start_centres) -> dict:
     sums, weights = cp.zeros((k, d)), cp.zeros(k)
     buffers = gpu.LoopBuffers()
     assign = registry.load_strategy("kmeans.assign", "tiled")
-    update = registry.load_strategy("kmeans.update", "atomic")
+    update = registry.resolve_strategy("kmeans.update", "auto", "gpu", n_samples=C.shape[0],
+                                       n_features=d, n_clusters=k)
+    atomic = registry.load_strategy("kmeans.update", "atomic")
     steps = {
         "assign": lambda: assign(C, centers, labels, changed=buffers.changed),
-        "update": lambda: update(C, labels, ones, sums, weights),
+        "update": lambda: update.load()(C, labels, ones, sums, weights),
+        "update_atomic": lambda: atomic(C, labels, ones, sums, weights),
         "finish": lambda: gpu.finish_centers(sums, weights, centers, centers_new, buffers),
     }
-    out = {f"{name}_s": events(cp, step) for name, step in steps.items()}
+    out = {"update_strategy": update.name}
+    out.update({f"{name}_s": events(cp, step) for name, step in steps.items()})
     out.update({f"{name}_device_s": device_time(cp, step, repeats=200)
                 for name, step in steps.items()})
-    out["status_readback_s"] = wall(cp, lambda: buffers.read_status(), repeats=50)[0]
+
+    def readback():
+        buffers.copy_status()
+        buffers.read_status()
+
+    out["status_readback_s"] = wall(cp, readback, repeats=50)[0]
     return out
 
 

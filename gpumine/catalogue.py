@@ -126,6 +126,12 @@ BUILTIN_STRATEGIES = (
                     "else global atomics",
     ),
     Strategy(
+        kind="kmeans.update", name="gather", backend="gpu", target=f"{_GPU}:update_gather",
+        description="one block per cluster scans the labels and sums its points in "
+                    "registers (d <= 32): no atomics, the same sums run to run; small n*k",
+        max_dims=32,
+    ),
+    Strategy(
         kind="wavecluster.label", name="union-find", backend="cpu",
         target="gpumine.wavecluster.labeling:label_union_find", paper="003 §3.2 (baseline)",
         description="union-find over foreground cells: hook to the smaller root, pointer "

@@ -12,14 +12,13 @@
 // in a few dozen steps, by every block for itself (the same arithmetic in the same order, so
 // every block draws the same points) instead of a grid-wide barrier.
 //
-// Per centre: [every block] draw the m candidates from the uniforms; score them on the
-// block's points (sum of w * min(D^2, d(x, cand)^2) per candidate) into `partial`;
-// grid barrier; [every block] add the partials in a fixed order, keep the candidate of
-// lowest potential (the first on ties, as numpy.argmin); update D^2 and, in the same pass,
-// the tile and block sums on the block's points; block 0 writes the centre; grid barrier.
-// Two barriers per centre, one launch per init: nothing comes back to the host until the
-// end. Values another block wrote
-// are read with __ldcg (L2, never a stale L1 line) after the barrier.
+// Per centre: [every block] draw the m candidates from the last choice's sums; one pass
+// over the block's points folds the last chosen centre into D^2 and sums, per tile and per
+// block, w * min(D^2, d(x, cand)^2) for every candidate; grid barrier; [every block] add
+// the block sums in a fixed order and keep the candidate of lowest potential (the first on
+// ties, as numpy.argmin): its tile and block sums are the next draw's. One barrier and one
+// pass over X per centre, one launch per init: nothing comes back to the host until the end.
+// Values another block wrote are read with __ldcg (L2, never a stale L1 line).
 #include <cooperative_groups.h>
 #include "common.cuh"
 
@@ -28,6 +27,9 @@ namespace cg = cooperative_groups;
 namespace kpp {
 
 constexpr int kWarp = 32;
+// Blocks per SM the kernel is compiled for (registers per thread: 80, 128, 255 at 256
+// threads); the scoring loop holds 2 * MT double accumulators.
+template <int MT> constexpr int kMinBlocks = MT <= 8 ? 3 : MT <= 16 ? 2 : 1;
 
 __device__ __forceinline__ double warp_inclusive_scan(double v, int lane) {
 #pragma unroll
@@ -83,30 +85,29 @@ __device__ index_t warp_search(index_t lo, index_t hi, double r, bool right, dou
 }
 
 // One warp draws one point: the first i with prefix(v)_i >= u * total, through the block
-// sums, then the tile sums of that block, then the tile's points.
-template <typename T>
+// sums (block_sums[b * stride]), then the tile sums of that block, then the tile's points,
+// whose values v_i are point_value(i).
+template <typename T, typename PointValue>
 __device__ index_t draw(double u, bool right, index_t n, index_t chunk, int n_blocks,
-                        const double* block_sums, const double* tile_sums, const T* weight,
-                        const double* closest, bool first) {
+                        const double* block_sums, int stride, const double* tile_sums,
+                        PointValue point_value) {
     const int lane = threadIdx.x & (kWarp - 1);
     double total = 0.0;
     for (int start = 0; start < n_blocks; start += kWarp) {
         const int b = start + lane;
-        total += warp_sum(b < n_blocks ? __ldcg(block_sums + b) : 0.0);
+        total += warp_sum(b < n_blocks ? __ldcg(block_sums + (index_t)b * stride) : 0.0);
     }
     const double r = u * total;
     double base = 0.0;
-    const index_t block = warp_search(0, n_blocks, r, right, base,
-                                      [&](index_t b) { return __ldcg(block_sums + b); });
+    const index_t block = warp_search(0, n_blocks, r, right, base, [&](index_t b) {
+        return __ldcg(block_sums + b * stride);
+    });
     const index_t lo = block * chunk;
     const index_t hi = min(n, lo + chunk);
     const index_t tile = warp_search(lo / kWarp, (hi + kWarp - 1) / kWarp, r, right, base,
                                      [&](index_t t) { return __ldcg(tile_sums + t); });
     const index_t tile_hi = min(hi, (tile + 1) * kWarp);
-    return warp_search(tile * kWarp, tile_hi, r, right, base, [&](index_t i) {
-        const double w = weight != nullptr ? (double)weight[i] : 1.0;
-        return first ? w : w * __ldcg(closest + i);
-    });
+    return warp_search(tile * kWarp, tile_hi, r, right, base, point_value);
 }
 
 // Block-wide sum of one double per thread (every thread gets the result).
@@ -143,10 +144,37 @@ struct PointLoader {
 
 }  // namespace kpp
 
+// Squared distance of the point (features from `point`, as doubles) to the centre whose
+// coordinates are at(j): sum (x - c)^2 in double, features ascending, one fused multiply-add
+// each. The score pass and the draw both use it, so a point's value is the same in both.
+template <int DMAX, typename Point, typename Coord>
+__device__ __forceinline__ double squared_distance(int d, const Point& point, Coord at) {
+    double dist = 0.0;
+#pragma unroll
+    for (int j = 0; j < (DMAX > 0 ? DMAX : d); ++j) {
+        if (DMAX > 0 && j >= d) break;
+        const double diff = point(j) - at(j);
+        dist = fma(diff, diff, dist);
+    }
+    return dist;
+}
+
 // BLOCK threads per block; MT the most candidates per centre (m <= MT); DMAX: d <= DMAX
 // with the point held in registers, or 0 for any d.
+//
+// One pass over the points per centre. `closest` lags one centre behind: the pass that
+// scores the candidates of centre c first folds in the centre chosen last (c - 1, the
+// "pending" centre: D^2 = min(D^2, d(x, pending)^2), written back), then computes for every
+// candidate t the new value w * min(D^2, d(x, t)^2), adding it per tile (tile_sums) and per
+// block (partial) for every t. Once the best candidate t* is known, its tile and block sums
+// are the draw sums of the next centre, so no second pass is needed; the draw's last level
+// (a tile's 32 points) folds the pending centre in on the fly. Those sums are double
+// buffered by the parity of c: a block that starts scoring centre c + 1 writes the other
+// buffer than the one a slower block may still be drawing from. A draw may read a
+// `closest` entry that its owner has already lowered by the same pending centre; min is
+// idempotent, so the value is the same either way. One grid barrier per centre.
 template <typename T, int BLOCK, int MT, int DMAX>
-__global__ void __launch_bounds__(BLOCK, MT <= 8 ? 2 : 1)
+__global__ void __launch_bounds__(BLOCK, kpp::kMinBlocks<MT>)
 kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centred
                 const T* __restrict__ weight,        // IN  (n) sample weights, or null (all 1)
                 index_t n,                           // IN
@@ -155,30 +183,35 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
                 int m,                               // IN  candidates per centre, 1..MT
                 index_t chunk,                       // IN  points per block, a multiple of 32
                 const double* __restrict__ uniforms, // IN  (1 + (k - 1) * m) in [0, 1)
-                int shared_candidates,               // IN  1: candidates fit shared memory
-                double* __restrict__ closest,        // OUT (n) D(x)^2 to the chosen centres
-                double* __restrict__ tile_sums,      // OUT (ceil(n / 32)) scratch
-                double* __restrict__ block_sums,     // OUT (gridDim.x) scratch
-                double* __restrict__ partial,        // OUT (gridDim.x, MT) scratch
+                int shared_candidates,               // IN  1: candidates + pending fit shared
+                double* __restrict__ closest,        // OUT (n) D(x)^2, one centre behind
+                double* __restrict__ tile_sums,      // OUT (2, MT, ceil(n / 32)) scratch
+                double* __restrict__ partial,        // OUT (2, gridDim.x, MT) scratch
                 T* __restrict__ centers,             // OUT (k, d)
                 long long* __restrict__ chosen)      // OUT (k) index of each centre's point
 {
     cg::grid_group grid = cg::this_grid();
-    extern __shared__ double kpp_shared[];  // m * d candidate coordinates when they fit
+    extern __shared__ double kpp_shared[];  // (m + 1) * d coordinates: candidates, pending
     __shared__ double scratch[BLOCK / kpp::kWarp];
     __shared__ long long candidate_ids[MT];
     __shared__ double candidate_potential[MT];
     __shared__ int best_slot;
     const int lane = threadIdx.x & (kpp::kWarp - 1), warp = threadIdx.x / kpp::kWarp;
     const int n_blocks = gridDim.x;
+    const index_t n_tiles = (n + kpp::kWarp - 1) / kpp::kWarp;
     const index_t lo = (index_t)blockIdx.x * chunk;
     const index_t hi = min(n, lo + chunk);
+    auto tiles_of = [&](int parity, int t) { return tile_sums + ((index_t)parity * MT + t) * n_tiles; };
+    auto partial_of = [&](int parity) { return partial + (index_t)parity * n_blocks * MT; };
+    auto coordinate = [&](long long id) {
+        return [=](int j) { return (double)XT[(index_t)j * n + id]; };
+    };
 
-    // D^2 of this block's points to point `id` min'ed into `closest` (`first`: set; id < 0:
-    // no centre yet, v = w), and in the same pass the sums of v = w * D^2 over this block's
-    // tiles and over the block, for the next draw.
-    auto update_and_publish = [&](long long id, bool first) {
+    // The first centre's draw sums (v = w), then D^2 to the first centre and its draw sums,
+    // into buffer 0, slot 0 (as if candidate 0 of "centre 0" had been chosen).
+    auto publish_first = [&](long long id) {
         double block_total = 0.0;
+        double* tiles = tiles_of(0, 0);
         for (index_t base = lo; base < hi; base += BLOCK) {
             const index_t i = base + threadIdx.x;
             double v = 0.0;
@@ -187,29 +220,19 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
                 if (id < 0) {
                     v = w;
                 } else {
-                    kpp::PointLoader<T, DMAX> point;
-                    point.load(XT, n, d, i);
-                    double dist = 0.0;
-#pragma unroll
-                    for (int j = 0; j < (DMAX > 0 ? DMAX : d); ++j) {
-                        if (j < d) {
-                            const double diff = point.get(XT, n, i, j)
-                                                - (double)XT[(index_t)j * n + id];
-                            dist += diff * diff;
-                        }
-                    }
-                    const double own = first ? dist : fmin(closest[i], dist);
+                    const double own = squared_distance<DMAX>(
+                        d, [&](int j) { return (double)XT[(index_t)j * n + i]; }, coordinate(id));
                     closest[i] = own;
                     v = w * own;
                 }
             }
             const double tile = kpp::warp_sum(v);
             const index_t tile_start = base + (index_t)warp * kpp::kWarp;
-            if (lane == 0 && tile_start < hi) tile_sums[tile_start / kpp::kWarp] = tile;
-            block_total += tile;  // every lane holds the tile sum; lane 0's copy is added below
+            if (lane == 0 && tile_start < hi) tiles[tile_start / kpp::kWarp] = tile;
+            block_total += tile;
         }
         const double total = kpp::block_sum<BLOCK>(lane == 0 ? block_total : 0.0, scratch);
-        if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
+        if (threadIdx.x == 0) partial_of(0)[(index_t)blockIdx.x * MT] = total;
     };
 
     auto write_center = [&](int c, long long id) {
@@ -222,72 +245,93 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
 
     // The first centre: drawn with probability proportional to the weight (side="right",
     // numpy's RandomState.choice).
-    update_and_publish(-1, true);
+    publish_first(-1);
     grid.sync();
     if (warp == 0) {
-        const index_t id = kpp::draw<T>(uniforms[0], true, n, chunk, n_blocks, block_sums,
-                                        tile_sums, weight, closest, true);
+        const index_t id = kpp::draw<T>(uniforms[0], true, n, chunk, n_blocks, partial_of(0),
+                                        MT, tiles_of(0, 0), [&](index_t i) {
+            return weight != nullptr ? (double)weight[i] : 1.0;
+        });
         if (lane == 0) candidate_ids[0] = id;
     }
     __syncthreads();
-    long long best_id = candidate_ids[0];
-    write_center(0, best_id);
+    long long pending = candidate_ids[0];
+    write_center(0, pending);
     grid.sync();  // every block has read the weight sums of the first draw
-    update_and_publish(best_id, true);
+    publish_first(pending);
     grid.sync();
+    int slot = 0;  // the draw sums of the last choice: buffer (c - 1) & 1, slot `slot`
 
     for (int c = 1; c < k; ++c) {
-        // Draw the m candidates (every block the same ones).
+        const int parity = c & 1, previous = parity ^ 1;
+        // Draw the m candidates (every block the same ones), from the sums of the last
+        // choice; a tile's points fold in the pending centre.
         for (int t = warp; t < m; t += BLOCK / kpp::kWarp) {
-            const index_t id = kpp::draw<T>(uniforms[1 + (index_t)(c - 1) * m + t], false, n,
-                                            chunk, n_blocks, block_sums, tile_sums, weight,
-                                            closest, false);
+            const index_t id = kpp::draw<T>(
+                uniforms[1 + (index_t)(c - 1) * m + t], false, n, chunk, n_blocks,
+                partial_of(previous) + slot, MT, tiles_of(previous, slot), [&](index_t i) {
+                    const double w = weight != nullptr ? (double)weight[i] : 1.0;
+                    const double own = fmin(__ldcg(closest + i), squared_distance<DMAX>(
+                        d, [&](int j) { return (double)XT[(index_t)j * n + i]; },
+                        coordinate(pending)));
+                    return w * own;
+                });
             if (lane == 0) candidate_ids[t] = id;
         }
         __syncthreads();
         if (shared_candidates) {
-            for (int e = threadIdx.x; e < m * d; e += BLOCK) {
+            for (int e = threadIdx.x; e < (m + 1) * d; e += BLOCK) {
                 const int t = e / d, j = e - t * d;
-                kpp_shared[e] = (double)XT[(index_t)j * n + candidate_ids[t]];
+                kpp_shared[e] = (double)XT[(index_t)j * n + (t < m ? candidate_ids[t] : pending)];
             }
             __syncthreads();
         }
-        // Score: sum over this block's points of w * min(D^2, d(x, candidate)^2).
+        auto candidate = [&](int t) {  // coordinate j of candidate t (t = m: the pending centre)
+            return [&, t](int j) {
+                return shared_candidates
+                    ? kpp_shared[t * d + j]
+                    : (double)XT[(index_t)j * n + (t < m ? candidate_ids[t] : pending)];
+            };
+        };
+        // Score: per tile and per block, the sum of w * min(D^2, d(x, candidate)^2).
         double potential[MT];
 #pragma unroll
         for (int t = 0; t < MT; ++t) potential[t] = 0.0;
-        for (index_t i = lo + threadIdx.x; i < hi; i += BLOCK) {
-            double dist[MT];
-#pragma unroll
-            for (int t = 0; t < MT; ++t) dist[t] = 0.0;
+        for (index_t base = lo; base < hi; base += BLOCK) {
+            const index_t i = base + threadIdx.x;
+            const bool active = i < hi;
             kpp::PointLoader<T, DMAX> point;
-            point.load(XT, n, d, i);
-            const double w = weight != nullptr ? (double)weight[i] : 1.0;
-            const double own = closest[i];
-#pragma unroll
-            for (int j = 0; j < (DMAX > 0 ? DMAX : d); ++j) {
-                if (DMAX > 0 && j >= d) break;
-                const double x = point.get(XT, n, i, j);
-#pragma unroll
-                for (int t = 0; t < MT; ++t) {
-                    if (t < m) {
-                        const double c_tj = shared_candidates
-                            ? kpp_shared[t * d + j]
-                            : (double)XT[(index_t)j * n + candidate_ids[t]];
-                        const double diff = x - c_tj;
-                        dist[t] += diff * diff;
-                    }
+            if (active) point.load(XT, n, d, i);
+            auto x = [&](int j) { return point.get(XT, n, i, j); };
+            double w = 0.0, own = 0.0;
+            if (active) {
+                w = weight != nullptr ? (double)weight[i] : 1.0;
+                own = closest[i];
+                const double to_pending = squared_distance<DMAX>(d, x, candidate(m));
+                if (to_pending < own) {
+                    own = to_pending;
+                    closest[i] = own;
                 }
             }
+            const index_t tile = (base + (index_t)warp * kpp::kWarp) / kpp::kWarp;
+            const bool tile_in_block = base + (index_t)warp * kpp::kWarp < hi;
 #pragma unroll
-            for (int t = 0; t < MT; ++t)
-                if (t < m) potential[t] += w * fmin(own, dist[t]);
+            for (int t = 0; t < MT; ++t) {
+                if (t < m) {
+                    const double v = active
+                        ? w * fmin(own, squared_distance<DMAX>(d, x, candidate(t))) : 0.0;
+                    const double tile_sum = kpp::warp_sum(v);
+                    if (lane == t && tile_in_block) tiles_of(parity, t)[tile] = tile_sum;
+                    potential[t] += tile_sum;
+                }
+            }
         }
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
             if (t < m) {
-                const double total = kpp::block_sum<BLOCK>(potential[t], scratch);
-                if (threadIdx.x == 0) partial[(index_t)blockIdx.x * MT + t] = total;
+                const double total = kpp::block_sum<BLOCK>(lane == 0 ? potential[t] : 0.0,
+                                                           scratch);
+                if (threadIdx.x == 0) partial_of(parity)[(index_t)blockIdx.x * MT + t] = total;
             }
         }
         grid.sync();
@@ -297,7 +341,8 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
             double total = 0.0;
             for (int start = 0; start < n_blocks; start += kpp::kWarp) {
                 const int b = start + lane;
-                total += kpp::warp_sum(b < n_blocks ? __ldcg(partial + (index_t)b * MT + t) : 0.0);
+                total += kpp::warp_sum(
+                    b < n_blocks ? __ldcg(partial_of(parity) + (index_t)b * MT + t) : 0.0);
             }
             if (lane == 0) candidate_potential[t] = total;
         }
@@ -309,9 +354,9 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
             best_slot = best_t;
         }
         __syncthreads();
-        best_id = candidate_ids[best_slot];
-        write_center(c, best_id);
-        update_and_publish(best_id, false);
-        grid.sync();
+        slot = best_slot;
+        pending = candidate_ids[slot];
+        write_center(c, pending);
+        __syncthreads();  // candidate_ids and kpp_shared are rewritten by the next draw
     }
 }

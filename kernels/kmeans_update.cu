@@ -60,6 +60,70 @@ __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN 
     }
 }
 
+// One block per cluster, for small problems: block c scans every label in a fixed order
+// (thread t takes points t, t + BLOCK, ...; eight labels loaded before any is used) and
+// keeps the weighted sums of the points labelled c in double registers (d <= DMAX), then
+// adds the threads' sums in a fixed order (warp shuffles, then warp by warp). No atomics
+// and no zeroing -- every cluster's d + 1 values are written -- and the sums are the same
+// run to run. The labels are read k times (from L2), so this pays only where n * k is small
+// and k is large enough to fill the GPU (the registry's auto rule).
+template <typename T, int BLOCK, int DMAX>
+__global__ void __launch_bounds__(BLOCK)
+update_gather(const T* __restrict__ XT,            // IN  (d, n)
+              const int* __restrict__ labels,      // IN  (n)
+              const T* __restrict__ sample_weight, // IN  (n)
+              index_t n, int d,                    // IN  d <= DMAX
+              double* __restrict__ sums,           // OUT (k, d)
+              double* __restrict__ weights)        // OUT (k)
+{
+    constexpr int kWarps = BLOCK / 32, kBatch = 8;
+    __shared__ double shared_sums[kWarps][DMAX + 1];
+    const int c = blockIdx.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    double acc[DMAX + 1];  // the d sums, then the weight
+#pragma unroll
+    for (int j = 0; j <= DMAX; ++j) acc[j] = 0.0;
+    for (index_t base = 0; base < n; base += (index_t)BLOCK * kBatch) {
+        int label[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+            const index_t i = base + (index_t)b * BLOCK + threadIdx.x;
+            label[b] = i < n ? labels[i] : -1;
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+            if (label[b] == c) {
+                const index_t i = base + (index_t)b * BLOCK + threadIdx.x;
+                const double w = (double)sample_weight[i];
+#pragma unroll
+                for (int j = 0; j < DMAX; ++j)
+                    if (j < d) acc[j] += (double)XT[(index_t)j * n + i] * w;
+                acc[DMAX] += w;
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j <= DMAX; ++j) {
+        if (j < d || j == DMAX) {
+            double v = acc[j];
+            for (int offset = 16; offset > 0; offset >>= 1)
+                v += __shfl_down_sync(0xffffffffu, v, offset);
+            if (lane == 0) shared_sums[warp][j] = v;
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += BLOCK) {
+        double total = 0.0;
+        for (int w = 0; w < kWarps; ++w) total += shared_sums[w][j];
+        sums[(index_t)c * d + j] = total;
+    }
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (int w = 0; w < kWarps; ++w) total += shared_sums[w][DMAX];
+        weights[c] = total;
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Seed paper 004 §5.1, GM-CL: one thread per point, one spinlock per cluster, sums and
 // weights in global memory; the critical section adds the point's d features one by one.

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gpumine import GPUKMeans, registry
+from gpumine.exceptions import InvalidParameterError
 from gpumine.kmeans.lloyd import bind_update
 
 pytestmark = pytest.mark.gpu
@@ -52,9 +53,10 @@ def _check_update(cp, name, X, labels, weight, k):
     np.testing.assert_allclose(got_weights, expected_weights, rtol=rtol, atol=rtol)
 
 
-SHAPES = [  # (n, d, k): n=1, k=1, k=2, k=n, d=1, d=3, d=300, n not a multiple of 256
+SHAPES = [  # (n, d, k): n=1, k=1, k=2, k=n, d=1, d=3, d=300, n not a multiple of 256,
+    # Corel's size (gather's auto case), d = 32 (its largest)
     (1, 1, 1), (1, 3, 1), (257, 1, 2), (1000, 3, 1000), (999, 300, 7), (4099, 3, 64),
-    (10001, 8, 1),
+    (10001, 8, 1), (17695, 18, 128), (3001, 32, 40),
 ]
 
 
@@ -67,6 +69,10 @@ def test_update_matches_fp64_reference(cp, name, n, d, k, dtype, rng):
     if k > 3:
         labels[labels == 2] = 0  # an empty cluster
     weight = rng.uniform(0.1, 2.0, size=n).astype(dtype)
+    if name == "gather" and d > 32:
+        with pytest.raises(InvalidParameterError, match="at most 32 features"):
+            _check_update(cp, name, X, labels, weight, k)
+        return
     _check_update(cp, name, X, labels, weight, k)
 
 
@@ -93,7 +99,9 @@ def test_lock_kernels_finish_under_full_contention(cp, name, rng):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (300, 1, 5), (5000, 3, 2), (4099, 300, 17),
-                                           (2000, 8, 2000), (50000, 32, 2048)])
+                                           (2000, 8, 2000), (50000, 32, 2048),
+                                           # 128-thread blocks; d past a vector's end
+                                           (20000, 18, 128), (17695, 31, 33)])
 @pytest.mark.parametrize("name", EXACT_ASSIGNS)
 def test_assign_matches_fp64_up_to_rounding(cp, name, n, d, k, dtype, rng):
     X = rng.normal(size=(n, d)).astype(dtype)
@@ -288,3 +296,13 @@ def test_device_relocation_equals_the_host_one(cp, rng, dtype, case):
     np.testing.assert_allclose(device_sums[untouched].sum(0), host_sums[untouched].sum(0),
                                rtol=1e-12)
     np.testing.assert_allclose(device_weights.sum(), host_weights.sum(), rtol=1e-12)
+
+
+def test_gather_refuses_wide_data_before_the_fit():
+    model = GPUKMeans(3, update="gather", device="gpu")
+    with pytest.raises(InvalidParameterError, match="at most 32 features, got 33"):
+        model.fit(np.random.RandomState(0).normal(size=(100, 33)))
+    assert not hasattr(model, "labels_")
+    narrow = GPUKMeans(3, update="gather", device="gpu", random_state=0).fit(
+        np.random.RandomState(0).normal(size=(100, 32)))
+    assert narrow.strategies_["update"] == "gather"

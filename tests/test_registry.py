@@ -38,7 +38,7 @@ def test_builtin_catalogue():
 def test_unknown_kind_and_name():
     with pytest.raises(ValueError, match=r"kinds are kmeans\.init"):
         registry.list_strategies("kmeans.nope")
-    with pytest.raises(UnknownStrategy, match=r"known: atomic, gm-cl, .*, numpy, .*sort"):
+    with pytest.raises(UnknownStrategy, match=r"known: atomic, gather, gm-cl, .*, numpy, .*sort"):
         registry.get_strategy("kmeans.update", "gm-cl-typo")
     with pytest.raises(UnknownStrategy, match=r"no kmeans\.init strategy is available"):
         registry.resolve_strategy("kmeans.init", "auto", "gpu")
@@ -46,6 +46,14 @@ def test_unknown_kind_and_name():
     assert registry.resolve_strategy("kmeans.update", "auto", "cpu").name == cpu_default
     assert registry.resolve_strategy("kmeans.update", "auto", "gpu").name == "atomic"
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"
+
+
+@pytest.mark.parametrize(("n", "d", "k", "expected"), [
+    (17_695, 18, 128, "gather"), (65_536, 32, 128, "gather"), (65_536, 32, 129, "atomic"),
+    (17_695, 33, 128, "atomic"), (17_695, 18, 31, "atomic"), (4_000_000, 8, 200, "atomic")])
+def test_auto_update_gathers_on_small_problems(n, d, k, expected):
+    sizes = dict(n_samples=n, n_features=d, n_clusters=k)
+    assert registry.resolve_strategy("kmeans.update", "auto", "gpu", **sizes).name == expected
 
 
 @pytest.mark.parametrize(("d", "k", "expected"), [

@@ -241,6 +241,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         sizes = dict(n_samples=n_samples, n_features=n_features, n_clusters=self.n_clusters)
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name, **sizes)
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name, **sizes)
+        _check_features(update, n_features)
         init, init_name, default_n_init = self._resolve_init(X, backend.name)
         n_init = self._n_init(init_name, default_n_init)
         result = lloyd.fit_lloyd(
@@ -281,6 +282,7 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
             chunks, dtype, n_features = array_chunks(X, weight, rows), X.dtype, X.shape[1]
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name)
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name)
+        _check_features(update, n_features)
         shape_of_X = SimpleNamespace(dtype=np.dtype(dtype), shape=(0, n_features))
         init, init_name, default_n_init = self._resolve_init(shape_of_X, backend.name)
         result = chunked.fit_lloyd_chunked(
@@ -406,3 +408,11 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         centers = self._centers_on(backend, X.dtype)
         labels = lloyd.assign_labels(X, centers, assign=self._assign(X, backend), xp=xp)
         return -lloyd.inertia(X, sample_weight, centers, labels, xp)
+
+
+def _check_features(strategy, n_features: int) -> None:
+    """A strategy with a ``max_dims`` refuses wider data before the fit starts."""
+    if strategy.max_dims is not None and n_features > strategy.max_dims:
+        raise InvalidParameterError(
+            f"{strategy.kind.split('.')[-1]}={strategy.name!r} takes at most "
+            f"{strategy.max_dims} features, got {n_features}; use 'auto'")

@@ -24,6 +24,7 @@ from gpumine.kernels import (
     launch,
     resident_blocks,
 )
+from gpumine.registry import GATHER_MAX_FEATURES
 
 __all__ = [
     "TILE_SIZES",
@@ -38,6 +39,7 @@ __all__ = [
     "relocate_empty_clusters",
     "tiled_shape",
     "update_atomic",
+    "update_gather",
     "update_gm_cl",
     "update_gm_ct",
     "update_gm_dl",
@@ -63,7 +65,8 @@ _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
 _STEP = "kmeans_step.cu"
 _INIT = "kmeans_init.cu"
-_FINISH_BLOCK = 256
+_FINISH_BLOCK = 1024  # one block: k x d centres, a few per thread
+_GATHER_BLOCK = 512
 _KPP_BLOCK = 256
 _KPP_TRIALS = (8, 16, 32)  # compile-time bounds on the candidates per k-means++ centre
 _KPP_SHARED = 40 * 1024    # candidate coordinates kept in shared memory up to this size
@@ -83,6 +86,8 @@ for _t in ("float", "double"):
                   "masked_tree_cluster"):
         instantiation(_UPDATE, _name, _t)
     instantiation(_UPDATE, "irregular_partial", _t, _IRREGULAR_GROUP, 8)
+    for _dmax in _REGISTER_DIMS:
+        instantiation(_UPDATE, "update_gather", _t, _GATHER_BLOCK, _dmax)
     instantiation(_STEP, "finish_centers", _t, _FINISH_BLOCK)
     instantiation(_STEP, "inertia_partial", _t, _t, _BLOCK)
     instantiation(_STEP, "point_distances", _t)
@@ -133,6 +138,13 @@ def tiled_shape(k: int, d: int, itemsize: int) -> tuple[int, int]:
     return tile, max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
 
 
+def _assign_block(n: int) -> int:
+    """Threads per block of the one-thread-per-point assignment: 256, or fewer when that
+    leaves SMs idle (17,695 rows make 70 blocks of 256 on the H100's 132 SMs, 139 of 128)."""
+    sms = device_attribute("MultiProcessorCount")
+    return next((b for b in (256, 128) if _blocks(n, b) >= sms), 64)
+
+
 def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
@@ -151,12 +163,14 @@ def assign_tiled(X, centers, labels, changed=None):
     if d <= _REGISTER_DIMS[-1]:
         dmax = next(m for m in _REGISTER_DIMS if m >= d)
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
-        launch(kernel, _blocks(n), _BLOCK,
+        block = _assign_block(n)
+        launch(kernel, _blocks(n, block), block,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
                 _pointer(changed)), shared_mem=tile * dmax * itemsize)
         return
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
-    launch(kernel, _blocks(n), _BLOCK,
+    block = _assign_block(n)
+    launch(kernel, _blocks(n, block), block,
            (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels,
             _pointer(changed)), shared_mem=tile * dt * itemsize)
 
@@ -218,6 +232,25 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
 
 
 update_atomic.graph_safe = True
+
+
+def update_gather(X, labels, sample_weight, sums, weights, labels_old=None):
+    """One block per cluster gathers its points by scanning the labels: no atomics, no
+    zeroing, the same sums run to run; for small n x k with d <= 32 (the labels are read
+    once per cluster, from L2)."""
+    XT = _columns(X)
+    n, d = X.shape
+    k = sums.shape[0]
+    if d > GATHER_MAX_FEATURES:
+        raise InvalidParameterError(
+            f"update='gather' keeps a cluster's sums in registers: at most "
+            f"{GATHER_MAX_FEATURES} features, got {d}; use update='atomic'")
+    dmax = next(m for m in _REGISTER_DIMS if m >= d)
+    launch(get_kernel(_UPDATE, "update_gather", X.dtype, _GATHER_BLOCK, dmax), k, _GATHER_BLOCK,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
+
+
+update_gather.graph_safe = True
 
 
 def update_gm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
@@ -423,12 +456,21 @@ class LoopBuffers:
         self.status = cp.zeros(3, dtype=cp.float64)
         self._status_host = cupyx.zeros_pinned(3, dtype=np.float64)
 
-    def read_status(self) -> tuple[float, int, int]:
-        """The iteration's one readback (24 bytes, into pinned memory): shift, empty, changed.
+    def copy_status(self) -> None:
+        """Enqueue the status's copy into pinned host memory on the current stream (24
+        bytes; no wait). A stream capture records it as a node of the graph."""
+        cp = cupy_module()
+        cp.cuda.runtime.memcpyAsync(self._status_host.ctypes.data, self.status.data.ptr,
+                                    self.status.nbytes, cp.cuda.runtime.memcpyDeviceToHost,
+                                    cp.cuda.get_current_stream().ptr)
 
-        A sync (24 bytes): it waits for the iteration's kernels.
+    def read_status(self) -> tuple[float, int, int]:
+        """The iteration's one readback: shift, empty, changed, from the copy that
+        :meth:`copy_status` enqueued.
+
+        A sync: it waits for the current stream (the iteration's kernels and the copy).
         """
-        self.status.get(out=self._status_host)
+        cupy_module().cuda.get_current_stream().synchronize()  # sync: 24 bytes, per iteration
         shift, empty, changed = self._status_host.tolist()
         return shift, int(empty), int(changed)
 
@@ -467,8 +509,8 @@ def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels
            (XT, centers_old, labels, np.int64(n), np.int32(d), distances))
     if n_empty == 1:
         far = cp.argmax(distances).reshape(1)
-    else:  # scikit-learn's expression: the n_empty largest, from the last one back
-        far = cp.ascontiguousarray(cp.argpartition(distances, -n_empty)[:-n_empty - 1:-1])
+    else:  # the n_empty largest, largest first (argpartition would sort too, and sync)
+        far = cp.ascontiguousarray(cp.argsort(distances)[:-n_empty - 1:-1])
     launch(get_kernel(_STEP, "relocate_empty", X.dtype), 1, 32,
            (XT, sample_weight, labels, np.int64(n), np.int32(d), np.int32(k),
             far.astype(cp.int64, copy=False), np.int32(n_empty), distances.max(),
@@ -520,8 +562,9 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
     # 1 + (k - 1) m uniforms: RandomState draws doubles in sequence, so one call gives the
     # numbers the CPU strategy draws one centre at a time.
     uniforms = cp.asarray(random_state.random_sample(1 + (n_clusters - 1) * m))
-    shared_candidates = m * d * 8 <= _KPP_SHARED
-    shared = m * d * 8 if shared_candidates else 0
+    # the candidates' and the pending centre's coordinates, as doubles
+    shared_candidates = (m + 1) * d * 8 <= _KPP_SHARED
+    shared = (m + 1) * d * 8 if shared_candidates else 0
     # d <= 32 (and not the largest candidate bound): the point held in registers
     dmax = (next((m_ for m_ in _REGISTER_DIMS if m_ >= d), 0)
             if trials < _KPP_TRIALS[-1] else 0)
@@ -532,14 +575,13 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
     chunk = -(-chunk // 32) * 32
     grid = -(-n // chunk)  # every block owns at least one point
     closest = cp.empty(n, dtype=cp.float64)
-    tile_sums = cp.empty(-(-n // 32), dtype=cp.float64)
-    block_sums = cp.empty(grid, dtype=cp.float64)
-    partial = cp.empty((grid, trials), dtype=cp.float64)
+    tile_sums = cp.empty((2, trials, -(-n // 32)), dtype=cp.float64)
+    partial = cp.empty((2, grid, trials), dtype=cp.float64)
     centers = cp.empty((n_clusters, d), dtype=X.dtype)
     chosen = cp.empty(n_clusters, dtype=cp.int64)
     _launch_shared(kernel, grid, _KPP_BLOCK,
                    (XT, sample_weight, np.int64(n), np.int32(d), np.int32(n_clusters),
                     np.int32(m), np.int64(chunk), uniforms, np.int32(shared_candidates),
-                    closest, tile_sums, block_sums, partial, centers, chosen), shared)
+                    closest, tile_sums, partial, centers, chosen), shared)
     return centers
 

@@ -356,6 +356,7 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             buffers.changed[0] = xp.count_nonzero(labels != labels_old)
             labels_old[...] = labels
         gpu.finish_centers(sums, weights, centers, centers_new, buffers)
+        buffers.copy_status()
 
     use_graph = (counts and getattr(assign, "graph_safe", False)
                  and getattr(update, "graph_safe", False) and gpu.graphs_enabled())
