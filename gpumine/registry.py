@@ -327,7 +327,8 @@ def load_strategy(kind: str, name: str) -> Callable:
 # On the GPU: the tiled assignment (points in registers, centroids in shared memory,
 # exact in the data's precision), or tc-exact on wide problems (_wide_problem), and the
 # privatized-atomic update (shared-memory atomics when k(d+1) doubles fit a block, else
-# global atomics), or gather on small problems (_small_problem).
+# global atomics; `gather` is opt-in: measured slower on 7 of 8 small shapes,
+# benchmarks/results/update-small-2026-11-23-f94c03d.json).
 _AUTO_DEFAULTS = {
     ("kmeans.assign", "cpu"): "numpy",
     ("kmeans.update", "cpu"): "numpy",
@@ -344,19 +345,6 @@ _AUTO_DEFAULTS = {
 #: k = 2048 (too few rows for its re-check) and at d <= 8. Both give the same labels, so
 #: the choice is speed only.
 TC_MIN_SAMPLES, TC_MIN_FEATURES, TC_MIN_WORK = 500_000, 32, 32768
-
-
-#: ``"auto"`` picks the ``gather`` update over ``atomic`` for small problems with enough
-#: clusters to fill the GPU: at most this many label reads (n x k, from L2), at least
-#: this many clusters (one block each), and at most 32 features.
-GATHER_MAX_WORK, GATHER_MIN_CLUSTERS, GATHER_MAX_FEATURES = 1 << 23, 32, 32  # = its max_dims
-
-
-def _small_problem(n_samples: int | None, n_features: int | None,
-                   n_clusters: int | None) -> bool:
-    return (None not in (n_samples, n_features, n_clusters)
-            and n_samples * n_clusters <= GATHER_MAX_WORK
-            and n_clusters >= GATHER_MIN_CLUSTERS and n_features <= GATHER_MAX_FEATURES)
 
 
 def _numba_installed() -> bool:
@@ -378,8 +366,7 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend, except
     the GPU assignment of a large wide problem (``n_samples >= TC_MIN_SAMPLES``,
     ``n_features >= TC_MIN_FEATURES`` and ``n_features * n_clusters >= TC_MIN_WORK``),
-    which takes ``tc-exact`` (same labels as ``tiled``, faster there), the GPU update of
-    a small problem (:func:`_small_problem`), which takes ``gather``, and the CPU
+    which takes ``tc-exact`` (same labels as ``tiled``, faster there), and the CPU
     assignment and update, which take the compiled ``numba`` strategies when Numba is
     installed.
 
@@ -396,9 +383,6 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
         if (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(
                 n_samples, n_features, n_clusters):
             default = "tc-exact"
-        if (kind, backend) == ("kmeans.update", "gpu") and _small_problem(
-                n_samples, n_features, n_clusters):
-            default = "gather"
         if (kind in ("kmeans.assign", "kmeans.update") and backend == "cpu"
                 and _numba_installed()):
             default = "numba"

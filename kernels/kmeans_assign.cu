@@ -1,5 +1,4 @@
 // k-means assignment kernels. X is column-major: feature j of point i at XT[j * n + i].
-#include <type_traits>
 #include "common.cuh"
 #include "kmeans_direct.cuh"
 
@@ -27,6 +26,11 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
     store_label(labels, i, active, best_index, changed);
 }
 
+// The 16-byte vector of T (NVRTC has no <type_traits>).
+template <typename T> struct Vector16;
+template <> struct Vector16<float> { using type = float4; };
+template <> struct Vector16<double> { using type = double2; };
+
 // assign_tiled for d <= DMAX (runtime specialization on d, as seed 000 §7 does): the point
 // stays in registers, loaded once; centroid tiles of KT x DMAX are zero-padded past d, so
 // the padded features add (0 - 0)^2 = 0 and the loops unroll fully. The tile is read in
@@ -44,7 +48,7 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
                                  unsigned long long* changed)    // INOUT (1) += changed,
                                                                  //       may be null
 {
-    using Vec = typename std::conditional<sizeof(T) == 4, float4, double2>::type;
+    using Vec = typename Vector16<T>::type;
     constexpr int kLanes = 16 / sizeof(T);  // features per vector
     static_assert(DMAX % kLanes == 0, "DMAX must be a multiple of the vector width");
     extern __shared__ __align__(16) unsigned char shared_raw[];

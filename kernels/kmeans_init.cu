@@ -46,6 +46,45 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
+// Sums over the warp of MT values per lane (MT a power of two, at most 32), in
+// log2(MT) + log2(32 / MT) shuffle steps instead of MT * 5: at each of the first steps a
+// lane keeps half of its values and sends the other half to its partner, which adds them
+// (a transpose-reduce). Returns the lane's share: the warp sum of value held_index(lane),
+// which every lane of a group of 32 / MT consecutive lanes holds.
+template <int MT>
+__device__ __forceinline__ double transpose_sum(double (&v)[MT], int lane) {
+    int width = MT;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        if (width > 1) {
+            const int half = width / 2;
+            const bool upper = (lane & offset) != 0;
+#pragma unroll
+            for (int i = 0; i < MT / 2; ++i) {
+                if (i < half) {
+                    const double send = upper ? v[i] : v[i + half];
+                    const double keep = upper ? v[i + half] : v[i];
+                    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+                }
+            }
+            width = half;
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], offset);
+        }
+    }
+    return v[0];
+}
+
+// Which of the MT values transpose_sum leaves in `lane`.
+template <int MT>
+__device__ __forceinline__ int held_index(int lane) {
+    int index = 0, half = MT / 2;
+#pragma unroll
+    for (int offset = 16; offset > 0 && half > 0; offset >>= 1, half >>= 1)
+        if (lane & offset) index += half;
+    return index;
+}
+
 // One warp: the first position p in [lo, hi) whose running sum base + value(lo..p) reaches r
 // (>= r; > r when `right`, numpy's side="right"). `base` becomes the sum before p. When no
 // position reaches r (r past the end by rounding) the last position of positive value is
@@ -293,10 +332,11 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
                     : (double)XT[(index_t)j * n + (t < m ? candidate_ids[t] : pending)];
             };
         };
-        // Score: per tile and per block, the sum of w * min(D^2, d(x, candidate)^2).
-        double potential[MT];
-#pragma unroll
-        for (int t = 0; t < MT; ++t) potential[t] = 0.0;
+        // Score: per tile and per block, the sum of w * min(D^2, d(x, candidate)^2). After
+        // each tile's transpose-reduce a lane holds the tile sum of candidate `mine`.
+        const int mine = kpp::held_index<MT>(lane);
+        const bool writer = (lane & (kpp::kWarp / MT - 1)) == 0;
+        double potential = 0.0;  // this lane's candidate, over the block's tiles
         for (index_t base = lo; base < hi; base += BLOCK) {
             const index_t i = base + threadIdx.x;
             const bool active = i < hi;
@@ -313,26 +353,21 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
                     closest[i] = own;
                 }
             }
-            const index_t tile = (base + (index_t)warp * kpp::kWarp) / kpp::kWarp;
-            const bool tile_in_block = base + (index_t)warp * kpp::kWarp < hi;
+            double v[MT];
 #pragma unroll
-            for (int t = 0; t < MT; ++t) {
-                if (t < m) {
-                    const double v = active
-                        ? w * fmin(own, squared_distance<DMAX>(d, x, candidate(t))) : 0.0;
-                    const double tile_sum = kpp::warp_sum(v);
-                    if (lane == t && tile_in_block) tiles_of(parity, t)[tile] = tile_sum;
-                    potential[t] += tile_sum;
-                }
-            }
+            for (int t = 0; t < MT; ++t)
+                v[t] = active && t < m
+                    ? w * fmin(own, squared_distance<DMAX>(d, x, candidate(t))) : 0.0;
+            const double tile_sum = kpp::transpose_sum<MT>(v, lane);
+            const index_t tile_start = base + (index_t)warp * kpp::kWarp;
+            if (writer && mine < m && tile_start < hi)
+                tiles_of(parity, mine)[tile_start / kpp::kWarp] = tile_sum;
+            potential += tile_sum;
         }
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-            if (t < m) {
-                const double total = kpp::block_sum<BLOCK>(lane == 0 ? potential[t] : 0.0,
-                                                           scratch);
-                if (threadIdx.x == 0) partial_of(parity)[(index_t)blockIdx.x * MT + t] = total;
-            }
+        for (int t = 0; t < m; ++t) {
+            const double total = kpp::block_sum<BLOCK>(writer && mine == t ? potential : 0.0,
+                                                       scratch);
+            if (threadIdx.x == 0) partial_of(parity)[(index_t)blockIdx.x * MT + t] = total;
         }
         grid.sync();
         // Choose: the candidate of lowest total potential (the first on ties), each total

@@ -65,8 +65,8 @@ __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN 
 // keeps the weighted sums of the points labelled c in double registers (d <= DMAX), then
 // adds the threads' sums in a fixed order (warp shuffles, then warp by warp). No atomics
 // and no zeroing -- every cluster's d + 1 values are written -- and the sums are the same
-// run to run. The labels are read k times (from L2), so this pays only where n * k is small
-// and k is large enough to fill the GPU (the registry's auto rule).
+// run to run. The labels are read k times (from L2), so this can pay only where n * k is
+// small and k large enough to fill the GPU.
 template <typename T, int BLOCK, int DMAX>
 __global__ void __launch_bounds__(BLOCK)
 update_gather(const T* __restrict__ XT,            // IN  (d, n)

@@ -87,6 +87,41 @@ def test_device_kmeans_plusplus_picks_distinct_data_points(cp, n, d, k, dtype):
     np.testing.assert_array_equal(_kpp(cp, X, k), centers)  # same random_state, same centres
 
 
+def _reference_kpp(X, k, weight, seed, m):
+    """Greedy k-means++ in float64 NumPy with direct distances and the uniforms the device
+    strategy draws: the first centre by weight (side right), each next the best of m."""
+    uniforms = np.random.RandomState(seed).random_sample(1 + (k - 1) * m)
+    X64 = X.astype(np.float64)
+    cdf = np.cumsum(weight)
+    chosen = [int(np.searchsorted(cdf, uniforms[0] * cdf[-1], side="right"))]
+    closest = ((X64 - X64[chosen[0]]) ** 2).sum(1)
+    for c in range(1, k):
+        cdf = np.cumsum(weight * closest)
+        drawn = np.searchsorted(cdf, uniforms[1 + (c - 1) * m:1 + c * m] * cdf[-1])
+        drawn = np.minimum(drawn, len(X) - 1)
+        d2 = ((X64[None, :, :] - X64[drawn][:, None, :]) ** 2).sum(2)
+        best = int(np.argmin((weight * np.minimum(closest, d2)).sum(1)))
+        chosen.append(int(drawn[best]))
+        closest = np.minimum(closest, d2[best])
+    return X[chosen]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "d", "k", "m"), [(3000, 4, 12, None), (2500, 40, 9, 20),
+                                                (777, 1, 30, 1)])
+def test_device_kmeans_plusplus_equals_the_greedy_reference(cp, n, d, k, m):
+    """The same centres as a direct float64 reference from the same uniforms: the one-pass
+    kernel's draw sums (per tile, per block, a lagging D^2) are the algorithm's."""
+    rng = np.random.RandomState(n + d)
+    X = rng.normal(size=(n, d)) * rng.uniform(0.5, 3.0, size=d) + 50.0
+    weight = rng.uniform(0.2, 2.0, size=n)
+    trials = m if m is not None else 2 + int(np.log(k))
+    for seed in range(4):
+        expected = _reference_kpp(X, k, weight, seed, trials)
+        got = _kpp(cp, X, k, weight=weight, seed=seed, trials=m)
+        np.testing.assert_array_equal(got, expected, err_msg=f"seed {seed}")
+
+
 @pytest.mark.gpu
 def test_device_kmeans_plusplus_quality_matches_sklearn(cp):
     rng = np.random.RandomState(7)

@@ -48,14 +48,6 @@ def test_unknown_kind_and_name():
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu").name == "tiled"
 
 
-@pytest.mark.parametrize(("n", "d", "k", "expected"), [
-    (17_695, 18, 128, "gather"), (65_536, 32, 128, "gather"), (65_536, 32, 129, "atomic"),
-    (17_695, 33, 128, "atomic"), (17_695, 18, 31, "atomic"), (4_000_000, 8, 200, "atomic")])
-def test_auto_update_gathers_on_small_problems(n, d, k, expected):
-    sizes = dict(n_samples=n, n_features=d, n_clusters=k)
-    assert registry.resolve_strategy("kmeans.update", "auto", "gpu", **sizes).name == expected
-
-
 @pytest.mark.parametrize(("d", "k", "expected"), [
     (8, 100_000, "tiled"), (31, 4096, "tiled"), (32, 1023, "tiled"), (32, 1024, "tc-exact"),
     (128, 256, "tc-exact"), (4096, 8, "tc-exact"), (16, 2048, "tiled")])

@@ -24,7 +24,6 @@ from gpumine.kernels import (
     launch,
     resident_blocks,
 )
-from gpumine.registry import GATHER_MAX_FEATURES
 
 __all__ = [
     "TILE_SIZES",
@@ -234,10 +233,15 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
 update_atomic.graph_safe = True
 
 
+#: ``update="gather"`` takes up to this many features (the catalogue's ``max_dims``).
+GATHER_MAX_FEATURES = _REGISTER_DIMS[-1]
+
+
 def update_gather(X, labels, sample_weight, sums, weights, labels_old=None):
     """One block per cluster gathers its points by scanning the labels: no atomics, no
-    zeroing, the same sums run to run; for small n x k with d <= 32 (the labels are read
-    once per cluster, from L2)."""
+    zeroing, the same sums run to run; d <= 32, and small n x k (the labels are read once
+    per cluster). Opt-in: on the H100 it beat ``atomic`` only with many small clusters
+    (17,695 x 8, k = 1024), benchmarks/results/update-small-2026-11-23-f94c03d.json."""
     XT = _columns(X)
     n, d = X.shape
     k = sums.shape[0]
