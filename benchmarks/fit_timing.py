@@ -219,11 +219,7 @@ def corel_step_breakdown(cp, C, start_centres) -> dict:
     out.update({f"{name}_device_s": device_time(cp, step, repeats=200)
                 for name, step in steps.items()})
 
-    def readback():
-        buffers.copy_status()
-        buffers.read_status()
-
-    out["status_readback_s"] = wall(cp, readback, repeats=50)[0]
+    out["status_readback_s"] = wall(cp, lambda: buffers.read_status(), repeats=50)[0]
     return out
 
 

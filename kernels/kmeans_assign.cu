@@ -26,18 +26,10 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
     store_label(labels, i, active, best_index, changed);
 }
 
-// The 16-byte vector of T (NVRTC has no <type_traits>).
-template <typename T> struct Vector16;
-template <> struct Vector16<float> { using type = float4; };
-template <> struct Vector16<double> { using type = double2; };
-
 // assign_tiled for d <= DMAX (runtime specialization on d, as seed 000 §7 does): the point
 // stays in registers, loaded once; centroid tiles of KT x DMAX are zero-padded past d, so
-// the padded features add (0 - 0)^2 = 0 and the loops unroll fully. The tile is read in
-// 16-byte vectors (4 floats or 2 doubles: every thread of a warp reads the same address, one
-// shared-memory wavefront per vector instead of per feature), and vectors wholly past d are
-// skipped; the arithmetic is assign_tiled's, feature by feature in ascending order.
-// Shared memory: KT * DMAX * sizeof(T) bytes (dynamic), 16-byte aligned.
+// the padded features add (0 - 0)^2 = 0 and the loops unroll fully.
+// Shared memory: KT * DMAX * sizeof(T) bytes (dynamic).
 template <typename T, int KT, int DMAX>
 __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) points
                                  const T* __restrict__ centers,  // IN  (k, d) centroids
@@ -48,12 +40,8 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
                                  unsigned long long* changed)    // INOUT (1) += changed,
                                                                  //       may be null
 {
-    using Vec = typename Vector16<T>::type;
-    constexpr int kLanes = 16 / sizeof(T);  // features per vector
-    static_assert(DMAX % kLanes == 0, "DMAX must be a multiple of the vector width");
-    extern __shared__ __align__(16) unsigned char shared_raw[];
+    extern __shared__ unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
-    const Vec* tile_vectors = reinterpret_cast<const Vec*>(shared_raw);
     const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = i < n;
     T x[DMAX];
@@ -73,16 +61,9 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
         for (int c = 0; c < KT; ++c) {
             T acc = T(0);
 #pragma unroll
-            for (int v = 0; v < DMAX / kLanes; ++v) {
-                if (v * kLanes < d) {
-                    const Vec vec = tile_vectors[c * (DMAX / kLanes) + v];
-                    const T* part = reinterpret_cast<const T*>(&vec);
-#pragma unroll
-                    for (int u = 0; u < kLanes; ++u) {
-                        const T diff = x[v * kLanes + u] - part[u];
-                        acc += diff * diff;
-                    }
-                }
+            for (int j = 0; j < DMAX; ++j) {
+                const T diff = x[j] - tile[c * DMAX + j];
+                acc += diff * diff;
             }
             if (c < kc && acc < best) {
                 best = acc;

@@ -267,3 +267,55 @@ def test_graph_loop_equals_launch_loop(cp, monkeypatch, empty):
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-6, atol=1e-6)
     assert runs[0][3] == pytest.approx(runs[1][3], rel=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("case", "dtype"), [("plain", np.float32), ("plain", np.float64),
+                                             ("empty", np.float32), ("tol", np.float64),
+                                             ("k_one", np.float32), ("k_n", np.float64)])
+def test_fused_loop_equals_launch_loop(cp, monkeypatch, case, dtype):
+    """The one-launch loop (small problems) gives the launch loop's labels, iterations and
+    centres: the same arithmetic, up to the order of the atomic sums."""
+    from gpumine.kmeans import gpu
+
+    rng = np.random.RandomState(12)
+    n, k = (40, 40) if case == "k_n" else (17695, 1 if case == "k_one" else 24)
+    middles = rng.uniform(-20, 20, size=(max(k, 1), 18))
+    X = cp.asarray((middles[rng.randint(0, max(k, 1), n)] + rng.normal(size=(n, 18))
+                    + 300.0).astype(dtype))
+    init = cp.asnumpy(X[:k]).copy()
+    if case == "empty":
+        init[k - 3:] = 1e4  # three clusters empty after the first E-step: relocation
+    tol = 1e-3 if case == "tol" else 0.0
+    launches = []
+    real_run = gpu.FusedLoop.run
+    monkeypatch.setattr(gpu.FusedLoop, "run",
+                        lambda self, *a: launches.append(a) or real_run(self, *a))
+    runs = []
+    for fused in ("1", "0"):
+        monkeypatch.setenv("GPUMINE_FUSED", fused)
+        km = GPUKMeans(k, init=init, tol=tol, device="gpu").fit(X)
+        runs.append((cp.asnumpy(km.labels_), cp.asnumpy(km.cluster_centers_), km.n_iter_,
+                     km.inertia_))
+    assert launches, "the fused loop did not run"
+    assert len(launches) >= (2 if case == "empty" else 1)
+    assert runs[0][2] == runs[1][2]
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=rtol, atol=rtol * 300)
+    assert runs[0][3] == pytest.approx(runs[1][3], rel=1e-6)
+
+
+@pytest.mark.gpu
+def test_fused_loop_takes_only_small_default_problems(cp):
+    from gpumine import registry
+    from gpumine.kmeans import gpu
+
+    tiled = registry.load_strategy("kmeans.assign", "tiled")
+    atomic = registry.load_strategy("kmeans.update", "atomic")
+    small = cp.zeros((1000, 18), dtype=cp.float32)
+    assert gpu.FusedLoop.takes(small, 128, tiled, atomic)
+    assert not gpu.FusedLoop.takes(small, 128, tiled, registry.load_strategy(
+        "kmeans.update", "sort"))
+    assert not gpu.FusedLoop.takes(cp.zeros((1000, 33), dtype=cp.float32), 8, tiled, atomic)
+    assert not gpu.FusedLoop.takes(small, 4096, tiled, atomic)  # centres past shared memory

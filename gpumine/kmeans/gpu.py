@@ -27,6 +27,7 @@ from gpumine.kernels import (
 
 __all__ = [
     "TILE_SIZES",
+    "FusedLoop",
     "LoopBuffers",
     "assign_gemm",
     "assign_tiled",
@@ -63,8 +64,12 @@ ATOMIC_POINTS_PER_CLUSTER = 1
 _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
 _STEP = "kmeans_step.cu"
+_LOOP = "kmeans_loop.cu"
+_LOOP_BLOCK = 256
+#: The fused loop (:class:`FusedLoop`) runs fits of at most this many rows.
+FUSED_MAX_SAMPLES = 1 << 20
 _INIT = "kmeans_init.cu"
-_FINISH_BLOCK = 1024  # one block: k x d centres, a few per thread
+_FINISH_BLOCK = 256
 _GATHER_BLOCK = 512
 _KPP_BLOCK = 256
 _KPP_TRIALS = (8, 16, 32)  # compile-time bounds on the candidates per k-means++ centre
@@ -72,11 +77,14 @@ _KPP_SHARED = 40 * 1024    # candidate coordinates kept in shared memory up to t
 
 # Declared for the nvcc compile test in CI (no GPU needed to compile).
 _REGISTER_DIMS = (4, 8, 16, 32)
+# The assignment's specializations: finer, since its work is k x DMAX per point (d = 18
+# runs as 20 features instead of 32).
+_ASSIGN_DIMS = (4, 8, 12, 16, 20, 24, 32)
 for _t in ("float", "double"):
     instantiation(_UPDATE, "update_atomic_shared", _t, _t)
     for _kt in _TILE_SIZES:
         instantiation(_ASSIGN, "assign_tiled", _t, _kt)
-        for _dmax in _REGISTER_DIMS:
+        for _dmax in _ASSIGN_DIMS:
             instantiation(_ASSIGN, "assign_registers", _t, _kt, _dmax)
     instantiation(_ASSIGN, "argmin_epilogue", _t)
     for _name in ("update_atomic_global", "update_gm_cl",
@@ -94,6 +102,9 @@ for _t in ("float", "double"):
     for _mt in _KPP_TRIALS:
         for _dmax in (*_REGISTER_DIMS, 0) if _mt < _KPP_TRIALS[-1] else (0,):
             instantiation(_INIT, "kmeans_plusplus", _t, _KPP_BLOCK, _mt, _dmax)
+for _t in ("float", "double"):
+    for _dmax in _ASSIGN_DIMS:
+        instantiation(_LOOP, "lloyd_loop", _t, _dmax, _LOOP_BLOCK)
 instantiation(_UPDATE, "irregular_finish")
 instantiation(_UPDATE, "masked_tree_summation")
 
@@ -137,13 +148,6 @@ def tiled_shape(k: int, d: int, itemsize: int) -> tuple[int, int]:
     return tile, max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
 
 
-def _assign_block(n: int) -> int:
-    """Threads per block of the one-thread-per-point assignment: 256, or fewer when that
-    leaves SMs idle (17,695 rows make 70 blocks of 256 on the H100's 132 SMs, 139 of 128)."""
-    sms = device_attribute("MultiProcessorCount")
-    return next((b for b in (256, 128) if _blocks(n, b) >= sms), 64)
-
-
 def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
@@ -159,17 +163,15 @@ def assign_tiled(X, centers, labels, changed=None):
     tile, dt = tiled_shape(k, d, X.dtype.itemsize)
     itemsize = X.dtype.itemsize
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
-    if d <= _REGISTER_DIMS[-1]:
-        dmax = next(m for m in _REGISTER_DIMS if m >= d)
+    if d <= _ASSIGN_DIMS[-1]:
+        dmax = next(m for m in _ASSIGN_DIMS if m >= d)
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
-        block = _assign_block(n)
-        launch(kernel, _blocks(n, block), block,
+        launch(kernel, _blocks(n), _BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
                 _pointer(changed)), shared_mem=tile * dmax * itemsize)
         return
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
-    block = _assign_block(n)
-    launch(kernel, _blocks(n, block), block,
+    launch(kernel, _blocks(n), _BLOCK,
            (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels,
             _pointer(changed)), shared_mem=tile * dt * itemsize)
 
@@ -460,23 +462,94 @@ class LoopBuffers:
         self.status = cp.zeros(3, dtype=cp.float64)
         self._status_host = cupyx.zeros_pinned(3, dtype=np.float64)
 
-    def copy_status(self) -> None:
-        """Enqueue the status's copy into pinned host memory on the current stream (24
-        bytes; no wait). A stream capture records it as a node of the graph."""
-        cp = cupy_module()
-        cp.cuda.runtime.memcpyAsync(self._status_host.ctypes.data, self.status.data.ptr,
-                                    self.status.nbytes, cp.cuda.runtime.memcpyDeviceToHost,
-                                    cp.cuda.get_current_stream().ptr)
-
     def read_status(self) -> tuple[float, int, int]:
-        """The iteration's one readback: shift, empty, changed, from the copy that
-        :meth:`copy_status` enqueued.
+        """The iteration's one readback (24 bytes, into pinned memory): shift, empty, changed.
 
-        A sync: it waits for the current stream (the iteration's kernels and the copy).
+        A sync (24 bytes): it waits for the iteration's kernels.
         """
-        cupy_module().cuda.get_current_stream().synchronize()  # sync: 24 bytes, per iteration
+        self.status.get(out=self._status_host)
         shift, empty, changed = self._status_host.tolist()
         return shift, int(empty), int(changed)
+
+
+class FusedLoop:
+    """The device Lloyd loop as one cooperative kernel (``kernels/kmeans_loop.cu``).
+
+    For small problems, where launching an iteration costs more than its ~10 us of work:
+    the ``tiled`` E-step and the ``atomic`` M-step (the same arithmetic), the averaging,
+    the shift and the stopping rule run on the device iteration after iteration, and the
+    host reads back one status record per launch. The kernel stops early when a cluster
+    is empty; the host relocates (:func:`relocate_empty_clusters`) and launches again.
+
+    Parameters
+    ----------
+    X : cupy.ndarray (n_samples, n_features), a view of a (d, n) column-major buffer
+    sample_weight : cupy.ndarray (n_samples,), X's dtype
+    centers_init : cupy.ndarray (n_clusters, n_features), X's dtype
+    """
+
+    def __init__(self, X, sample_weight, centers_init):
+        import cupyx
+
+        cp = cupy_module()
+        self.X, self.sample_weight = X, sample_weight
+        self._XT = _columns(X)
+        n, d = X.shape
+        k = centers_init.shape[0]
+        self.centers = cp.empty((2, k, d), dtype=X.dtype)
+        self.centers[0] = centers_init
+        self.labels = cp.full(n, -1, dtype=cp.int32)
+        self.sums = cp.zeros((2, k, d), dtype=cp.float64)
+        self.weights = cp.zeros((2, k), dtype=cp.float64)
+        self.changed = cp.zeros(2, dtype=cp.uint64)
+        self.status = cp.zeros(4, dtype=cp.float64)
+        self._status_host = cupyx.zeros_pinned(4, dtype=np.float64)
+        dmax = next(m for m in _ASSIGN_DIMS if m >= d)
+        self._kernel = get_kernel(_LOOP, "lloyd_loop", X.dtype, dmax, _LOOP_BLOCK,
+                                  cooperative=True)
+        self._shared = FusedLoop.shared_bytes(k, d, X.dtype.itemsize)
+        self._grid = max(1, min(resident_blocks(self._kernel, _LOOP_BLOCK, self._shared),
+                                _blocks(n, _LOOP_BLOCK)))
+        self._block_status = cp.empty((self._grid, 2), dtype=cp.float64)
+
+    @staticmethod
+    def shared_bytes(k: int, d: int, itemsize: int) -> int:
+        """Shared memory of a block: the padded centres and the block's sums."""
+        dmax = next(m for m in _ASSIGN_DIMS if m >= d)
+        return k * (dmax + d + 1) * itemsize
+
+    @staticmethod
+    def takes(X, n_clusters: int, assign, update) -> bool:
+        """Whether this loop can run the fit: the default strategies (``tiled``, ``atomic``),
+        d <= 32, at most :data:`FUSED_MAX_SAMPLES` rows, the centres and a block's sums in
+        the default shared memory, and not switched off (``GPUMINE_FUSED=0``, or
+        ``GPUMINE_DEBUG``)."""
+        n, d = X.shape
+        return (assign is assign_tiled and update is update_atomic
+                and d <= _ASSIGN_DIMS[-1] and n <= FUSED_MAX_SAMPLES
+                and FusedLoop.shared_bytes(n_clusters, d, X.dtype.itemsize) <= _DEFAULT_SHARED
+                and not os.environ.get("GPUMINE_DEBUG")
+                and os.environ.get("GPUMINE_FUSED", "1") != "0")
+
+    def run(self, first_iter: int, max_iter: int, tol: float) -> tuple[int, float, int, int]:
+        """Iterations ``first_iter`` onwards, in one launch: (iterations done, last shift,
+        last empty count, last changed count). One readback (32 bytes)."""
+        n, d = self.X.shape
+        k = self.centers.shape[1]
+        launch(self._kernel, self._grid, _LOOP_BLOCK,
+               (self._XT, self.sample_weight, np.int64(n), np.int32(d), np.int32(k),
+                np.int32(first_iter), np.int32(max_iter), np.float64(tol), self.centers,
+                self.labels, self.sums, self.weights, self.changed, self._block_status,
+                self.status), shared_mem=self._shared)
+        self.status.get(out=self._status_host)  # sync: 32 bytes, once per launch
+        done, shift, empty, changed = self._status_host.tolist()
+        return int(done), shift, int(empty), int(changed)
+
+    def restart(self) -> None:
+        """Zero the accumulators before launching again (after a relocation)."""
+        self.sums.fill(0)
+        self.weights.fill(0)
+        self.changed.fill(0)
 
 
 def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=True):

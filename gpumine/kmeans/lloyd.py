@@ -334,6 +334,9 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
     """
     from gpumine.kmeans import gpu
 
+    if not verbose and gpu.FusedLoop.takes(X, centers_init.shape[0], assign, update):
+        return _lloyd_fused(X, sample_weight, centers_init, assign=assign, max_iter=max_iter,
+                            tol=tol, xp=xp)
     n_clusters, n_features = centers_init.shape
     centers = xp.empty_like(centers_init)
     centers_new = centers_init.copy()  # each iteration starts by taking the previous result
@@ -356,7 +359,6 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             buffers.changed[0] = xp.count_nonzero(labels != labels_old)
             labels_old[...] = labels
         gpu.finish_centers(sums, weights, centers, centers_new, buffers)
-        buffers.copy_status()
 
     use_graph = (counts and getattr(assign, "graph_safe", False)
                  and getattr(update, "graph_safe", False) and gpu.graphs_enabled())
@@ -397,6 +399,39 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                              inertia=inertia(X, sample_weight, centers_new, labels, xp),
                              centers=centers_new, n_iter=iteration + 1)
     return result
+
+
+def _lloyd_fused(X, sample_weight, centers_init, *, assign, max_iter, tol, xp) -> LloydResult:
+    """:func:`_lloyd_device` as one cooperative kernel (:class:`gpumine.kmeans.gpu.FusedLoop`):
+    the same iterations and stopping rule, one launch and one readback per fit (one more
+    after each relocation of empty clusters, which the host does as in the launch loop)."""
+    from gpumine.kmeans import gpu
+
+    loop = gpu.FusedLoop(X, sample_weight, centers_init)
+    buffers = gpu.LoopBuffers()
+    done, strict_convergence = 0, False
+    while done < max_iter:
+        done, center_shift_total, n_empty, n_changed = loop.run(done, max_iter, tol)
+        parity = (done - 1) & 1
+        centers_new = loop.centers[parity ^ 1]
+        if n_empty:
+            sums, weights = loop.sums[parity], loop.weights[parity]
+            gpu.relocate_empty_clusters(X, sample_weight, loop.centers[parity], sums, weights,
+                                        loop.labels, n_empty)
+            gpu.finish_centers(sums, weights, loop.centers[parity], centers_new, buffers,
+                               count=False)
+            center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
+            loop.restart()
+        stop, strict_convergence = _converged(done - 1, n_changed == 0, center_shift_total,
+                                              tol, 0)
+        if stop:
+            break
+    centers = loop.centers[done & 1].copy()
+    labels = loop.labels
+    if not strict_convergence:
+        assign(X, centers, labels)
+    return LloydResult(labels=labels, inertia=inertia(X, sample_weight, centers, labels, xp),
+                       centers=centers, n_iter=done)
 
 
 def initial_centers(init, X, sample_weight, n_clusters, *, x_mean, center_dtype, random_state,
