@@ -66,8 +66,12 @@ _UPDATE = "kmeans_update.cu"
 _STEP = "kmeans_step.cu"
 _LOOP = "kmeans_loop.cu"
 _LOOP_BLOCK = 256
-#: The fused loop (:class:`FusedLoop`) runs fits of at most this many rows.
-FUSED_MAX_SAMPLES = 1 << 20
+#: The fused loop (:class:`FusedLoop`) runs fits of at most this many rows. Measured on the
+#: H100 (benchmarks/results/fused-loop-2026-11-23-d03077d.json), per Lloyd iteration
+#: against the graph loop: 23 us against 56 at 17,695 x 18, k = 128, and 18 against 29 at
+#: 17,695 x 4, k = 16, but 57 against 31 at 32,768 x 8, k = 100, and ever slower past it
+#: (one block's share of the points and its atomic flush grow with n).
+FUSED_MAX_SAMPLES = 24_576
 _INIT = "kmeans_init.cu"
 _FINISH_BLOCK = 256
 _GATHER_BLOCK = 512
