@@ -6,7 +6,7 @@
 // [b * chunk, min(n, (b + 1) * chunk)), chunk a multiple of 32, so every aligned group of 32
 // points (a "tile") lies in one block. After each centre the kernel holds, for the value
 // v_i = w_i * D(x_i)^2 that the next candidates are drawn from: the sum of every tile
-// (tile_sums) and of every block (block_sums). Drawing a candidate ("the first i whose
+// (tile_sums) and of every block (partial). Drawing a candidate ("the first i whose
 // prefix sum of v reaches r", numpy.searchsorted's rule) is then a three-level search --
 // blocks, the block's tiles, the tile's 32 points -- done by one warp with warp prefix sums
 // in a few dozen steps, by every block for itself (the same arithmetic in the same order, so
@@ -27,8 +27,8 @@ namespace cg = cooperative_groups;
 namespace kpp {
 
 constexpr int kWarp = 32;
-// Blocks per SM the kernel is compiled for (registers per thread: 80, 128, 255 at 256
-// threads); the scoring loop holds 2 * MT double accumulators.
+// Blocks per SM the kernel is compiled for (at most 85, 128, 255 registers per thread at
+// 256 threads); the scoring loop holds MT candidate distances in double.
 template <int MT> constexpr int kMinBlocks = MT <= 8 ? 3 : MT <= 16 ? 2 : 1;
 
 __device__ __forceinline__ double warp_inclusive_scan(double v, int lane) {
@@ -126,7 +126,7 @@ __device__ index_t warp_search(index_t lo, index_t hi, double r, bool right, dou
 // One warp draws one point: the first i with prefix(v)_i >= u * total, through the block
 // sums (block_sums[b * stride]), then the tile sums of that block, then the tile's points,
 // whose values v_i are point_value(i).
-template <typename T, typename PointValue>
+template <typename PointValue>
 __device__ index_t draw(double u, bool right, index_t n, index_t chunk, int n_blocks,
                         const double* block_sums, int stride, const double* tile_sums,
                         PointValue point_value) {
@@ -240,7 +240,9 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
     const index_t n_tiles = (n + kpp::kWarp - 1) / kpp::kWarp;
     const index_t lo = (index_t)blockIdx.x * chunk;
     const index_t hi = min(n, lo + chunk);
-    auto tiles_of = [&](int parity, int t) { return tile_sums + ((index_t)parity * MT + t) * n_tiles; };
+    auto tiles_of = [&](int parity, int t) {
+        return tile_sums + ((index_t)parity * MT + t) * n_tiles;
+    };
     auto partial_of = [&](int parity) { return partial + (index_t)parity * n_blocks * MT; };
     auto coordinate = [&](long long id) {
         return [=](int j) { return (double)XT[(index_t)j * n + id]; };
@@ -287,8 +289,8 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
     publish_first(-1);
     grid.sync();
     if (warp == 0) {
-        const index_t id = kpp::draw<T>(uniforms[0], true, n, chunk, n_blocks, partial_of(0),
-                                        MT, tiles_of(0, 0), [&](index_t i) {
+        const index_t id = kpp::draw(uniforms[0], true, n, chunk, n_blocks, partial_of(0),
+                                     MT, tiles_of(0, 0), [&](index_t i) {
             return weight != nullptr ? (double)weight[i] : 1.0;
         });
         if (lane == 0) candidate_ids[0] = id;
@@ -306,7 +308,7 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
         // Draw the m candidates (every block the same ones), from the sums of the last
         // choice; a tile's points fold in the pending centre.
         for (int t = warp; t < m; t += BLOCK / kpp::kWarp) {
-            const index_t id = kpp::draw<T>(
+            const index_t id = kpp::draw(
                 uniforms[1 + (index_t)(c - 1) * m + t], false, n, chunk, n_blocks,
                 partial_of(previous) + slot, MT, tiles_of(previous, slot), [&](index_t i) {
                     const double w = weight != nullptr ? (double)weight[i] : 1.0;
@@ -321,7 +323,8 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
         if (shared_candidates) {
             for (int e = threadIdx.x; e < (m + 1) * d; e += BLOCK) {
                 const int t = e / d, j = e - t * d;
-                kpp_shared[e] = (double)XT[(index_t)j * n + (t < m ? candidate_ids[t] : pending)];
+                const long long id = t < m ? candidate_ids[t] : pending;
+                kpp_shared[e] = (double)XT[(index_t)j * n + id];
             }
             __syncthreads();
         }

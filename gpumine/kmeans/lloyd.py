@@ -46,7 +46,9 @@ those three numbers, 24 bytes, once per iteration (seed 000's rule). Empty
 clusters are relocated (on the device, without a sync) only in an iteration that
 has one.
 With graph-safe strategies (the defaults) the iteration's launches are one CUDA
-graph, replayed. Nothing of size n crosses to the host during a fit.
+graph, replayed. On small problems with the default strategies the whole loop is one
+cooperative kernel instead (:func:`_lloyd_fused`): one launch and one readback per fit.
+Nothing of size n crosses to the host during a fit.
 """
 
 from __future__ import annotations
