@@ -107,8 +107,8 @@ def _farthest(block, centers, x_mean, device, assign_name, count):
     if take == 0:  # an empty partition (a filter kept none of its rows)
         return []
     top = np.argpartition(distances, -take)[-take:]
-    return [(float(distances[i]), int(i), X[i].copy(), int(labels[i]))  # host NumPy
-            for i in top]
+    # sync: none -- host NumPy (X, distances, labels are on the host already); count rows
+    return [(float(distances[i]), int(i), X[i].copy(), int(labels[i])) for i in top]
 
 
 def _labels(block, centers, x_mean, device, assign_name):
@@ -125,7 +125,7 @@ def _labels(block, centers, x_mean, device, assign_name):
 def _inertia(block, centers, x_mean, device, assign_name):
     labels = _labels(block, centers, x_mean, device, assign_name)  # host labels
     diff = np.asarray(block, dtype=np.float64) - x_mean - centers[labels]  # host: no sync
-    return float(np.einsum("ij,ij->", diff, diff))  # host NumPy, no device
+    return float(np.einsum("ij,ij->", diff, diff))  # sync: none -- host NumPy, one float
 
 
 def _nearest_squared(block, candidates, x_mean):
@@ -141,7 +141,8 @@ def _round_draw(block, candidates, x_mean, factor, seed):
     distances, _ = _nearest_squared(block, candidates, x_mean)
     rng = np.random.RandomState(seed)
     kept = rng.random_sample(distances.shape[0]) < factor * distances  # host (NumPy) work
-    return np.asarray(block, dtype=np.float64)[kept] - x_mean, float(distances.sum())  # host
+    # sync: none -- host NumPy: the kept rows and one float
+    return np.asarray(block, dtype=np.float64)[kept] - x_mean, float(distances.sum())
 
 
 def _candidate_weights(block, candidates, x_mean):
@@ -287,8 +288,9 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             for part in parts:
                 busy[part[4]] = busy.get(part[4], 0.0) + part[3]
             overheads.append(max(0.0, 1.0 - max(busy.values()) / wall))
-            sums = np.zeros((self.n_clusters, n_features))  # the driver's k (d + 1) values
-            weights = np.zeros(self.n_clusters)  # host, k values
+            # sync: none -- the driver's host accumulators, k (d + 1) values
+            sums = np.zeros((self.n_clusters, n_features))
+            weights = np.zeros(self.n_clusters)
             for part_sums, part_weights, *_ in parts:  # partition order: a fixed sum order
                 sums += part_sums
                 weights += part_weights
@@ -302,7 +304,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             stop, _ = _converged(iteration, unchanged, shift, tol, 0)
             if stop:
                 break
-        self.iteration_overhead_ = float(np.median(overheads))  # host list of floats
+        self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats
         self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
         self.n_iter_ = iteration + 1
         self.n_features_in_ = n_features
