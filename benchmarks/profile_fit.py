@@ -59,6 +59,7 @@ def main() -> None:
     profiler.disable()
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(args.top)
+    stats.sort_stats("tottime").print_stats(args.top)
     stats.print_callers("argpartition|unravel_index|bincount|any|get|_check_finite|tolerance"
                         "|count_nonzero|mean")
 

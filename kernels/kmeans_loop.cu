@@ -10,20 +10,119 @@
 //     update_atomic_shared does; the block's sums flushed into sums[p] / weights[p]
 //     (double atomics);
 //   grid barrier;
+//   relocation of empty clusters (rare; at most kMaxRelocations of them, else the kernel
+//     stops and the host relocates, as the launch loop does): the farthest points picked
+//     one per round by two grid-wide reductions, in relocate_empty_clusters' order, then
+//     relocate_empty's moves by one warp;
 //   averaging, distributed over the grid: finish_centers' arithmetic (sums * (1 / w); an
 //     empty cluster takes the heaviest cluster's centre), the squared shift and the empty
 //     count per block into block_status; the other parity's sums and counter zeroed for the
 //     next iteration;
 //   grid barrier;
-//   every block adds the blocks' shifts in block order (the same total everywhere) and
-//     takes the stopping rule: an empty cluster (the host relocates, then relaunches), no
-//     label changed (strict convergence), shift <= tol, or max_iter reached.
-// status: [0] iterations done (the last one's index + 1), [1] its shift, [2] its empty
-// clusters, [3] its changed labels; the newest centres are centers[(it + 1) & 1].
+//   every block adds the blocks' shifts in a fixed order (the same total everywhere) and
+//     takes the stopping rule: too many empty clusters (the host relocates, then
+//     relaunches), no label changed (strict convergence), shift <= tol, or max_iter reached.
+// After the last iteration (not after a stop for the host's relocation) the final pass
+// runs: the E-step against the newest centres (skipped on strict convergence, whose labels
+// are final), the inertia (inertia_partial's arithmetic, blocks added in a fixed order) and
+// the number of clusters that hold a point.
+// status: [0] iterations done (the last one's index + 1), [1] its shift, [2] the empty
+// clusters left for the host to relocate (0 unless it stopped for that), [3] its changed
+// labels, [4] the inertia and [5] the clusters holding a point (when [6] = 1: the final pass
+// ran); the newest centres are centers[(it + 1) & 1].
 #include <cooperative_groups.h>
 #include "common.cuh"
 
 namespace cg = cooperative_groups;
+
+// Empty clusters relocated on the device per iteration at most; more stop the kernel.
+constexpr int kMaxRelocations = 32;
+
+namespace loop {
+
+// Point i's features, zero-padded to DMAX (registers).
+template <typename T, int DMAX>
+__device__ __forceinline__ void load_point(const T* __restrict__ XT, index_t n, int d, index_t i,
+                                           T (&x)[DMAX]) {
+#pragma unroll
+    for (int j = 0; j < DMAX; ++j) x[j] = j < d ? XT[(index_t)j * n + i] : T(0);
+}
+
+// assign_registers' argmin over the padded centres in shared memory: sum (x - c)^2 in T,
+// features ascending, ties to the lowest index.
+template <typename T, int DMAX>
+__device__ __forceinline__ int nearest(const T (&x)[DMAX], const T* tile, int k) {
+    T best = max_value<T>();
+    int best_index = 0;
+    for (int c = 0; c < k; ++c) {
+        T distance = T(0);
+#pragma unroll
+        for (int j = 0; j < DMAX; ++j) {
+            const T diff = x[j] - tile[c * DMAX + j];
+            distance += diff * diff;
+        }
+        if (distance < best) {
+            best = distance;
+            best_index = c;
+        }
+    }
+    return best_index;
+}
+
+// point_distances' arithmetic: point i's squared distance to its centre, in T.
+template <typename T>
+__device__ __forceinline__ T distance_to_center(const T* __restrict__ XT, index_t n, int d,
+                                                index_t i, const T* center) {
+    T distance = T(0);
+    for (int j = 0; j < d; ++j) {
+        const T diff = XT[(index_t)j * n + i] - center[j];
+        distance += diff * diff;
+    }
+    return distance;
+}
+
+// op over the block, the result in every thread. scratch: BLOCK / 32 values.
+template <int BLOCK, typename V, typename Op>
+__device__ __forceinline__ V block_all_reduce(V value, V* scratch, Op op) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = value;
+    __syncthreads();
+    V total = scratch[0];
+    for (int w = 1; w < BLOCK / 32; ++w) total = op(total, scratch[w]);
+    __syncthreads();  // scratch may be written again
+    return total;
+}
+
+// op over the blocks' values block_status[b * 2 + slot] in a fixed order (lane l takes
+// blocks l, l + 32, ..., then a shuffle tree): the same result in every warp of every block,
+// one L2 round trip rather than one per block. Every lane of the warp must call it.
+template <typename Op>
+__device__ __forceinline__ double grid_reduce(const double* block_status, int slot, Op op) {
+    double value = Op::identity();
+    for (int b = threadIdx.x & 31; b < (int)gridDim.x; b += 32)
+        value = op(value, __ldcg(block_status + (index_t)b * 2 + slot));
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+    return __shfl_sync(0xffffffffu, value, 0);
+}
+
+__device__ __forceinline__ double infinity() { return __longlong_as_double(0x7ff0000000000000ll); }
+
+struct Max {
+    template <typename V> __device__ V operator()(V a, V b) const { return a > b ? a : b; }
+    static __device__ double identity() { return -infinity(); }
+};
+struct Min {
+    template <typename V> __device__ V operator()(V a, V b) const { return a < b ? a : b; }
+    static __device__ double identity() { return infinity(); }
+};
+struct Add {
+    template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
+    static __device__ double identity() { return 0.0; }
+};
+
+}  // namespace loop
 
 template <typename T, int DMAX, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
@@ -38,7 +137,7 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
            double* __restrict__ weights,         // INOUT (2, k) zero on entry
            unsigned long long* __restrict__ changed,  // INOUT (2) zero on entry
            double* __restrict__ block_status,    // OUT (gridDim.x, 2) scratch
-           double* __restrict__ status)          // OUT (4)
+           double* __restrict__ status)          // OUT (7)
 {
     cg::grid_group grid = cg::this_grid();
     constexpr int kWarps = BLOCK / 32;
@@ -49,6 +148,8 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
     __shared__ double reduce_value[kWarps];
     __shared__ unsigned long long reduce_count[kWarps];
     __shared__ int heaviest;
+    __shared__ long long picked[kMaxRelocations];  // block 0: the relocated points
+    __shared__ int empty_ids[kMaxRelocations];
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     const index_t thread = (index_t)blockIdx.x * BLOCK + threadIdx.x;
     const index_t threads = (index_t)gridDim.x * BLOCK;
@@ -70,22 +171,8 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
         unsigned long long moved = 0;
         for (index_t i = thread; i < n; i += threads) {
             T x[DMAX];
-#pragma unroll
-            for (int j = 0; j < DMAX; ++j) x[j] = j < d ? XT[(index_t)j * n + i] : T(0);
-            T best = max_value<T>();
-            int best_index = 0;
-            for (int c = 0; c < k; ++c) {
-                T distance = T(0);
-#pragma unroll
-                for (int j = 0; j < DMAX; ++j) {
-                    const T diff = x[j] - tile[c * DMAX + j];
-                    distance += diff * diff;
-                }
-                if (distance < best) {
-                    best = distance;
-                    best_index = c;
-                }
-            }
+            loop::load_point<T, DMAX>(XT, n, d, i, x);
+            const int best_index = loop::nearest<T, DMAX>(x, tile, k);
             moved += labels[i] != best_index ? 1ull : 0ull;
             labels[i] = best_index;
             const T w = sample_weight[i];
@@ -106,6 +193,92 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             }
         }
         grid.sync();
+
+        // -- empty clusters: counted by every block alike, relocated when few -------------
+        unsigned long long n_empty = 0;
+        for (int c = threadIdx.x; c < k; c += BLOCK) n_empty += __ldcg(W + c) > 0.0 ? 0 : 1;
+        n_empty = loop::block_all_reduce<BLOCK>(n_empty, reduce_count, loop::Add());
+        const bool host_relocates = n_empty > (unsigned long long)kMaxRelocations;
+        if (n_empty > 0 && !host_relocates) {
+            // The n_empty points farthest from their centres (point_distances' values), one
+            // per round: n_empty == 1 takes the first maximum (argmax); more take them
+            // largest first, equal distances highest index first (the reversed argsort).
+            const bool first_max = n_empty == 1;
+            double last_value = 0.0, last_index = 0.0;
+            bool moves = true;
+            for (int r = 0; r < (int)n_empty; ++r) {
+                double value = -1.0;
+                for (index_t i = thread; i < n; i += threads) {
+                    const T v = loop::distance_to_center<T>(
+                        XT, n, d, i, tile + (index_t)__ldcg(labels + i) * DMAX);
+                    const bool open = r == 0 || (double)v < last_value
+                                      || ((double)v == last_value && (double)i < last_index);
+                    if (open && (double)v > value) value = (double)v;
+                }
+                value = loop::block_all_reduce<BLOCK>(value, reduce_value, loop::Max());
+                if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2] = value;
+                grid.sync();
+                const double largest = loop::grid_reduce(block_status, 0, loop::Max());
+                if (r == 0 && largest == 0.0) {  // every point on its centre: nothing moves
+                    moves = false;
+                    break;
+                }
+                double index = first_max ? (double)n : -1.0;
+                for (index_t i = thread; i < n; i += threads) {
+                    const T v = loop::distance_to_center<T>(
+                        XT, n, d, i, tile + (index_t)__ldcg(labels + i) * DMAX);
+                    const bool open = r == 0 || (double)v < last_value
+                                      || ((double)v == last_value && (double)i < last_index);
+                    if (open && (double)v == largest)
+                        index = first_max ? fmin(index, (double)i) : fmax(index, (double)i);
+                }
+                if (first_max) {
+                    index = loop::block_all_reduce<BLOCK>(index, reduce_value, loop::Min());
+                } else {
+                    index = loop::block_all_reduce<BLOCK>(index, reduce_value, loop::Max());
+                }
+                if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2 + 1] = index;
+                grid.sync();
+                last_index = first_max ? loop::grid_reduce(block_status, 1, loop::Min())
+                                       : loop::grid_reduce(block_status, 1, loop::Max());
+                last_value = largest;
+                if (threadIdx.x == 0) picked[r] = (long long)last_index;
+            }
+            if (moves && blockIdx.x == 0 && warp == 0) {
+                // relocate_empty's moves: the empty clusters listed first (ascending), the
+                // r-th taking picked[r]; products in T as on the host
+                int listed = 0;
+                for (int base = 0; base < k && listed < (int)n_empty; base += 32) {
+                    const int c = base + lane;
+                    unsigned empty = __ballot_sync(0xffffffffu, c < k && !(__ldcg(W + c) > 0.0));
+                    while (empty && listed < (int)n_empty) {
+                        if (lane == 0) empty_ids[listed] = base + __ffs(empty) - 1;
+                        empty &= empty - 1;
+                        ++listed;
+                    }
+                }
+                __syncwarp();
+                for (int r = 0; r < listed; ++r) {
+                    const index_t point = picked[r];
+                    const int new_cluster = empty_ids[r];
+                    const int old_cluster = __ldcg(labels + point);
+                    const T weight = sample_weight[point];
+                    for (int j = lane; j < d; j += 32) {
+                        const double value = (double)(XT[(index_t)j * n + point] * weight);
+                        S[(index_t)old_cluster * d + j] = __ldcg(S + (index_t)old_cluster * d + j)
+                                                          - value;
+                        S[(index_t)new_cluster * d + j] = value;
+                    }
+                    __syncwarp();
+                    if (lane == 0) {
+                        W[new_cluster] = (double)weight;
+                        W[old_cluster] = __ldcg(W + old_cluster) - (double)weight;
+                    }
+                    __syncwarp();
+                }
+            }
+            grid.sync();
+        }
 
         // -- averaging, shift and empty clusters, spread over the grid -------------------
         if (threadIdx.x < 32) {  // the heaviest cluster (the first maximum), one warp
@@ -130,7 +303,6 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
         const double w_h = __ldcg(W + h);
         const double reciprocal_h = w_h > 0.0 ? 1.0 / w_h : 1.0;
         double shift = 0.0;
-        unsigned long long empty = 0;
         for (index_t e = thread; e < (index_t)k * d; e += threads) {
             const int c = (int)(e / d), j = (int)(e - (index_t)c * d);
             const double w = __ldcg(W + c);
@@ -140,47 +312,76 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             shift += diff * diff;
             next[e] = value;
         }
-        for (index_t c = thread; c < k; c += threads) empty += __ldcg(W + c) > 0.0 ? 0 : 1;
         // the other parity's accumulators, for the next iteration (read last iteration)
         for (index_t e = thread; e < (index_t)k * d; e += threads)
             sums[(index_t)(p ^ 1) * k * d + e] = 0.0;
         for (index_t c = thread; c < k; c += threads) weights[(index_t)(p ^ 1) * k + c] = 0.0;
         if (thread == 0) changed[p ^ 1] = 0ull;
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            shift += __shfl_down_sync(0xffffffffu, shift, offset);
-            empty += __shfl_down_sync(0xffffffffu, empty, offset);
-        }
-        if (lane == 0) { reduce_value[warp] = shift; reduce_count[warp] = empty; }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            double block_shift = 0.0, block_empty = 0.0;
-            for (int w = 0; w < kWarps; ++w) {
-                block_shift += reduce_value[w];
-                block_empty += (double)reduce_count[w];
-            }
-            block_status[(index_t)blockIdx.x * 2] = block_shift;
-            block_status[(index_t)blockIdx.x * 2 + 1] = block_empty;
-        }
+        shift = loop::block_all_reduce<BLOCK>(shift, reduce_value, loop::Add());
+        if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2] = shift;
         grid.sync();
 
         // -- the stopping rule, taken by every block from the same numbers ---------------
-        double total_shift = 0.0, total_empty = 0.0;
-        for (int b = 0; b < (int)gridDim.x; ++b) {  // block order: the same sum everywhere
-            total_shift += __ldcg(block_status + (index_t)b * 2);
-            total_empty += __ldcg(block_status + (index_t)b * 2 + 1);
-        }
+        const double total_shift = loop::grid_reduce(block_status, 0, loop::Add());
         const unsigned long long n_changed = __ldcg(changed + p);
-        const bool stop = total_empty > 0.0 || n_changed == 0ull || total_shift <= tol
+        const bool stop = host_relocates || n_changed == 0ull || total_shift <= tol
                           || it + 1 == max_iter;
-        if (stop) {
-            if (thread == 0) {
-                status[0] = (double)(it + 1);
-                status[1] = total_shift;
-                status[2] = total_empty;
-                status[3] = (double)n_changed;
-            }
-            return;
+        if (!stop) {
+            __syncthreads();  // tile and acc are rewritten by the next iteration
+            continue;
         }
-        __syncthreads();  // tile and acc are rewritten by the next iteration
+        double inertia = 0.0, holding = 0.0;
+        if (!host_relocates) {
+            // -- the final pass: labels for the newest centres, inertia, clusters used ----
+            __syncthreads();
+            int* counts = reinterpret_cast<int*>(acc);  // k counters in the sums' place
+            for (int t = threadIdx.x; t < k * DMAX; t += BLOCK) {
+                const int c = t / DMAX, j = t - c * DMAX;
+                tile[t] = j < d ? __ldcg(next + (index_t)c * d + j) : T(0);
+            }
+            for (int c = threadIdx.x; c < k; c += BLOCK) counts[c] = 0;
+            __syncthreads();
+            double total = 0.0;
+            for (index_t i = thread; i < n; i += threads) {
+                T x[DMAX];
+                loop::load_point<T, DMAX>(XT, n, d, i, x);
+                int label = labels[i];
+                if (n_changed != 0ull) {  // strict convergence: the labels are final
+                    label = loop::nearest<T, DMAX>(x, tile, k);
+                    labels[i] = label;
+                }
+                double distance = 0.0;  // the padding adds exact zeros
+#pragma unroll
+                for (int j = 0; j < DMAX; ++j) {
+                    const double diff = (double)x[j] - (double)tile[label * DMAX + j];
+                    distance += diff * diff;
+                }
+                total += (double)sample_weight[i] * distance;
+                atomicAdd(&counts[label], 1);
+            }
+            total = loop::block_all_reduce<BLOCK>(total, reduce_value, loop::Add());
+            if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2 + 1] = total;
+            // the counts go into the other parity's weights, zeroed above and unused now
+            double* used = weights + (index_t)(p ^ 1) * k;
+            for (int c = threadIdx.x; c < k; c += BLOCK)
+                if (counts[c]) atomicAdd(&used[c], 1.0);
+            grid.sync();
+            if (blockIdx.x == 0) {
+                inertia = loop::grid_reduce(block_status, 1, loop::Add());
+                double local = 0.0;
+                for (int c = threadIdx.x; c < k; c += BLOCK) local += __ldcg(used + c) > 0.0;
+                holding = loop::block_all_reduce<BLOCK>(local, reduce_value, loop::Add());
+            }
+        }
+        if (thread == 0) {
+            status[0] = (double)(it + 1);
+            status[1] = total_shift;
+            status[2] = host_relocates ? (double)n_empty : 0.0;
+            status[3] = (double)n_changed;
+            status[4] = inertia;
+            status[5] = holding;
+            status[6] = host_relocates ? 0.0 : 1.0;
+        }
+        return;
     }
 }

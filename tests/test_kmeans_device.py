@@ -12,6 +12,7 @@ import types
 import numpy as np
 import pytest
 from sklearn.cluster import kmeans_plusplus as sklearn_kmeans_plusplus
+from sklearn.exceptions import ConvergenceWarning
 
 from gpumine import GPUKMeans
 from gpumine.exceptions import InvalidInputError
@@ -210,8 +211,6 @@ def test_device_sample_weight_checked_on_the_device(cp):
 
 @pytest.mark.gpu
 def test_fewer_distinct_clusters_warning_on_device(cp):
-    from sklearn.exceptions import ConvergenceWarning
-
     X = cp.asarray(np.repeat(np.arange(3.0)[:, None], 50, axis=0))
     with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(3\)"):
         GPUKMeans(5, random_state=0, device="gpu").fit(X)
@@ -271,21 +270,26 @@ def test_graph_loop_equals_launch_loop(cp, monkeypatch, empty):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("case", "dtype"), [("plain", np.float32), ("plain", np.float64),
-                                             ("empty", np.float32), ("tol", np.float64),
+                                             ("empty", np.float32), ("empty", np.float64),
+                                             ("one_empty", np.float32),
+                                             ("many_empty", np.float32), ("tol", np.float64),
                                              ("k_one", np.float32), ("k_n", np.float64)])
 def test_fused_loop_equals_launch_loop(cp, monkeypatch, case, dtype):
-    """The one-launch loop (small problems) gives the launch loop's labels, iterations and
-    centres: the same arithmetic, up to the order of the atomic sums."""
+    """The one-launch loop (small problems) gives the launch loop's labels, iterations,
+    centres and inertia: the same arithmetic, up to the order of the atomic sums. It
+    relocates a few empty clusters itself (one launch) and leaves many to the host."""
     from gpumine.kmeans import gpu
 
     rng = np.random.RandomState(12)
-    n, k = (40, 40) if case == "k_n" else (17695, 1 if case == "k_one" else 24)
-    middles = rng.uniform(-20, 20, size=(max(k, 1), 18))
-    X = cp.asarray((middles[rng.randint(0, max(k, 1), n)] + rng.normal(size=(n, 18))
+    n, k = {"k_n": (40, 40), "k_one": (17695, 1), "many_empty": (17695, 48)}.get(
+        case, (17695, 24))
+    middles = rng.uniform(-20, 20, size=(k, 18))
+    X = cp.asarray((middles[rng.randint(0, k, n)] + rng.normal(size=(n, 18))
                     + 300.0).astype(dtype))
     init = cp.asnumpy(X[:k]).copy()
-    if case == "empty":
-        init[k - 3:] = 1e4  # three clusters empty after the first E-step: relocation
+    empty = {"empty": 3, "one_empty": 1, "many_empty": gpu.FUSED_MAX_RELOCATIONS + 8}
+    if case in empty:
+        init[k - empty[case]:] = 1e4  # clusters empty after the first E-step: relocation
     tol = 1e-3 if case == "tol" else 0.0
     launches = []
     real_run = gpu.FusedLoop.run
@@ -297,13 +301,31 @@ def test_fused_loop_equals_launch_loop(cp, monkeypatch, case, dtype):
         km = GPUKMeans(k, init=init, tol=tol, device="gpu").fit(X)
         runs.append((cp.asnumpy(km.labels_), cp.asnumpy(km.cluster_centers_), km.n_iter_,
                      km.inertia_))
-    assert launches, "the fused loop did not run"
-    assert len(launches) >= (2 if case == "empty" else 1)
+    assert len(launches) == (2 if case == "many_empty" else 1)
     assert runs[0][2] == runs[1][2]
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=rtol, atol=rtol * 300)
     assert runs[0][3] == pytest.approx(runs[1][3], rel=1e-6)
+    # the kernel's final pass: inertia of the returned labels and centres, directly
+    X64, labels = cp.asnumpy(X).astype(np.float64), runs[0][0]
+    direct = ((X64 - runs[0][1].astype(np.float64)[labels]) ** 2).sum()
+    assert runs[0][3] == pytest.approx(direct, rel=1e-5, abs=1e-6 * X64.size)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fused", ["1", "0"])
+def test_fused_loop_counts_the_clusters_used(cp, monkeypatch, fused):
+    """Five distinct points, eight clusters: nothing can be relocated (every point sits on
+    its centre), three clusters stay empty, and both loops warn with the same count."""
+    monkeypatch.setenv("GPUMINE_FUSED", fused)
+    points = np.random.RandomState(3).uniform(-5, 5, size=(5, 3)).astype(np.float32)
+    X = cp.asarray(points[np.arange(3000) % 5])
+    init = np.concatenate([points, points[:3]])
+    with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(5\)"):
+        km = GPUKMeans(8, init=init, device="gpu").fit(X)
+    assert len(np.unique(cp.asnumpy(km.labels_))) == 5
+    assert km.inertia_ == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.mark.gpu

@@ -296,9 +296,11 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
 
     def _set_fitted(self, result, backend, device_input, init_name, assign, update):
         xp = backend.xp
-        # Distinct labels from the cluster sizes, on the backend.
-        # sync: one integer, once per fit
-        n_distinct = int(xp.count_nonzero(xp.bincount(result.labels, minlength=self.n_clusters)))
+        n_distinct = result.n_distinct
+        if n_distinct is None:  # distinct labels from the cluster sizes, on the backend
+            # sync: one integer, once per fit
+            n_distinct = int(xp.count_nonzero(xp.bincount(result.labels,
+                                                          minlength=self.n_clusters)))
         if n_distinct < self.n_clusters:
             warnings.warn(f"Number of distinct clusters ({n_distinct}) found smaller than "
                           f"n_clusters ({self.n_clusters}). Possibly due to duplicate points "

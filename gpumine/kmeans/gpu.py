@@ -12,6 +12,7 @@ whose label changed.
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -72,6 +73,12 @@ _LOOP_BLOCK = 256
 #: 17,695 x 4, k = 16, but 57 against 31 at 32,768 x 8, k = 100, and ever slower past it
 #: (one block's share of the points and its atomic flush grow with n).
 FUSED_MAX_SAMPLES = 24_576
+#: Empty clusters the fused loop relocates on the device in one iteration
+#: (``kMaxRelocations`` in kernels/kmeans_loop.cu); more stop it for the host's relocation.
+FUSED_MAX_RELOCATIONS = 32
+#: The fused loop's status record (doubles) and static shared memory (an upper bound, bytes).
+_FUSED_STATUS = 7
+_LOOP_STATIC_SHARED = 1024
 _INIT = "kmeans_init.cu"
 _FINISH_BLOCK = 256
 _GATHER_BLOCK = 512
@@ -476,14 +483,36 @@ class LoopBuffers:
         return shift, int(empty), int(changed)
 
 
+class FusedStatus(NamedTuple):
+    """What a launch of :class:`FusedLoop` reports (its one readback)."""
+
+    #: Iterations done (the last one's index + 1).
+    done: int
+    #: The last iteration's total squared centre shift.
+    shift: float
+    #: Empty clusters left to the host (more than :data:`FUSED_MAX_RELOCATIONS`), else 0.
+    n_empty: int
+    #: Labels changed in the last iteration.
+    n_changed: int
+    #: True when the kernel took the stopping rule and made the final pass (then
+    #: ``inertia`` and ``n_distinct`` hold); False when it stopped for the host's relocation.
+    finished: bool
+    #: The inertia of the final labels and centres.
+    inertia: float
+    #: Clusters holding at least one point.
+    n_distinct: int
+
+
 class FusedLoop:
     """The device Lloyd loop as one cooperative kernel (``kernels/kmeans_loop.cu``).
 
     For small problems, where launching an iteration costs more than its ~10 us of work:
-    the ``tiled`` E-step and the ``atomic`` M-step (the same arithmetic), the averaging,
-    the shift and the stopping rule run on the device iteration after iteration, and the
-    host reads back one status record per launch. The kernel stops early when a cluster
-    is empty; the host relocates (:func:`relocate_empty_clusters`) and launches again.
+    the ``tiled`` E-step and the ``atomic`` M-step (the same arithmetic), the relocation of
+    up to :data:`FUSED_MAX_RELOCATIONS` empty clusters (the points and order of
+    :func:`relocate_empty_clusters`), the averaging, the shift and the stopping rule run on
+    the device iteration after iteration, and then the final E-step, the inertia and the
+    count of clusters used; the host reads back one status record per launch. With more
+    empty clusters at once the kernel stops; the host relocates and launches again.
 
     Parameters
     ----------
@@ -503,22 +532,25 @@ class FusedLoop:
         self.centers = cp.empty((2, k, d), dtype=X.dtype)
         self.centers[0] = centers_init
         self.labels = cp.full(n, -1, dtype=cp.int32)
-        self.sums = cp.zeros((2, k, d), dtype=cp.float64)
-        self.weights = cp.zeros((2, k), dtype=cp.float64)
-        self.changed = cp.zeros(2, dtype=cp.uint64)
-        self.status = cp.zeros(4, dtype=cp.float64)
-        self._status_host = cupyx.zeros_pinned(4, dtype=np.float64)
+        # One zeroed buffer (one memset) for the accumulators of both parities.
+        zeros = cp.zeros(2 * k * d + 2 * k + 2, dtype=cp.float64)
+        self.sums = zeros[:2 * k * d].reshape(2, k, d)
+        self.weights = zeros[2 * k * d:2 * k * (d + 1)].reshape(2, k)
+        self.changed = zeros[2 * k * (d + 1):].view(cp.uint64)  # 0.0 is all zero bits
+        self._zeros = zeros
         dmax = next(m for m in _ASSIGN_DIMS if m >= d)
         self._kernel = get_kernel(_LOOP, "lloyd_loop", X.dtype, dmax, _LOOP_BLOCK,
                                   cooperative=True)
         self._shared = FusedLoop.shared_bytes(k, d, X.dtype.itemsize)
         self._grid = max(1, min(resident_blocks(self._kernel, _LOOP_BLOCK, self._shared),
                                 _blocks(n, _LOOP_BLOCK)))
-        self._block_status = cp.empty((self._grid, 2), dtype=cp.float64)
+        scratch = cp.empty(_FUSED_STATUS + 2 * self._grid, dtype=cp.float64)
+        self.status, self._block_status = scratch[:_FUSED_STATUS], scratch[_FUSED_STATUS:]
+        self._status_host = cupyx.empty_pinned(_FUSED_STATUS, dtype=np.float64)
 
     @staticmethod
     def shared_bytes(k: int, d: int, itemsize: int) -> int:
-        """Shared memory of a block: the padded centres and the block's sums."""
+        """Dynamic shared memory of a block: the padded centres and the block's sums."""
         dmax = next(m for m in _ASSIGN_DIMS if m >= d)
         return k * (dmax + d + 1) * itemsize
 
@@ -526,18 +558,18 @@ class FusedLoop:
     def takes(X, n_clusters: int, assign, update) -> bool:
         """Whether this loop can run the fit: the default strategies (``tiled``, ``atomic``),
         d <= 32, at most :data:`FUSED_MAX_SAMPLES` rows, the centres and a block's sums in
-        the default shared memory, and not switched off (``GPUMINE_FUSED=0``, or
-        ``GPUMINE_DEBUG``)."""
+        the default shared memory (beside the kernel's own ~1 KB), and not switched off
+        (``GPUMINE_FUSED=0``, or ``GPUMINE_DEBUG``)."""
         n, d = X.shape
         return (assign is assign_tiled and update is update_atomic
                 and d <= _ASSIGN_DIMS[-1] and n <= FUSED_MAX_SAMPLES
-                and FusedLoop.shared_bytes(n_clusters, d, X.dtype.itemsize) <= _DEFAULT_SHARED
+                and (FusedLoop.shared_bytes(n_clusters, d, X.dtype.itemsize)
+                     <= _DEFAULT_SHARED - _LOOP_STATIC_SHARED)
                 and not os.environ.get("GPUMINE_DEBUG")
                 and os.environ.get("GPUMINE_FUSED", "1") != "0")
 
-    def run(self, first_iter: int, max_iter: int, tol: float) -> tuple[int, float, int, int]:
-        """Iterations ``first_iter`` onwards, in one launch: (iterations done, last shift,
-        last empty count, last changed count). One readback (32 bytes)."""
+    def run(self, first_iter: int, max_iter: int, tol: float) -> FusedStatus:
+        """Iterations ``first_iter`` onwards, in one launch; one readback (56 bytes)."""
         n, d = self.X.shape
         k = self.centers.shape[1]
         launch(self._kernel, self._grid, _LOOP_BLOCK,
@@ -545,15 +577,14 @@ class FusedLoop:
                 np.int32(first_iter), np.int32(max_iter), np.float64(tol), self.centers,
                 self.labels, self.sums, self.weights, self.changed, self._block_status,
                 self.status), shared_mem=self._shared)
-        self.status.get(out=self._status_host)  # sync: 32 bytes, once per launch
-        done, shift, empty, changed = self._status_host.tolist()
-        return int(done), shift, int(empty), int(changed)
+        self.status.get(out=self._status_host)  # sync: 56 bytes, once per launch
+        done, shift, empty, changed, inertia, distinct, finished = self._status_host.tolist()
+        return FusedStatus(int(done), shift, int(empty), int(changed), finished == 1.0,
+                           inertia, int(distinct))
 
     def restart(self) -> None:
         """Zero the accumulators before launching again (after a relocation)."""
-        self.sums.fill(0)
-        self.weights.fill(0)
-        self.changed.fill(0)
+        self._zeros.fill(0)
 
 
 def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=True):

@@ -90,12 +90,16 @@ class LloydResult:
     centers : array of shape (n_clusters, n_features), X's dtype
     n_iter : int
         Lloyd iterations of the winning run.
+    n_distinct : int or None
+        Clusters holding at least one point, when the loop counted them (the fused
+        device loop does); None: the estimator counts them from ``labels``.
     """
 
     labels: object
     inertia: float
     centers: object
     n_iter: int
+    n_distinct: int | None = None
 
 
 def tolerance(X, tol: float, xp=np) -> float:
@@ -405,29 +409,36 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
 
 def _lloyd_fused(X, sample_weight, centers_init, *, assign, max_iter, tol, xp) -> LloydResult:
     """:func:`_lloyd_device` as one cooperative kernel (:class:`gpumine.kmeans.gpu.FusedLoop`):
-    the same iterations and stopping rule, one launch and one readback per fit (one more
-    after each relocation of empty clusters, which the host does as in the launch loop)."""
+    the same iterations, relocation and stopping rule, the final E-step, the inertia and
+    the count of clusters used, in one launch and one readback per fit. Only when more
+    than ``gpu.FUSED_MAX_RELOCATIONS`` clusters are empty at once does the kernel stop for
+    the host to relocate them as the launch loop does, and launch again."""
     from gpumine.kmeans import gpu
 
     loop = gpu.FusedLoop(X, sample_weight, centers_init)
     buffers = gpu.LoopBuffers()
     done, strict_convergence = 0, False
     while done < max_iter:
-        done, center_shift_total, n_empty, n_changed = loop.run(done, max_iter, tol)
+        status = loop.run(done, max_iter, tol)
+        done = status.done
+        if status.finished:  # the kernel took the stopping rule and made the final pass
+            return LloydResult(labels=loop.labels, inertia=status.inertia,
+                               centers=loop.centers[done & 1].copy(), n_iter=done,
+                               n_distinct=status.n_distinct)
         parity = (done - 1) & 1
         centers_new = loop.centers[parity ^ 1]
-        if n_empty:
-            sums, weights = loop.sums[parity], loop.weights[parity]
-            gpu.relocate_empty_clusters(X, sample_weight, loop.centers[parity], sums, weights,
-                                        loop.labels, n_empty)
-            gpu.finish_centers(sums, weights, loop.centers[parity], centers_new, buffers,
-                               count=False)
-            center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
-            loop.restart()
-        stop, strict_convergence = _converged(done - 1, n_changed == 0, center_shift_total,
-                                              tol, 0)
+        sums, weights = loop.sums[parity], loop.weights[parity]
+        gpu.relocate_empty_clusters(X, sample_weight, loop.centers[parity], sums, weights,
+                                    loop.labels, status.n_empty)
+        gpu.finish_centers(sums, weights, loop.centers[parity], centers_new, buffers,
+                           count=False)
+        center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
+        loop.restart()
+        stop, strict_convergence = _converged(done - 1, status.n_changed == 0,
+                                              center_shift_total, tol, 0)
         if stop:
             break
+    # stopped by the host right after its relocation: the launch loop's ending
     centers = loop.centers[done & 1].copy()
     labels = loop.labels
     if not strict_convergence:
