@@ -251,6 +251,34 @@ __global__ void uf_compress(const bool* __restrict__ mask,  // IN  (cells) foreg
     if (t < cells && mask[t]) parent[t] = uf_find<false>(parent, t);
 }
 
+// _compact's numbering, in two passes around a prefix sum (R: int, or long long past 2^31
+// cells). Both labellers leave every foreground cell holding the smallest flat index of its
+// component (its root), and the root holding itself.
+template <typename R>
+__global__ void component_roots(const bool* __restrict__ mask,       // IN  (cells) foreground
+                                const index_t* __restrict__ roots,   // IN  (cells)
+                                index_t cells,                       // IN
+                                R* __restrict__ is_root)             // OUT (cells) 1 at a root
+{
+    for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < cells;
+         t += (index_t)gridDim.x * blockDim.x)
+        is_root[t] = mask[t] && roots[t] == t ? R(1) : R(0);
+}
+
+// A foreground cell's component number: the roots counted up to and with its own (rank,
+// the inclusive prefix sum of is_root); 0 for the background.
+template <typename R>
+__global__ void component_numbers(const bool* __restrict__ mask,      // IN  (cells)
+                                  const index_t* __restrict__ roots,  // IN  (cells)
+                                  const R* __restrict__ rank,         // IN  (cells)
+                                  index_t cells,                      // IN
+                                  index_t* __restrict__ labels)       // OUT (cells)
+{
+    for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < cells;
+         t += (index_t)gridDim.x * blockDim.x)
+        labels[t] = mask[t] ? (index_t)rank[roots[t]] : index_t(0);
+}
+
 // Component of every point: its flat fine cell (-1 outside the bounds: `outside`) mapped
 // to the coarse cell of the CPU rule (per axis min((c + offset) / scale, coarse - 1)) and
 // looked up in the coarse grid's component numbers. One pass, no (n, d) temporaries.

@@ -82,3 +82,26 @@ def test_gpu_backend_round_trip():
     device_array = b.to_device(a)
     assert type(device_array).__module__.startswith("cupy")
     np.testing.assert_array_equal(b.to_host(device_array * 2), a * 2)
+
+
+@pytest.mark.parametrize("shape", [(0,), (7,), (1000, 3)])
+def test_host_buffer_is_written_in_the_background(shape):
+    buffer = backend.get_backend("cpu").host_buffer(shape, np.int64)
+    array = buffer.result()
+    assert array.shape == shape and array.dtype == np.int64
+    assert not array.any()  # every page written (with zeros)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size", [1, 1000, (40 << 20) // 8 + 3])  # past one staging chunk
+def test_gpu_to_host_fills_a_host_buffer(size):
+    b = backend.get_backend("gpu")
+    device_array = b.xp.arange(size, dtype=b.xp.int64) * 3 - 7
+    buffer = b.host_buffer(size, np.int64)
+    out = b.to_host(device_array, out=buffer)
+    assert out is buffer.array
+    np.testing.assert_array_equal(out, np.arange(size, dtype=np.int64) * 3 - 7)
+    from gpumine.exceptions import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="out is"):
+        b.to_host(device_array, out=b.host_buffer(size + 1, np.int64))

@@ -7,15 +7,16 @@ with the same arithmetic, so the GPU path gives the CPU path's labels.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from gpumine.backend import cupy_module
+from gpumine.backend import cupy_module, get_backend
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import device_attribute, get_kernel, instantiation, launch
 from gpumine.wavecluster.labeling import neighbour_offsets
-from gpumine.wavecluster.wavelet import _get
+from gpumine.wavecluster.wavelet import _get, coarse_shape
 
 __all__ = [
     "bounds",
@@ -41,6 +42,9 @@ _STREAM_BLOCKS_PER_SM = 8
 for _name in ("minmax_columns", "lowpass_axis", "sliding_window", "uf_union", "uf_compress",
               "point_components"):
     instantiation(_SOURCE, _name)
+for _count in ("int", "long long"):  # the count type of _compact
+    instantiation(_SOURCE, "component_roots", _count)
+    instantiation(_SOURCE, "component_numbers", _count)
 for _flag in ("true", "false"):
     instantiation(_SOURCE, "quantize_histogram", _flag)
     instantiation(_SOURCE, "weighted_bincount", _flag)
@@ -124,14 +128,22 @@ def _compact(roots, mask):
 
     Both labellers leave every foreground cell holding the smallest flat index of its
     component, and that cell holding itself: a component's number is the count of such
-    root cells up to its root (a prefix sum, no sort).
+    root cells up to its root (a prefix sum, no sort). Two kernels around CuPy's
+    ``cumsum``, counting in int32 below 2^31 cells.
     """
     cp = cupy_module()
     flat = mask.ravel()
-    cells = cp.arange(flat.size, dtype=cp.int64)
-    rank = cp.cumsum(flat & (roots == cells), dtype=cp.int64)
-    labels = cp.where(flat, rank[cp.where(flat, roots, 0)], 0)
-    return labels.reshape(mask.shape), int(rank[-1])  # sync: 8 bytes, the component count
+    cells = flat.size
+    count_type = cp.int32 if cells < 2**31 else cp.int64
+    rank = cp.empty(cells, dtype=count_type)
+    blocks = _stream_blocks(cells)
+    launch(get_kernel(_SOURCE, "component_roots", count_type), blocks, _BLOCK,
+           (flat, roots, np.int64(cells), rank))
+    cp.cumsum(rank, out=rank)
+    labels = cp.empty(cells, dtype=cp.int64)
+    launch(get_kernel(_SOURCE, "component_numbers", count_type), blocks, _BLOCK,
+           (flat, roots, rank, np.int64(cells), labels))
+    return labels.reshape(mask.shape), int(rank[-1])  # sync: the component count
 
 
 def label_sliding_window(mask, connectivity):
@@ -172,6 +184,20 @@ def label_sliding_window(mask, connectivity):
     return _compact(ids, mask)
 
 
+@functools.lru_cache(maxsize=64)
+def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
+    """The grid shape and neighbour offsets as the union-find kernel reads them, on device
+    ``device_id``: uploaded once per shape, not once per level that ``threshold="auto"``
+    labels. Read-only."""
+    cp = cupy_module()
+    offsets = [(0,) * (_MAX_DIMS - len(shape)) + o
+               for o in neighbour_offsets(len(shape), connectivity)]
+    with cp.cuda.Device(device_id):
+        return (_shape_struct(shape),
+                cp.asarray(np.array(offsets or [(0,) * _MAX_DIMS], dtype=np.int32)),
+                len(offsets))
+
+
 def label_union_find_gpu(mask, connectivity):
     """One-pass atomic union-find (label equivalence) over the foreground cells."""
     cp = cupy_module()
@@ -180,12 +206,10 @@ def label_union_find_gpu(mask, connectivity):
                                     f"dimensions, got {mask.ndim}")
     mask = cp.ascontiguousarray(mask, dtype=cp.bool_)
     parent = cp.arange(mask.size, dtype=cp.int64)
-    offsets = [(0,) * (_MAX_DIMS - mask.ndim) + o
-               for o in neighbour_offsets(mask.ndim, connectivity)]
-    offsets_device = cp.asarray(np.array(offsets or [(0,) * _MAX_DIMS], dtype=np.int32))
-    shape = _shape_struct(mask.shape)
+    shape, offsets_device, n_offsets = _union_find_constants(cp.cuda.Device().id, mask.shape,
+                                                             connectivity)
     launch(get_kernel(_SOURCE, "uf_union"), _blocks(mask.size), _BLOCK,
-           (mask, parent, shape, offsets_device, np.int32(len(offsets)), np.int64(mask.size)))
+           (mask, parent, shape, offsets_device, np.int32(n_offsets), np.int64(mask.size)))
     launch(get_kernel(_SOURCE, "uf_compress"), _blocks(mask.size), _BLOCK,
            (mask, parent, np.int64(mask.size)))
     return _compact(parent, mask)
@@ -196,8 +220,6 @@ def point_components(point_cell, components, wavelet, levels, grid_shape, outsid
 
     The CPU's :func:`~gpumine.wavecluster.wavelet.coarse_cells` rule in one kernel.
     """
-    from gpumine.wavecluster.wavelet import coarse_shape
-
     cp = cupy_module()
     n = point_cell.size
     shift = _get(wavelet).shift
@@ -260,6 +282,11 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     cp = cupy_module()
     XT = X.T if X.T.flags.c_contiguous else cp.ascontiguousarray(X.T)
     point_cell, grid = quantize_histogram(XT, sample_weight, bounds, grid_shape)
+    if not device_labels:  # host input: the results' host pages are written meanwhile
+        backend = get_backend("gpu")
+        labels_out = backend.host_buffer(X.shape[0], np.int64)
+        grid_labels_out = backend.host_buffer(coarse_shape(grid_shape, wavelet, levels),
+                                              np.int64)
     coarse = lowpass(grid, wavelet, levels)
     grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
     del grid
@@ -275,10 +302,8 @@ def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, th
     labels = remap[point_component]
     grid_labels = remap[components]
     if not device_labels:  # host input: both come back once, through pinned staging
-        from gpumine.backend import get_backend
-
-        backend = get_backend("gpu")
-        labels, grid_labels = backend.to_host(labels), backend.to_host(grid_labels)
+        labels = backend.to_host(labels, out=labels_out)
+        grid_labels = backend.to_host(grid_labels, out=grid_labels_out)
     return WaveClusterResult(
         labels=labels, grid_labels=grid_labels,
         grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
