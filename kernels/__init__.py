@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -183,11 +184,17 @@ _ATTRIBUTES: dict = {}
 def resident_blocks(kernel, block: int, shared_mem: int = 0) -> int:
     """Blocks of ``kernel`` that fit on the current device at once (a cooperative grid's limit).
 
-    The driver's occupancy calculator times the multiprocessor count.
+    The driver's occupancy calculator times the multiprocessor count, asked once per
+    kernel, block and shared memory size (a small fit asks every time it starts).
     """
+    return _resident_blocks(kernel.kernel.ptr, block, shared_mem)
+
+
+@functools.lru_cache(maxsize=256)
+def _resident_blocks(function_pointer: int, block: int, shared_mem: int) -> int:
     cupy = cupy_module()
     per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-        kernel.kernel.ptr, block, shared_mem)
+        function_pointer, block, shared_mem)
     return max(1, int(per_sm)) * device_attribute("MultiProcessorCount")
 
 

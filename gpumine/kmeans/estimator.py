@@ -182,10 +182,18 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
                 self._check_center_shape(X, centers)
                 return xp.asarray(centers)
             return user_init, "callable", 10
-        try:
-            centers = check_array(init, dtype=X.dtype, copy=True, order="C")
-        except ValueError as exc:
-            raise InvalidInputError(f"init array: {exc}") from exc
+        if (isinstance(init, np.ndarray) and init.ndim == 2 and init.size
+                and init.dtype.kind in "fiu"):
+            # a plain 2-d numeric array: scikit-learn's checks without their per-call
+            # dispatch (about 0.1 ms, a tenth of a small device fit)
+            centers = np.array(init, dtype=X.dtype, order="C", copy=True)
+            if not np.isfinite(centers).all():
+                raise InvalidInputError("init array: Input contains NaN or infinity.")
+        else:
+            try:
+                centers = check_array(init, dtype=X.dtype, copy=True, order="C")
+            except ValueError as exc:
+                raise InvalidInputError(f"init array: {exc}") from exc
         self._check_center_shape(X, centers)
         return centers, "array", 1
 
