@@ -59,12 +59,7 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
         __syncthreads();
 #pragma unroll
         for (int c = 0; c < KT; ++c) {
-            T acc = T(0);
-#pragma unroll
-            for (int j = 0; j < DMAX; ++j) {
-                const T diff = x[j] - tile[c * DMAX + j];
-                acc += diff * diff;
-            }
+            const T acc = padded_squared_distance<T, DMAX>(x, tile + c * DMAX);
             if (c < kc && acc < best) {
                 best = acc;
                 best_index = k0 + c;

@@ -1,8 +1,22 @@
-// The direct distance argmin shared by assign_tiled and the tensor-core re-check, so both
-// compute the same values: sum (x - c)^2 in T, features in ascending order, one fused
-// multiply-add per feature, ties to the lowest index.
+// The direct distance arithmetic shared by the assignment kernels (assign_tiled's loop,
+// assign_registers, the fused Lloyd loop) and the tensor-core re-check, so all compute the
+// same values: sum (x - c)^2 in T, features in ascending order, one fused multiply-add per
+// feature, ties to the lowest index.
 #pragma once
 #include "common.cuh"
+
+// A point held in registers (zero-padded to DMAX features) against one centre row of
+// DMAX elements in shared memory (zero-padded alike: the padding adds exact zeros).
+template <typename T, int DMAX>
+__device__ __forceinline__ T padded_squared_distance(const T (&x)[DMAX], const T* center) {
+    T acc = T(0);
+#pragma unroll
+    for (int j = 0; j < DMAX; ++j) {
+        const T diff = x[j] - center[j];
+        acc += diff * diff;
+    }
+    return acc;
+}
 
 // Seed paper 002 §5.5's loop for point i (X column-major, XT[j * n + i]): the centroids
 // stream through `tile` (KT * dt elements of shared memory) in portions of KT centroids x

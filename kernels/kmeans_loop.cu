@@ -32,6 +32,7 @@
 // ran); the newest centres are centers[(it + 1) & 1].
 #include <cooperative_groups.h>
 #include "common.cuh"
+#include "kmeans_direct.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -55,12 +56,7 @@ __device__ __forceinline__ int nearest(const T (&x)[DMAX], const T* tile, int k)
     T best = max_value<T>();
     int best_index = 0;
     for (int c = 0; c < k; ++c) {
-        T distance = T(0);
-#pragma unroll
-        for (int j = 0; j < DMAX; ++j) {
-            const T diff = x[j] - tile[c * DMAX + j];
-            distance += diff * diff;
-        }
+        const T distance = padded_squared_distance<T, DMAX>(x, tile + c * DMAX);
         if (distance < best) {
             best = distance;
             best_index = c;
@@ -122,6 +118,97 @@ struct Add {
     static __device__ double identity() { return 0.0; }
 };
 
+// The relocation of n_empty (1..kMaxRelocations) empty clusters, by every block alike (it
+// synchronizes the grid): the n_empty points farthest from their centres (point_distances'
+// values; the current centres in `tile`, rows of `stride`), one per round: n_empty == 1
+// takes the first maximum (argmax); more take them largest first, equal distances highest
+// index first (the reversed argsort). Then relocate_empty's moves by block 0's first warp:
+// the empty clusters listed first (ascending), the r-th taking picked[r]; products in T as
+// on the host. Out of line: its registers do not count against the loop's.
+template <typename T, int BLOCK>
+__device__ __noinline__ void relocate(cg::grid_group& grid, const T* __restrict__ XT,
+                                      const T* __restrict__ sample_weight, index_t n, int d,
+                                      int k, const int* labels, const T* tile, int stride,
+                                      double* S, double* W, int n_empty, double* block_status,
+                                      double* reduce_value, long long* picked, int* empty_ids) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const index_t thread = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+    const index_t threads = (index_t)gridDim.x * BLOCK;
+    const bool first_max = n_empty == 1;
+    double last_value = 0.0, last_index = 0.0;
+    bool moves = true;
+    for (int r = 0; r < n_empty; ++r) {
+        double value = -1.0;
+        for (index_t i = thread; i < n; i += threads) {
+            const T v = distance_to_center<T>(XT, n, d, i,
+                                              tile + (index_t)__ldcg(labels + i) * stride);
+            const bool open = r == 0 || (double)v < last_value
+                              || ((double)v == last_value && (double)i < last_index);
+            if (open && (double)v > value) value = (double)v;
+        }
+        value = block_all_reduce<BLOCK>(value, reduce_value, Max());
+        if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2] = value;
+        grid.sync();
+        const double largest = grid_reduce(block_status, 0, Max());
+        if (r == 0 && largest == 0.0) {  // every point on its centre: nothing moves
+            moves = false;
+            break;
+        }
+        double index = first_max ? (double)n : -1.0;
+        for (index_t i = thread; i < n; i += threads) {
+            const T v = distance_to_center<T>(XT, n, d, i,
+                                              tile + (index_t)__ldcg(labels + i) * stride);
+            const bool open = r == 0 || (double)v < last_value
+                              || ((double)v == last_value && (double)i < last_index);
+            if (open && (double)v == largest)
+                index = first_max ? fmin(index, (double)i) : fmax(index, (double)i);
+        }
+        if (first_max) {
+            index = block_all_reduce<BLOCK>(index, reduce_value, Min());
+        } else {
+            index = block_all_reduce<BLOCK>(index, reduce_value, Max());
+        }
+        if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2 + 1] = index;
+        grid.sync();
+        last_index = first_max ? grid_reduce(block_status, 1, Min())
+                               : grid_reduce(block_status, 1, Max());
+        last_value = largest;
+        if (threadIdx.x == 0) picked[r] = (long long)last_index;
+    }
+    if (moves && blockIdx.x == 0 && warp == 0) {
+        int listed = 0;
+        for (int base = 0; base < k && listed < n_empty; base += 32) {
+            const int c = base + lane;
+            unsigned empty = __ballot_sync(0xffffffffu, c < k && !(__ldcg(W + c) > 0.0));
+            while (empty && listed < n_empty) {
+                if (lane == 0) empty_ids[listed] = base + __ffs(empty) - 1;
+                empty &= empty - 1;
+                ++listed;
+            }
+        }
+        __syncwarp();
+        for (int r = 0; r < listed; ++r) {
+            const index_t point = picked[r];
+            const int new_cluster = empty_ids[r];
+            const int old_cluster = __ldcg(labels + point);
+            const T weight = sample_weight[point];
+            for (int j = lane; j < d; j += 32) {
+                const double value = (double)(XT[(index_t)j * n + point] * weight);
+                S[(index_t)old_cluster * d + j] = __ldcg(S + (index_t)old_cluster * d + j)
+                                                  - value;
+                S[(index_t)new_cluster * d + j] = value;
+            }
+            __syncwarp();
+            if (lane == 0) {
+                W[new_cluster] = (double)weight;
+                W[old_cluster] = __ldcg(W + old_cluster) - (double)weight;
+            }
+            __syncwarp();
+        }
+    }
+    grid.sync();
+}
+
 }  // namespace loop
 
 template <typename T, int DMAX, int BLOCK>
@@ -150,7 +237,7 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
     __shared__ int heaviest;
     __shared__ long long picked[kMaxRelocations];  // block 0: the relocated points
     __shared__ int empty_ids[kMaxRelocations];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
     const index_t thread = (index_t)blockIdx.x * BLOCK + threadIdx.x;
     const index_t threads = (index_t)gridDim.x * BLOCK;
 
@@ -199,86 +286,9 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
         for (int c = threadIdx.x; c < k; c += BLOCK) n_empty += __ldcg(W + c) > 0.0 ? 0 : 1;
         n_empty = loop::block_all_reduce<BLOCK>(n_empty, reduce_count, loop::Add());
         const bool host_relocates = n_empty > (unsigned long long)kMaxRelocations;
-        if (n_empty > 0 && !host_relocates) {
-            // The n_empty points farthest from their centres (point_distances' values), one
-            // per round: n_empty == 1 takes the first maximum (argmax); more take them
-            // largest first, equal distances highest index first (the reversed argsort).
-            const bool first_max = n_empty == 1;
-            double last_value = 0.0, last_index = 0.0;
-            bool moves = true;
-            for (int r = 0; r < (int)n_empty; ++r) {
-                double value = -1.0;
-                for (index_t i = thread; i < n; i += threads) {
-                    const T v = loop::distance_to_center<T>(
-                        XT, n, d, i, tile + (index_t)__ldcg(labels + i) * DMAX);
-                    const bool open = r == 0 || (double)v < last_value
-                                      || ((double)v == last_value && (double)i < last_index);
-                    if (open && (double)v > value) value = (double)v;
-                }
-                value = loop::block_all_reduce<BLOCK>(value, reduce_value, loop::Max());
-                if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2] = value;
-                grid.sync();
-                const double largest = loop::grid_reduce(block_status, 0, loop::Max());
-                if (r == 0 && largest == 0.0) {  // every point on its centre: nothing moves
-                    moves = false;
-                    break;
-                }
-                double index = first_max ? (double)n : -1.0;
-                for (index_t i = thread; i < n; i += threads) {
-                    const T v = loop::distance_to_center<T>(
-                        XT, n, d, i, tile + (index_t)__ldcg(labels + i) * DMAX);
-                    const bool open = r == 0 || (double)v < last_value
-                                      || ((double)v == last_value && (double)i < last_index);
-                    if (open && (double)v == largest)
-                        index = first_max ? fmin(index, (double)i) : fmax(index, (double)i);
-                }
-                if (first_max) {
-                    index = loop::block_all_reduce<BLOCK>(index, reduce_value, loop::Min());
-                } else {
-                    index = loop::block_all_reduce<BLOCK>(index, reduce_value, loop::Max());
-                }
-                if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2 + 1] = index;
-                grid.sync();
-                last_index = first_max ? loop::grid_reduce(block_status, 1, loop::Min())
-                                       : loop::grid_reduce(block_status, 1, loop::Max());
-                last_value = largest;
-                if (threadIdx.x == 0) picked[r] = (long long)last_index;
-            }
-            if (moves && blockIdx.x == 0 && warp == 0) {
-                // relocate_empty's moves: the empty clusters listed first (ascending), the
-                // r-th taking picked[r]; products in T as on the host
-                int listed = 0;
-                for (int base = 0; base < k && listed < (int)n_empty; base += 32) {
-                    const int c = base + lane;
-                    unsigned empty = __ballot_sync(0xffffffffu, c < k && !(__ldcg(W + c) > 0.0));
-                    while (empty && listed < (int)n_empty) {
-                        if (lane == 0) empty_ids[listed] = base + __ffs(empty) - 1;
-                        empty &= empty - 1;
-                        ++listed;
-                    }
-                }
-                __syncwarp();
-                for (int r = 0; r < listed; ++r) {
-                    const index_t point = picked[r];
-                    const int new_cluster = empty_ids[r];
-                    const int old_cluster = __ldcg(labels + point);
-                    const T weight = sample_weight[point];
-                    for (int j = lane; j < d; j += 32) {
-                        const double value = (double)(XT[(index_t)j * n + point] * weight);
-                        S[(index_t)old_cluster * d + j] = __ldcg(S + (index_t)old_cluster * d + j)
-                                                          - value;
-                        S[(index_t)new_cluster * d + j] = value;
-                    }
-                    __syncwarp();
-                    if (lane == 0) {
-                        W[new_cluster] = (double)weight;
-                        W[old_cluster] = __ldcg(W + old_cluster) - (double)weight;
-                    }
-                    __syncwarp();
-                }
-            }
-            grid.sync();
-        }
+        if (n_empty > 0 && !host_relocates)
+            loop::relocate<T, BLOCK>(grid, XT, sample_weight, n, d, k, labels, tile, DMAX, S, W,
+                                     (int)n_empty, block_status, reduce_value, picked, empty_ids);
 
         // -- averaging, shift and empty clusters, spread over the grid -------------------
         if (threadIdx.x < 32) {  // the heaviest cluster (the first maximum), one warp
