@@ -15,9 +15,8 @@
 //     one per round by two grid-wide reductions, in relocate_empty_clusters' order, then
 //     relocate_empty's moves by one warp;
 //   averaging, distributed over the grid: finish_centers' arithmetic (sums * (1 / w); an
-//     empty cluster takes the heaviest cluster's centre), the squared shift and the empty
-//     count per block into block_status; the other parity's sums and counter zeroed for the
-//     next iteration;
+//     empty cluster takes the heaviest cluster's centre), the squared shift per block into
+//     block_status; the other parity's sums and counter zeroed for the next iteration;
 //   grid barrier;
 //   every block adds the blocks' shifts in a fixed order (the same total everywhere) and
 //     takes the stopping rule: too many empty clusters (the host relocates, then
@@ -290,7 +289,7 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             loop::relocate<T, BLOCK>(grid, XT, sample_weight, n, d, k, labels, tile, DMAX, S, W,
                                      (int)n_empty, block_status, reduce_value, picked, empty_ids);
 
-        // -- averaging, shift and empty clusters, spread over the grid -------------------
+        // -- averaging and shift, spread over the grid -----------------------------------
         if (threadIdx.x < 32) {  // the heaviest cluster (the first maximum), one warp
             double best = -1.0;
             int best_index = 0;
