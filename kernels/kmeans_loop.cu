@@ -32,6 +32,7 @@
 #include <cooperative_groups.h>
 #include "common.cuh"
 #include "kmeans_direct.cuh"
+#include "kmeans_relocate.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -121,16 +122,15 @@ struct Add {
 // synchronizes the grid): the n_empty points farthest from their centres (point_distances'
 // values; the current centres in `tile`, rows of `stride`), one per round: n_empty == 1
 // takes the first maximum (argmax); more take them largest first, equal distances highest
-// index first (the reversed argsort). Then relocate_empty's moves by block 0's first warp:
-// the empty clusters listed first (ascending), the r-th taking picked[r]; products in T as
-// on the host. Out of line: its registers do not count against the loop's.
+// index first (the reversed argsort). Then the host's moves (move_to_empty_clusters) by
+// block 0's first warp. Out of line: its registers do not count against the loop's.
 template <typename T, int BLOCK>
 __device__ __noinline__ void relocate(cg::grid_group& grid, const T* __restrict__ XT,
                                       const T* __restrict__ sample_weight, index_t n, int d,
                                       int k, const int* labels, const T* tile, int stride,
                                       double* S, double* W, int n_empty, double* block_status,
                                       double* reduce_value, long long* picked, int* empty_ids) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int warp = threadIdx.x / 32;
     const index_t thread = (index_t)blockIdx.x * BLOCK + threadIdx.x;
     const index_t threads = (index_t)gridDim.x * BLOCK;
     const bool first_max = n_empty == 1;
@@ -174,37 +174,9 @@ __device__ __noinline__ void relocate(cg::grid_group& grid, const T* __restrict_
         last_value = largest;
         if (threadIdx.x == 0) picked[r] = (long long)last_index;
     }
-    if (moves && blockIdx.x == 0 && warp == 0) {
-        int listed = 0;
-        for (int base = 0; base < k && listed < n_empty; base += 32) {
-            const int c = base + lane;
-            unsigned empty = __ballot_sync(0xffffffffu, c < k && !(__ldcg(W + c) > 0.0));
-            while (empty && listed < n_empty) {
-                if (lane == 0) empty_ids[listed] = base + __ffs(empty) - 1;
-                empty &= empty - 1;
-                ++listed;
-            }
-        }
-        __syncwarp();
-        for (int r = 0; r < listed; ++r) {
-            const index_t point = picked[r];
-            const int new_cluster = empty_ids[r];
-            const int old_cluster = __ldcg(labels + point);
-            const T weight = sample_weight[point];
-            for (int j = lane; j < d; j += 32) {
-                const double value = (double)(XT[(index_t)j * n + point] * weight);
-                S[(index_t)old_cluster * d + j] = __ldcg(S + (index_t)old_cluster * d + j)
-                                                  - value;
-                S[(index_t)new_cluster * d + j] = value;
-            }
-            __syncwarp();
-            if (lane == 0) {
-                W[new_cluster] = (double)weight;
-                W[old_cluster] = __ldcg(W + old_cluster) - (double)weight;
-            }
-            __syncwarp();
-        }
-    }
+    if (moves && blockIdx.x == 0 && warp == 0)
+        move_to_empty_clusters<T>(XT, sample_weight, labels, n, d, k, picked, n_empty, empty_ids,
+                                  S, W);
     grid.sync();
 }
 

@@ -1,6 +1,7 @@
 // The per-iteration and per-fit bookkeeping of the device Lloyd loop, so that an iteration
 // reads back one small status record instead of running a dozen array operations.
 #include "common.cuh"
+#include "kmeans_relocate.cuh"
 
 // M-step end, one block: new centres sums / weights (multiplied by the reciprocal, as the
 // CPU reference), the total squared centre shift, the number of empty clusters and the
@@ -146,11 +147,8 @@ __global__ void point_distances(const T* __restrict__ XT,       // IN  (d, n)
 }
 
 // Empty-cluster relocation on the device, one warp: the same steps, in the same order, as
-// the host's lloyd.relocate_empty_clusters. The empty clusters are listed first (ascending,
-// before anything moves, so a cluster emptied by a move is not relocated in this pass); the
-// r-th of them takes the point far[r] (farthest first): its weighted coordinates leave its
-// old cluster's sums and become the new cluster's. Nothing moves when every point lies on its
-// centre (*largest == 0). Products are in the data's precision, as on the host.
+// the host's lloyd.relocate_empty_clusters (move_to_empty_clusters). Nothing moves when
+// every point lies on its centre (*largest == 0).
 template <typename T>
 __global__ void relocate_empty(const T* __restrict__ XT,             // IN  (d, n)
                                const T* __restrict__ sample_weight,  // IN  (n)
@@ -163,34 +161,7 @@ __global__ void relocate_empty(const T* __restrict__ XT,             // IN  (d, 
                                double* __restrict__ sums,            // INOUT (k, d)
                                double* __restrict__ weights)         // INOUT (k)
 {
-    const int lane = threadIdx.x;
     if (*largest == (T)0) return;
-    int listed = 0;
-    for (int base = 0; base < k && listed < n_empty; base += 32) {
-        const int c = base + lane;
-        unsigned empty = __ballot_sync(0xffffffffu, c < k && !(weights[c] > 0.0));
-        while (empty && listed < n_empty) {
-            if (lane == 0) empty_ids[listed] = base + __ffs(empty) - 1;
-            empty &= empty - 1;
-            ++listed;
-        }
-    }
-    __syncwarp();
-    for (int r = 0; r < listed; ++r) {
-        const index_t point = (index_t)far[r];
-        const int new_cluster = empty_ids[r];
-        const int old_cluster = labels[point];
-        const T weight = sample_weight[point];
-        for (int j = lane; j < d; j += 32) {
-            const double moved = (double)(XT[(index_t)j * n + point] * weight);
-            sums[(index_t)old_cluster * d + j] -= moved;
-            sums[(index_t)new_cluster * d + j] = moved;
-        }
-        __syncwarp();
-        if (lane == 0) {
-            weights[new_cluster] = (double)weight;
-            weights[old_cluster] -= (double)weight;
-        }
-        __syncwarp();
-    }
+    move_to_empty_clusters<T>(XT, sample_weight, labels, n, d, k, far, n_empty, empty_ids, sums,
+                              weights);
 }
