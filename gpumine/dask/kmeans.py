@@ -288,8 +288,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             for part in parts:
                 busy[part[4]] = busy.get(part[4], 0.0) + part[3]
             overheads.append(max(0.0, 1.0 - max(busy.values()) / wall))
-            # sync: none -- the driver's host accumulators, k (d + 1) values
-            sums = np.zeros((self.n_clusters, n_features))
+            # the driver's host accumulators, k (d + 1) values
+            sums = np.zeros((self.n_clusters, n_features))  # sync: none, host NumPy
             weights = np.zeros(self.n_clusters)
             for part_sums, part_weights, *_ in parts:  # partition order: a fixed sum order
                 sums += part_sums
