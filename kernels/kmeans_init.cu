@@ -232,6 +232,7 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
     cg::grid_group grid = cg::this_grid();
     extern __shared__ double kpp_shared[];  // (m + 1) * d coordinates: candidates, pending
     __shared__ double scratch[BLOCK / kpp::kWarp];
+    __shared__ double warp_potential[BLOCK / kpp::kWarp][MT];
     __shared__ long long candidate_ids[MT];
     __shared__ double candidate_potential[MT];
     __shared__ int best_slot;
@@ -367,10 +368,16 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
                 tiles_of(parity, mine)[tile_start / kpp::kWarp] = tile_sum;
             potential += tile_sum;
         }
-        for (int t = 0; t < m; ++t) {
-            const double total = kpp::block_sum<BLOCK>(writer && mine == t ? potential : 0.0,
-                                                       scratch);
-            if (threadIdx.x == 0) partial_of(parity)[(index_t)blockIdx.x * MT + t] = total;
+        // The block sum of every candidate in one exchange: each warp's writer lanes post
+        // their candidates' sums, then thread t adds candidate t's over the warps in order
+        // (block_sum's arithmetic: the other lanes' zeros add nothing).
+        if (writer && mine < m) warp_potential[warp][mine] = potential;
+        __syncthreads();
+        if (threadIdx.x < m) {
+            double total = 0.0;
+#pragma unroll
+            for (int w = 0; w < BLOCK / kpp::kWarp; ++w) total += warp_potential[w][threadIdx.x];
+            partial_of(parity)[(index_t)blockIdx.x * MT + threadIdx.x] = total;
         }
         grid.sync();
         // Choose: the candidate of lowest total potential (the first on ties), each total

@@ -213,6 +213,18 @@ __device__ __forceinline__ index_t uf_find(index_t* parent, index_t x) {
     return x;
 }
 
+// Unite the components of cells a and b: hook the larger root under the smaller by a
+// compare-and-swap on the root, retried until it sticks (or the roots are one).
+__device__ __forceinline__ void uf_unite(index_t* parent, index_t a, index_t b) {
+    while (true) {
+        index_t x = uf_find<true>(parent, a), y = uf_find<true>(parent, b);
+        if (x == y) return;
+        if (x < y) { const index_t tmp = x; x = y; y = tmp; }
+        if ((index_t)atomicCAS((unsigned long long*)&parent[x], (unsigned long long)x,
+                               (unsigned long long)y) == x) return;
+    }
+}
+
 __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) foreground
                          index_t* parent,                    // INOUT (cells) from 0..cells-1
                          const index_t* __restrict__ shape,  // IN  (8)
@@ -232,14 +244,42 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
             ok = ok && v >= 0 && v < shape[a];
             f = f * shape[a] + (ok ? v : 0);
         }
-        if (!ok || !mask[f]) continue;
-        while (true) {
-            index_t a = uf_find<true>(parent, t), b = uf_find<true>(parent, f);
-            if (a == b) break;
-            if (a < b) { const index_t tmp = a; a = b; b = tmp; }
-            if ((index_t)atomicCAS((unsigned long long*)&parent[a], (unsigned long long)a,
-                                   (unsigned long long)b) == a) break;
+        if (ok && mask[f]) uf_unite(parent, t, f);
+    }
+}
+
+// uf_union for a grid of NDIM axes (the trailing NDIM of the 8) below 2^31 cells: the
+// same unions in the same order, with the axes unrolled and the index arithmetic in int
+// (the generic kernel's 8-axis int64 divisions and products were most of its time).
+template <int NDIM>
+__global__ void uf_union_small(const bool* __restrict__ mask,      // IN  (cells) foreground
+                               index_t* parent,                    // INOUT (cells) 0..cells-1
+                               const index_t* __restrict__ shape,  // IN  (8)
+                               const int* __restrict__ offsets,    // IN  (n_offsets, 8)
+                               int n_offsets,                      // IN
+                               int cells)                          // IN  < 2^31
+{
+    const index_t g = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= cells || !mask[g]) return;
+    const int t = (int)g;
+    int extent[NDIM], c[NDIM];
+    int rest = t;
+#pragma unroll
+    for (int a = NDIM - 1; a >= 0; --a) {
+        extent[a] = (int)shape[WC_MAX_DIMS - NDIM + a];
+        c[a] = rest % extent[a];
+        rest /= extent[a];
+    }
+    for (int o = 0; o < n_offsets; ++o) {
+        int f = 0;
+        bool ok = true;
+#pragma unroll
+        for (int a = 0; a < NDIM; ++a) {
+            const int v = c[a] + offsets[o * WC_MAX_DIMS + WC_MAX_DIMS - NDIM + a];
+            ok = ok && v >= 0 && v < extent[a];
+            f = f * extent[a] + (ok ? v : 0);
         }
+        if (ok && mask[f]) uf_unite(parent, t, f);
     }
 }
 

@@ -105,3 +105,17 @@ def test_gpu_to_host_fills_a_host_buffer(size):
 
     with pytest.raises(InvalidParameterError, match="out is"):
         b.to_host(device_array, out=b.host_buffer(size + 1, np.int64))
+
+
+@pytest.mark.gpu
+def test_gpu_to_host_widens_a_narrow_integer_array():
+    b = backend.get_backend("gpu")
+    values = np.arange(-1, 300_000, dtype=np.int64) % 120 - 1
+    out = b.to_host(b.xp.asarray(values.astype(np.int8)), out=b.host_buffer(values.size, np.int64))
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, values)
+    from gpumine.exceptions import InvalidParameterError
+
+    for narrower in (np.int32, np.float64):  # a narrowing or a change of kind is refused
+        with pytest.raises(InvalidParameterError, match="out is"):
+            b.to_host(b.xp.asarray(values), out=b.host_buffer(values.size, narrower))

@@ -183,6 +183,22 @@ def test_weights_none_equal_ones_on_device(cp):
         WaveCluster(device="cpu").fit(X, sample_weight=weight).labels_)
 
 
+@pytest.mark.parametrize("blobs", [3, 225])  # labels cross the bus as int8, then int16
+def test_host_fit_labels_come_back_as_int64(cp, blobs):
+    rng = np.random.default_rng(0)
+    side = int(np.ceil(np.sqrt(blobs)))
+    lattice = np.stack(np.meshgrid(np.arange(side), np.arange(side)), -1).reshape(-1, 2)
+    X = np.concatenate([lattice[rng.integers(0, blobs, 60_000)]
+                        + rng.normal(scale=0.06, size=(60_000, 2)),
+                        rng.uniform(-0.5, side - 0.5, size=(1_000, 2))])  # noise: label -1
+    cpu = WaveCluster(device="cpu", min_cluster_size=10).fit(X)
+    gpu = WaveCluster(device="gpu", min_cluster_size=10).fit(X)
+    assert (cpu.labels_ == -1).any() and (cpu.n_clusters_ > 127) == (blobs > 127)
+    assert gpu.labels_.dtype == np.int64 and gpu.grid_labels_.dtype == np.int64
+    np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+    np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)
+
+
 def test_pinned_staging_copies_exactly(cp, monkeypatch):
     import gpumine.backend as backend_module
 

@@ -76,3 +76,14 @@ def test_snake_is_one_component(snake):
     for label in (label_union_find, label_scipy):
         _, n = label(snake(63), 1)
         assert n == 1
+
+
+def test_narrow_label_types_hold_every_label():
+    from gpumine.wavecluster.gpu import _narrow_labels
+
+    for n_clusters in (0, 1, 128, 129, 32768, 32769, 2**31 + 1):
+        dtype = _narrow_labels(n_clusters)
+        assert np.iinfo(dtype).min <= -1 and np.iinfo(dtype).max >= n_clusters - 1
+        if dtype is not np.int8:  # and the next narrower type would not
+            narrower = {np.int16: np.int8, np.int32: np.int16, np.int64: np.int32}[dtype]
+            assert np.iinfo(narrower).max < n_clusters - 1

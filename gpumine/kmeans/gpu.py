@@ -530,8 +530,11 @@ class FusedLoop:
         n, d = X.shape
         k = centers_init.shape[0]
         self.centers = cp.empty((2, k, d), dtype=X.dtype)
-        self.centers[0] = centers_init
-        self.labels = cp.full(n, -1, dtype=cp.int32)
+        first = cp.ascontiguousarray(centers_init, dtype=X.dtype)
+        self.centers.data.copy_from_device_async(first.data, first.nbytes)  # centers[0]
+        # -1 everywhere (all bits set): one memset, where cupy.full launches a kernel
+        self.labels = cp.empty(n, dtype=cp.int32)
+        self.labels.data.memset_async(0xFF, self.labels.nbytes)
         # One zeroed buffer (one memset) for the accumulators of both parities.
         zeros = cp.zeros(2 * k * d + 2 * k + 2, dtype=cp.float64)
         self.sums = zeros[:2 * k * d].reshape(2, k, d)

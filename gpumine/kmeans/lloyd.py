@@ -423,7 +423,7 @@ def _lloyd_fused(X, sample_weight, centers_init, *, assign, max_iter, tol, xp) -
         done = status.done
         if status.finished:  # the kernel took the stopping rule and made the final pass
             return LloydResult(labels=loop.labels, inertia=status.inertia,
-                               centers=loop.centers[done & 1].copy(), n_iter=done,
+                               centers=loop.centers[done & 1], n_iter=done,
                                n_distinct=status.n_distinct)
         parity = (done - 1) & 1
         centers_new = loop.centers[parity ^ 1]
@@ -461,7 +461,7 @@ def initial_centers(init, X, sample_weight, n_clusters, *, x_mean, center_dtype,
         centers = init - x_mean
     if verbose:
         print("Initialization complete")
-    return centers.astype(center_dtype)
+    return centers.astype(center_dtype, copy=False)
 
 
 def better_run(best, result, n_clusters, xp=np):
@@ -534,7 +534,7 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     finally:
         X += x_mean
     best.centers += x_mean
-    best.centers = best.centers.astype(X.dtype)
+    best.centers = best.centers.astype(X.dtype, copy=False)
     return best
 
 
