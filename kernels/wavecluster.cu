@@ -270,12 +270,26 @@ __global__ void uf_union_small(const bool* __restrict__ mask,      // IN  (cells
         c[a] = rest % extent[a];
         rest /= extent[a];
     }
+    // In 2-d, a diagonal neighbour below is joined to this cell through others' unions
+    // when the cell below is foreground (below-left's union with its right neighbour,
+    // below's with its right), and the one below-right also when the cell to the right
+    // is (the right cell's union with the cell below it): those unions are skipped, so a
+    // dense region makes two hooking attempts per cell, not four.
+    bool below = false, right = false;
+    if constexpr (NDIM == 2) {
+        below = c[0] + 1 < extent[0] && mask[t + extent[NDIM - 1]];
+        right = c[NDIM - 1] + 1 < extent[NDIM - 1] && mask[t + 1];
+    }
     for (int o = 0; o < n_offsets; ++o) {
+        const int* offset = offsets + o * WC_MAX_DIMS + WC_MAX_DIMS - NDIM;
+        if (NDIM == 2 && offset[0] == 1 && offset[NDIM - 1] != 0
+            && (below || (offset[NDIM - 1] == 1 && right)))
+            continue;
         int f = 0;
         bool ok = true;
 #pragma unroll
         for (int a = 0; a < NDIM; ++a) {
-            const int v = c[a] + offsets[o * WC_MAX_DIMS + WC_MAX_DIMS - NDIM + a];
+            const int v = c[a] + offset[a];
             ok = ok && v >= 0 && v < extent[a];
             f = f * extent[a] + (ok ? v : 0);
         }
