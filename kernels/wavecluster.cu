@@ -200,12 +200,12 @@ __global__ void sliding_window(index_t* __restrict__ ids,   // INOUT (cells)
 // the hooking CAS, which only succeeds on a root. The final pass must not split: a split
 // writes an ancestor read earlier, which could replace the root another thread has just
 // stored for that cell.
-template <bool SPLIT>
-__device__ __forceinline__ index_t uf_find(index_t* parent, index_t x) {
-    volatile index_t* p_ = parent;  // other threads hook roots and split paths concurrently
-    index_t p = p_[x];
+template <bool SPLIT, typename I>
+__device__ __forceinline__ I uf_find(I* parent, I x) {
+    volatile I* p_ = parent;  // other threads hook roots and split paths concurrently
+    I p = p_[x];
     while (p != x) {
-        const index_t g = p_[p];
+        const I g = p_[p];
         if (SPLIT && g != p) p_[x] = g;
         x = p;
         p = g;
@@ -213,15 +213,25 @@ __device__ __forceinline__ index_t uf_find(index_t* parent, index_t x) {
     return x;
 }
 
-// Unite the components of cells a and b: hook the larger root under the smaller by a
-// compare-and-swap on the root, retried until it sticks (or the roots are one).
-__device__ __forceinline__ void uf_unite(index_t* parent, index_t a, index_t b) {
+__device__ __forceinline__ int uf_cas(int* at, int expected, int desired) {
+    return atomicCAS(at, expected, desired);
+}
+
+__device__ __forceinline__ index_t uf_cas(index_t* at, index_t expected, index_t desired) {
+    return (index_t)atomicCAS((unsigned long long*)at, (unsigned long long)expected,
+                              (unsigned long long)desired);
+}
+
+// Unite the components of cells a and b (parents in global or shared memory): hook the
+// larger root under the smaller by a compare-and-swap on the root, retried until it sticks
+// (or the roots are one).
+template <typename I>
+__device__ __forceinline__ void uf_unite(I* parent, I a, I b) {
     while (true) {
-        index_t x = uf_find<true>(parent, a), y = uf_find<true>(parent, b);
+        I x = uf_find<true>(parent, a), y = uf_find<true>(parent, b);
         if (x == y) return;
-        if (x < y) { const index_t tmp = x; x = y; y = tmp; }
-        if ((index_t)atomicCAS((unsigned long long*)&parent[x], (unsigned long long)x,
-                               (unsigned long long)y) == x) return;
+        if (x < y) { const I tmp = x; x = y; y = tmp; }
+        if (uf_cas(&parent[x], x, y) == x) return;
     }
 }
 
@@ -248,52 +258,91 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
     }
 }
 
-// uf_union for a grid of NDIM axes (the trailing NDIM of the 8) below 2^31 cells: the
-// same unions in the same order, with the axes unrolled and the index arithmetic in int
-// (the generic kernel's 8-axis int64 divisions and products were most of its time).
-template <int NDIM>
-__global__ void uf_union_small(const bool* __restrict__ mask,      // IN  (cells) foreground
-                               index_t* parent,                    // INOUT (cells) 0..cells-1
-                               const index_t* __restrict__ shape,  // IN  (8)
-                               const int* __restrict__ offsets,    // IN  (n_offsets, 8)
-                               int n_offsets,                      // IN
-                               int cells)                          // IN  < 2^31
+// Union-find of a 2-d grid in two passes, for dense grids where one-pass hooking makes
+// every cell contend for the few roots of a large component. Pass 1 (uf_tile_2d): a block
+// labels one UF_TILE x UF_TILE tile in shared memory (the same hooking, by local index,
+// whose row-major order within a tile is the flat order), then writes every cell's parent:
+// its local root's flat index (the smallest of its tile's part of the component), or
+// itself for the background. Pass 2 (uf_border_2d): the unions between cells of different
+// tiles, by uf_unite on the global parents. Each neighbour pair is united in exactly one
+// pass, except a diagonal neighbour below when the cell below (or, below-right, the cell to
+// the right) is foreground: the other pairs' unions join those two (uf_diagonal_skipped), so
+// a dense region makes two hooking attempts per cell, not four. uf_compress then points
+// every cell at its root as after the one-pass union.
+#define UF_TILE 32
+
+// Whether the pair (cell (r, c), its neighbour at (dr, dc)) is left to others' unions: a
+// diagonal below, when the cell below is foreground or (below-right) the cell to the right.
+__device__ __forceinline__ bool uf_diagonal_skipped(int dr, int dc, bool below, bool right) {
+    return dr == 1 && dc != 0 && (below || (dc == 1 && right));
+}
+
+__global__ void __launch_bounds__(256)
+uf_tile_2d(const bool* __restrict__ mask,  // IN  (rows, cols) foreground
+           index_t* __restrict__ parent,   // OUT (rows, cols)
+           int rows, int cols,             // IN  rows * cols < 2^31
+           int connectivity)               // IN  1 or 2
+{
+    __shared__ int local[UF_TILE * UF_TILE];
+    __shared__ bool fore[UF_TILE * UF_TILE];
+    const int r0 = blockIdx.y * UF_TILE, c0 = blockIdx.x * UF_TILE;
+    for (int t = threadIdx.x; t < UF_TILE * UF_TILE; t += blockDim.x) {
+        const int r = r0 + t / UF_TILE, c = c0 + t % UF_TILE;
+        fore[t] = r < rows && c < cols && mask[r * cols + c];
+        local[t] = t;
+    }
+    __syncthreads();
+    const int dr[4] = {0, 1, 1, 1}, dc[4] = {1, -1, 0, 1};
+    for (int t = threadIdx.x; t < UF_TILE * UF_TILE; t += blockDim.x) {
+        if (!fore[t]) continue;
+        const int r = t / UF_TILE, c = t % UF_TILE;
+        const bool below = r + 1 < UF_TILE ? fore[t + UF_TILE]
+                           : r0 + r + 1 < rows && mask[(r0 + r + 1) * cols + c0 + c];
+        const bool right = c + 1 < UF_TILE ? fore[t + 1]
+                           : c0 + c + 1 < cols && mask[(r0 + r) * cols + c0 + c + 1];
+        for (int o = 0; o < 4; ++o) {
+            if (connectivity == 1 && dc[o] != 0 && dr[o] != 0) continue;
+            if (uf_diagonal_skipped(dr[o], dc[o], below, right)) continue;
+            const int nr = r + dr[o], nc = c + dc[o];
+            if (nr >= UF_TILE || nc < 0 || nc >= UF_TILE) continue;  // another tile's pair
+            if (fore[nr * UF_TILE + nc]) uf_unite(local, t, nr * UF_TILE + nc);
+        }
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < UF_TILE * UF_TILE; t += blockDim.x) {
+        const int r = r0 + t / UF_TILE, c = c0 + t % UF_TILE;
+        if (r >= rows || c >= cols) continue;
+        int root = t;
+        if (fore[t]) {
+            root = uf_find<true>(local, t);
+        }
+        parent[(index_t)r * cols + c] =
+            (index_t)(r0 + root / UF_TILE) * cols + c0 + root % UF_TILE;
+    }
+}
+
+__global__ void uf_border_2d(const bool* __restrict__ mask,  // IN  (rows, cols)
+                             index_t* parent,                // INOUT (rows, cols)
+                             int rows, int cols,             // IN
+                             int connectivity)               // IN  1 or 2
 {
     const index_t g = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= cells || !mask[g]) return;
-    const int t = (int)g;
-    int extent[NDIM], c[NDIM];
-    int rest = t;
-#pragma unroll
-    for (int a = NDIM - 1; a >= 0; --a) {
-        extent[a] = (int)shape[WC_MAX_DIMS - NDIM + a];
-        c[a] = rest % extent[a];
-        rest /= extent[a];
-    }
-    // In 2-d, a diagonal neighbour below is joined to this cell through others' unions
-    // when the cell below is foreground (below-left's union with its right neighbour,
-    // below's with its right), and the one below-right also when the cell to the right
-    // is (the right cell's union with the cell below it): those unions are skipped, so a
-    // dense region makes two hooking attempts per cell, not four.
-    bool below = false, right = false;
-    if constexpr (NDIM == 2) {
-        below = c[0] + 1 < extent[0] && mask[t + extent[NDIM - 1]];
-        right = c[NDIM - 1] + 1 < extent[NDIM - 1] && mask[t + 1];
-    }
-    for (int o = 0; o < n_offsets; ++o) {
-        const int* offset = offsets + o * WC_MAX_DIMS + WC_MAX_DIMS - NDIM;
-        if (NDIM == 2 && offset[0] == 1 && offset[NDIM - 1] != 0
-            && (below || (offset[NDIM - 1] == 1 && right)))
-            continue;
-        int f = 0;
-        bool ok = true;
-#pragma unroll
-        for (int a = 0; a < NDIM; ++a) {
-            const int v = c[a] + offset[a];
-            ok = ok && v >= 0 && v < extent[a];
-            f = f * extent[a] + (ok ? v : 0);
-        }
-        if (ok && mask[f]) uf_unite(parent, t, f);
+    if (g >= (index_t)rows * cols) return;
+    const int r = (int)(g / cols), c = (int)(g - (index_t)r * cols);
+    const bool last_row = r % UF_TILE == UF_TILE - 1, edge_col = c % UF_TILE == UF_TILE - 1
+                                                                 || c % UF_TILE == 0;
+    if ((!last_row && !edge_col) || !mask[g]) return;  // interior: its pairs were pass 1's
+    const bool below = r + 1 < rows && mask[g + cols];
+    const bool right = c + 1 < cols && mask[g + 1];
+    const int dr[4] = {0, 1, 1, 1}, dc[4] = {1, -1, 0, 1};
+    for (int o = 0; o < 4; ++o) {
+        if (connectivity == 1 && dc[o] != 0 && dr[o] != 0) continue;
+        if (uf_diagonal_skipped(dr[o], dc[o], below, right)) continue;
+        const int nr = r + dr[o], nc = c + dc[o];
+        if (nr >= rows || nc < 0 || nc >= cols) continue;
+        if (nr / UF_TILE == r / UF_TILE && nc / UF_TILE == c / UF_TILE) continue;  // pass 1's
+        const index_t f = (index_t)nr * cols + nc;
+        if (mask[f]) uf_unite(parent, g, f);
     }
 }
 

@@ -62,6 +62,9 @@ def test_gpu_labelling_matches_scipy(cp, name, rng, snake):
     masks = [snake(101), np.ones((64, 48), bool), np.zeros((9, 9), bool),
              rng.random_sample(500) < 0.6, rng.random_sample((6, 7, 5, 6)) < 0.4]
     masks += [rng.random_sample((128, 96)) < p for p in (0.2, 0.45, 0.59, 0.8)]
+    # 2-d grids are labelled by 32 x 32 tiles: ragged edge tiles, one row, one column
+    masks += [rng.random_sample(shape) < p for shape in ((333, 77), (1, 200), (200, 1))
+              for p in (0.3, 0.6, 0.95)]
     masks += [rng.random_sample((20, 16, 12)) < p for p in (0.2, 0.3, 0.6)]
     for mask in masks:
         for connectivity in range(1, mask.ndim + 1):
