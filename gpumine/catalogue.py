@@ -152,8 +152,9 @@ BUILTIN_STRATEGIES = (
     Strategy(
         kind="wavecluster.label", name="union-find-gpu", backend="gpu",
         target="gpumine.wavecluster.gpu:label_union_find_gpu",
-        description="one-pass atomic union-find: CAS hooking of the larger root, then "
-                    "path compression",
+        description="atomic union-find, CAS hooking of the larger root: 2-d grids by "
+                    "32 x 32 tiles in shared memory, then the pairs across tiles; other "
+                    "grids in one pass; then path compression",
         max_dims=8,
     ),
     Strategy(
