@@ -571,11 +571,11 @@ def wavecluster(run: Run) -> tuple[Results, dict]:
         X = _wave_points(m, rng)
         shape = (m, m)
         if not results.has({"grid": m, "side": "cpu", "stage": "total"}):
-            for stage, seconds in _wave_cpu_stages(cpu, X, shape).items():
+            for stage, seconds in _wave_stages(cpu, X, shape).items():
                 results.add({"grid": m, "points": m * m, "side": "cpu", "stage": stage,
                              "seconds": seconds})
         if run.backend.is_gpu and not results.has({"grid": m, "side": "gpu", "stage": "total"}):
-            for stage, seconds in _wave_gpu_stages(run.backend, X, shape).items():
+            for stage, seconds in _wave_stages(run.backend, X, shape).items():
                 results.add({"grid": m, "points": m * m, "side": "gpu", "stage": stage,
                              "seconds": seconds})
         for side, backend in (("cpu", cpu), ("gpu", run.backend if run.backend.is_gpu else None)):
@@ -621,59 +621,37 @@ def _report_wavecluster(results, measured) -> dict:
                                          "seed 003 equation (1)"}
 
 
-def _wave_cpu_stages(cpu, X, shape) -> dict:
-    from gpumine.wavecluster import engine, labeling, wavelet
+def _wave_stages(backend, X, shape) -> dict:
+    """Seed 003 Table 1's stages on ``backend``, each timed alone: the pipeline's own steps
+    (:mod:`gpumine.wavecluster.pipeline`), with the seed's threshold (four times the mean
+    occupied density) and union-find labelling; on the GPU, the copy of X in first."""
+    from gpumine.wavecluster import engine, pipeline
 
+    stages = pipeline.stages_for(backend)
+    label = registry.load_strategy("wavecluster.label",
+                                   "union-find-gpu" if backend.is_gpu else "union-find")
     bounds = np.stack([X.min(0), X.max(0)])
-
-    def quantize():
-        cells, _ = engine.quantize(X, bounds, shape)
-        grid = np.bincount(np.ravel_multi_index(tuple(cells.T), shape),
-                           minlength=shape[0] * shape[1]).reshape(shape)
-        return cells, grid.astype(np.float64)
-
-    stages = {"quantize": measure(quantize, cpu, repeats=3).seconds}
-    cells, grid = quantize()
-    stages["wavelet"] = measure(lambda: wavelet.lowpass(grid, "haar", 1), cpu,
+    times = {}
+    if backend.is_gpu:
+        times["transfer"] = measure(lambda: backend.to_device_columns(X), backend,
+                                    repeats=3).seconds
+    data = backend.to_device_columns(X)
+    times["quantize"] = measure(lambda: stages.histogram(data, None, bounds, shape), backend,
                                 repeats=3).seconds
-    coarse = wavelet.lowpass(grid, "haar", 1)
-    threshold = 4.0 * engine.mean_occupied_density(coarse)
-    stages["threshold"] = measure(lambda: coarse >= threshold, cpu, repeats=3).seconds
+    point_cells, grid = stages.histogram(data, None, bounds, shape)
+    times["wavelet"] = measure(lambda: stages.lowpass(grid, "haar", 1), backend,
+                               repeats=3).seconds
+    coarse = stages.lowpass(grid, "haar", 1)
+    threshold = 4.0 * engine.mean_occupied_density(coarse, xp=stages.xp)
+    times["threshold"] = measure(lambda: coarse >= threshold, backend, repeats=3).seconds
     mask = coarse >= threshold
-    stages["label"] = measure(lambda: labeling.label_union_find(mask, 2), cpu,
+    times["label"] = measure(lambda: label(mask, 2), backend, repeats=3).seconds
+    components, _ = label(mask, 2)
+    times["lookup"] = measure(lambda: stages.point_components(point_cells, components, "haar",
+                                                              1, shape), backend,
                               repeats=3).seconds
-    components, _ = labeling.label_union_find(mask, 2)
-    stages["lookup"] = measure(lambda: components[tuple(wavelet.coarse_cells(
-        cells, "haar", 1, shape).T)], cpu, repeats=3).seconds
-    stages["total"] = sum(stages.values())
-    return stages
-
-
-def _wave_gpu_stages(backend, X, shape) -> dict:
-    from gpumine.wavecluster import engine, gpu
-
-    cp = backend.xp
-    stages = {"transfer": measure(lambda: cp.ascontiguousarray(cp.asarray(X).T), backend,
-                                  repeats=3).seconds}
-    XT = cp.ascontiguousarray(cp.asarray(X).T)
-    weight = cp.ones(len(X))
-    bounds = gpu.bounds(XT)
-    point_cell, hist = gpu.quantize_histogram(XT, weight, bounds, shape)
-    stages["quantize"] = measure(lambda: gpu.quantize_histogram(XT, weight, bounds, shape),
-                                 backend, repeats=3).seconds
-    coarse = gpu.lowpass(hist, "haar", 1)
-    stages["wavelet"] = measure(lambda: gpu.lowpass(hist, "haar", 1), backend,
-                                repeats=3).seconds
-    threshold = 4.0 * engine.mean_occupied_density(coarse, xp=backend.xp)
-    mask = coarse >= threshold
-    stages["threshold"] = measure(lambda: coarse >= threshold, backend, repeats=3).seconds
-    components, _ = gpu.label_union_find_gpu(mask, 2)
-    stages["label"] = measure(lambda: gpu.label_union_find_gpu(mask, 2), backend,
-                              repeats=3).seconds
-    stages["lookup"] = measure(lambda: gpu.point_components(point_cell, components, "haar", 1,
-                                                           shape), backend, repeats=3).seconds
-    stages["total"] = sum(stages.values())
-    return stages
+    times["total"] = sum(times.values())
+    return times
 
 
 # -- peers ------------------------------------------------------------------------------

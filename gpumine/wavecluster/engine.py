@@ -1,7 +1,9 @@
-"""The WaveCluster engine: quantize -> wavelet low-pass -> threshold -> label -> lookup.
+"""The WaveCluster engine's rules: quantize -> wavelet low-pass -> threshold -> label -> lookup.
 
 Seed paper 003 (Algorithm 1) and the original WaveCluster (VLDB'98). Everything
-here takes validated float arrays; the estimator resolves parameters.
+here takes validated float arrays; the estimator resolves parameters. The pipeline that
+runs these steps, on either backend, is :mod:`gpumine.wavecluster.pipeline`; the
+chunked (streamed) fit is here.
 
 Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
 (README table):
@@ -49,7 +51,6 @@ __all__ = [
     "auto_grid_shape",
     "chunk_bounds",
     "cluster_ids",
-    "fit_wavecluster",
     "fit_wavecluster_chunked",
     "lookup",
     "mean_occupied_density",
@@ -106,44 +107,6 @@ def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
     return np.where(inside, labels, -1).astype(np.int64)
 
 
-def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, threshold,
-                    connectivity, min_cluster_size, label) -> WaveClusterResult:
-    """Run the pipeline on validated X.
-
-    Parameters
-    ----------
-    X : ndarray (n, d), float64   -- IN
-    sample_weight : ndarray (n,), float64, non-negative   -- IN
-    bounds : ndarray (2, d)
-        Lower and upper bound per feature (upper > lower).
-    grid_shape : tuple of int
-    levels : int
-    wavelet : str
-    threshold : float or "auto"
-    connectivity : int
-    min_cluster_size : float
-        In units of sample weight (points when unweighted).
-    label : callable
-        ``wavecluster.label`` strategy.
-    """
-    cells, inside = quantize(X, bounds, grid_shape)
-    flat = np.ravel_multi_index(tuple(cells[inside].T), grid_shape)
-    grid = np.bincount(flat, weights=sample_weight[inside],
-                       minlength=math.prod(grid_shape)).reshape(grid_shape)
-    coarse = lowpass(grid, wavelet, levels)
-    threshold, (components, n_components) = resolve_threshold(
-        threshold, coarse, grid_weight=float(grid.sum()), min_cluster_size=min_cluster_size,
-        label=label, connectivity=connectivity)
-    point_cells = coarse_cells(cells, wavelet, levels, grid_shape)
-    point_components = np.where(inside, components[tuple(point_cells.T)], 0)
-    remap = cluster_ids(np.bincount(point_components, weights=sample_weight,
-                                    minlength=n_components + 1), min_cluster_size)
-    return WaveClusterResult(
-        labels=remap[point_components], grid_labels=remap[components],
-        grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
-        threshold=float(threshold), n_clusters=int((remap >= 0).sum()))
-
-
 def chunk_bounds(chunks):
     """One pass over a chunk source: the rows, and the per-feature (min, max) of the rows of
     positive weight (all rows when the weights are None) as a (2, d) array (None if none)."""
@@ -159,8 +122,9 @@ def chunk_bounds(chunks):
 
 def fit_wavecluster_chunked(chunks, *, bounds, grid_shape, levels, wavelet, threshold,
                             connectivity, min_cluster_size, label) -> WaveClusterResult:
-    """:func:`fit_wavecluster` over a chunk source (:mod:`gpumine.kmeans.chunked` says what
-    one is): three passes, none holding more than a chunk and the labels.
+    """:func:`gpumine.wavecluster.pipeline.fit_wavecluster` over a chunk source
+    (:mod:`gpumine.kmeans.chunked` says what one is), on the CPU: three passes, none holding
+    more than a chunk and the labels.
 
     The histogram is the sum of the chunks' histograms; the grid, threshold and
     labelling are then the in-memory pipeline's, on the same grid; a second pass

@@ -16,7 +16,7 @@ from gpumine.backend import get_backend
 from gpumine.estimator_base import GpumineEstimator
 from gpumine.exceptions import InsufficientMemoryError, InvalidInputError, InvalidParameterError
 from gpumine.validation import check_sample_weight, is_device_array
-from gpumine.wavecluster import engine
+from gpumine.wavecluster import engine, pipeline
 from gpumine.wavecluster.wavelet import coarse_shape
 
 __all__ = ["WaveCluster"]
@@ -272,13 +272,8 @@ class WaveCluster(GpumineEstimator):
                       wavelet=plan["wavelet"], threshold=self.threshold,
                       connectivity=plan["connectivity"],
                       min_cluster_size=plan["min_cluster_size"], label=plan["label"].load())
-        if backend.is_gpu:
-            from gpumine.wavecluster import gpu
-
-            result = gpu.fit_wavecluster(X, weight, device_labels=device_input, **params)
-        else:
-            result = engine.fit_wavecluster(
-                X, np.ones(X.shape[0]) if weight is None else weight, **params)
+        result = pipeline.fit_wavecluster(
+            X, weight, stages=pipeline.stages_for(backend, device_labels=device_input), **params)
         return self._set_fitted(result, backend, plan)
 
     def _fit_streamed(self, X, sample_weight):

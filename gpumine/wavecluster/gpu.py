@@ -26,6 +26,7 @@ __all__ = [
     "lowpass",
     "point_components",
     "quantize_histogram",
+    "stages",
     "weighted_bincount",
 ]
 
@@ -292,51 +293,49 @@ def _narrow_labels(n_clusters: int):
                 if np.iinfo(t).max >= n_clusters - 1)
 
 
-def fit_wavecluster(X, sample_weight, *, bounds, grid_shape, levels, wavelet, threshold,
-                    connectivity, min_cluster_size, label, device_labels=False):
-    """The engine's pipeline on the device (see :func:`gpumine.wavecluster.engine.fit_wavecluster`).
+def _histogram(X, weight, grid_bounds, grid_shape):
+    """:func:`quantize_histogram` of a (n, d) view of a column-major buffer."""
+    XT = X.T if X.T.flags.c_contiguous else cupy_module().ascontiguousarray(X.T)
+    return quantize_histogram(XT, weight, grid_bounds, grid_shape)
 
-    ``X`` is a device (n, d) view of a column-major buffer; ``sample_weight`` a device
-    float64 array or None (every point weighs 1); ``bounds`` a host (2, d) array. What
-    comes back to the host: the threshold (with ``"auto"``: the grid's mass and one count
-    per level tried) and the component count and sizes (a few bytes per component); the
-    labels of the points and of the coarse grid stay on the device when ``device_labels``
-    (CuPy input), else they are copied once at the end, in the narrowest integer type
-    that holds them (int8 up to 128 clusters: an eighth of the bytes), and widened to
-    int64 by the host threads (measured 4.2 against 7.2 ms for 16.7M labels).
-    """
-    from gpumine.wavecluster.engine import WaveClusterResult, cluster_ids, resolve_threshold
 
+def _device_results(remap, point_component, components, n_clusters, prepared):
     cp = cupy_module()
-    XT = X.T if X.T.flags.c_contiguous else cp.ascontiguousarray(X.T)
-    point_cell, grid = quantize_histogram(XT, sample_weight, bounds, grid_shape)
-    if not device_labels:  # host input: the results' host pages are written meanwhile
-        backend = get_backend("gpu")
-        labels_out = backend.host_buffer(X.shape[0], np.int64)
-        grid_labels_out = backend.host_buffer(coarse_shape(grid_shape, wavelet, levels),
-                                              np.int64)
-    coarse = lowpass(grid, wavelet, levels)
-    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
-    del grid
-    threshold, (components, n_components) = resolve_threshold(
-        threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
-        label=label, connectivity=connectivity, xp=cp, weigh=weighted_bincount)
-    point_component = point_components(point_cell, components, wavelet, levels, grid_shape)
-    del point_cell
-    sizes = weighted_bincount(point_component, sample_weight, n_components + 1)
-    # sync: the component sizes, 8 bytes per component (the coarse grid's, not the points')
-    remap_host = cluster_ids(cp.asnumpy(sizes), min_cluster_size)
-    n_clusters = int((remap_host >= 0).sum())
-    # host input: the labels cross the bus in the narrowest integer type that holds
-    # -1..n_clusters - 1 and are widened to int64 by the host threads as they land
-    remap = cp.asarray(remap_host if device_labels
-                       else remap_host.astype(_narrow_labels(n_clusters)))
-    labels = remap[point_component]
-    grid_labels = remap[components]
-    if not device_labels:  # host input: both come back once, through pinned staging
-        labels = backend.to_host(labels, out=labels_out)
-        grid_labels = backend.to_host(grid_labels, out=grid_labels_out)
-    return WaveClusterResult(
-        labels=labels, grid_labels=grid_labels,
-        grid_shape=tuple(grid_shape), bounds=np.asarray(bounds, dtype=np.float64),
-        threshold=float(threshold), n_clusters=n_clusters)
+    remap = cp.asarray(remap)
+    return remap[point_component], remap[components]
+
+
+def _host_buffers(n_samples, coarse):
+    """The host results' pages, written by host threads while the device works."""
+    backend = get_backend("gpu")
+    return backend.host_buffer(n_samples, np.int64), backend.host_buffer(coarse, np.int64)
+
+
+def _host_results(remap, point_component, components, n_clusters, prepared):
+    """The labels brought to the host once: they cross the bus in the narrowest integer
+    type that holds -1 .. n_clusters - 1 (int8 up to 128 clusters: an eighth of the bytes)
+    and the host threads widen them into the int64 buffers (measured 4.2 against 7.2 ms
+    for 16.7M labels)."""
+    cp = cupy_module()
+    backend = get_backend("gpu")
+    labels_out, grid_labels_out = prepared
+    remap = cp.asarray(remap.astype(_narrow_labels(n_clusters)))
+    # sync: the results, once, through pinned staging
+    return (backend.to_host(remap[point_component], out=labels_out),
+            backend.to_host(remap[components], out=grid_labels_out))
+
+
+def stages(*, device_labels: bool = True):
+    """The pipeline's steps on the device (:class:`gpumine.wavecluster.pipeline.Stages`).
+
+    The same arithmetic as the CPU's; every point's cell, the grids and the components stay
+    on the device. ``device_labels`` (CuPy input): the labels stay there too; False: they
+    come to the host once, at the end.
+    """
+    from gpumine.wavecluster.pipeline import Stages
+
+    return Stages(
+        xp=cupy_module(), histogram=_histogram, lowpass=lowpass,
+        point_components=point_components, weigh=weighted_bincount,
+        results=_device_results if device_labels else _host_results,
+        prepare=None if device_labels else _host_buffers)
