@@ -9,7 +9,7 @@ from gpumine import WaveCluster, registry
 from gpumine.backend import get_backend
 from gpumine.bench.timing import SUITE_SCALE as SCALE
 from gpumine.datasets import make_shapes
-from gpumine.wavecluster import engine, wavelet
+from gpumine.wavecluster import engine, pipeline, wavelet
 
 N = 50_000 * SCALE
 GRID = (512, 512)
@@ -22,11 +22,9 @@ def points():
 
 @pytest.fixture(scope="module")
 def mask(points):
-    bounds = np.stack([points.min(0), points.max(0)])
-    cells, _ = engine.quantize(points, bounds, GRID)
-    grid = np.bincount(np.ravel_multi_index(tuple(cells.T), GRID),
-                       minlength=GRID[0] * GRID[1]).reshape(GRID).astype(np.float64)
-    coarse = wavelet.lowpass(grid, "haar", 1)
+    stages = pipeline.stages_for(get_backend("cpu"))
+    _, grid = stages.histogram(points, None, np.stack([points.min(0), points.max(0)]), GRID)
+    coarse = stages.lowpass(grid, "haar", 1)
     return coarse >= 0.1 * engine.mean_occupied_density(coarse)  # the benchmark's fixed rule
 
 
@@ -52,11 +50,7 @@ def test_label(run_timed, mask, device, name):
 
 def test_lowpass(run_timed, backend, mask):
     grid = mask.astype(np.float64)
-    if backend.is_gpu:
-        from gpumine.wavecluster import gpu
-
-        device_grid = backend.to_device(grid)
-        out = run_timed(backend, lambda: gpu.lowpass(device_grid, "haar", 1))
-    else:
-        out = run_timed(backend, lambda: wavelet.lowpass(grid, "haar", 1))
+    lowpass = pipeline.stages_for(backend).lowpass
+    device_grid = backend.to_device(grid)
+    out = run_timed(backend, lambda: lowpass(device_grid, "haar", 1))
     np.testing.assert_allclose(backend.to_host(out), wavelet.lowpass(grid, "haar", 1))
