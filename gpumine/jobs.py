@@ -207,7 +207,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     stream : bool or None
         Fit over the file's record batches, read again at every pass, instead of
         reading it whole (:mod:`gpumine.kmeans.chunked`): Parquet inputs (a file, a
-        directory or a glob), ``nulls="error"``; WaveCluster on the CPU only. None
+        directory or a glob), ``nulls="error"``. None
         (the default) streams, with a note, when the features would take more than
         half of the memory the device has free.
 
@@ -289,7 +289,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
             data, names, n_rows, kept = _read_sample(source, names, int(fit_sample), seed,
                                                      backend, dtype, nulls, stages)
             source_name = str(source)
-        elif _streams(stream, source, names, nulls, backend, note, algorithm):
+        elif _streams(stream, source, names, nulls, backend, note):
             data, n_rows, kept = _dataset(source, names), _row_count(source), None
             source_name = str(source)
         else:
@@ -335,18 +335,13 @@ def _row_count(source) -> int:
     return int(row_count(source))
 
 
-def _streams(stream, source, names, nulls, backend, note, algorithm) -> bool:
-    """Whether to stream ``source`` (``stream``, or, when None, its size against memory).
-
-    WaveCluster streams on the CPU only, so on the GPU it streams only when asked (and
-    then says why it cannot).
-    """
+def _streams(stream, source, names, nulls, backend, note) -> bool:
+    """Whether to stream ``source`` (``stream``, or, when None, its size against memory)."""
     from gpumine.adapters import row_count, source_format
 
     kind = source_format(source)
     if stream is None:
-        if (nulls != "error" or kind not in ("parquet", "dataset")
-                or (algorithm == "wavecluster" and backend.is_gpu)):
+        if nulls != "error" or kind not in ("parquet", "dataset"):
             return False
         need = (row_count(source) or 0) * len(names) * 8
         free = _free_memory(backend)

@@ -245,7 +245,31 @@ def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)
 
 
-def test_a_streamed_fit_on_the_gpu_is_refused_before_any_work():
-    X = _discs(2000, 3)
-    with pytest.raises(InvalidParameterError, match="runs on the CPU for now"):
-        WaveCluster(device="gpu", batch_rows=500).fit(X)
+def test_streamed_fit_on_the_gpu_equals_the_in_memory_one(cp, tmp_path):
+    """batch_rows over host and CuPy arrays, a Parquet dataset, and weights: the labels of
+    the in-memory GPU fit (and of the CPU), in the input's namespace."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    X = _discs(30_001, 3)
+    memory = WaveCluster(device="gpu").fit(X)
+    np.testing.assert_array_equal(memory.labels_, WaveCluster(device="cpu").fit(X).labels_)
+    streamed = WaveCluster(device="gpu", batch_rows=7_000).fit(X)
+    assert isinstance(streamed.labels_, np.ndarray) and streamed.labels_.dtype == np.int64
+    np.testing.assert_array_equal(streamed.labels_, memory.labels_)
+    np.testing.assert_array_equal(streamed.grid_labels_, memory.grid_labels_)
+    assert streamed.threshold_ == memory.threshold_ and streamed.n_clusters_ >= 2
+    on_device = WaveCluster(device="gpu", batch_rows=7_000).fit(cp.asarray(X))
+    assert isinstance(on_device.labels_, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(on_device.labels_), memory.labels_)
+    for i, part in enumerate(np.array_split(X, 3)):
+        pq.write_table(pa.table({f"x{j}": part[:, j] for j in range(2)}),
+                       tmp_path / f"{i}.parquet", row_group_size=4_000)
+    dataset = ds.dataset(sorted(tmp_path.glob("*.parquet")), format="parquet")
+    np.testing.assert_array_equal(WaveCluster(device="gpu", batch_rows=5_000).fit(dataset)
+                                  .labels_, memory.labels_)
+    weight = np.full(len(X), 2.0)
+    np.testing.assert_array_equal(
+        WaveCluster(device="gpu", batch_rows=9_000).fit(X, sample_weight=weight).labels_,
+        WaveCluster(device="gpu").fit(X, sample_weight=weight).labels_)

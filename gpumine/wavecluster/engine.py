@@ -2,8 +2,8 @@
 
 Seed paper 003 (Algorithm 1) and the original WaveCluster (VLDB'98). Everything
 here takes validated float arrays; the estimator resolves parameters. The pipeline that
-runs these steps, on either backend, is :mod:`gpumine.wavecluster.pipeline`; the
-chunked (streamed) fit is here.
+runs these steps, in memory or over chunks, on either backend, is
+:mod:`gpumine.wavecluster.pipeline`.
 
 Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
 (README table):
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
+from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
     "WaveClusterResult",
@@ -51,7 +51,6 @@ __all__ = [
     "auto_grid_shape",
     "chunk_bounds",
     "cluster_ids",
-    "fit_wavecluster_chunked",
     "lookup",
     "mean_occupied_density",
     "quantize",
@@ -113,54 +112,14 @@ def chunk_bounds(chunks):
     rows, lo, hi = 0, None, None
     for X, w in chunks():
         rows += X.shape[0]
-        kept = X if w is None else X[w > 0]
+        kept = X if w is None else X[w > 0]  # sync on the GPU: the kept rows, once a chunk
         if kept.shape[0]:
-            lo = kept.min(axis=0) if lo is None else np.minimum(lo, kept.min(axis=0))
-            hi = kept.max(axis=0) if hi is None else np.maximum(hi, kept.max(axis=0))
+            # sync on the GPU: 2 d values a chunk (device chunks' bounds come to the host)
+            chunk_lo, chunk_hi = (np.asarray(getattr(b, "get", lambda b=b: b)())
+                                  for b in (kept.min(axis=0), kept.max(axis=0)))
+            lo = chunk_lo if lo is None else np.minimum(lo, chunk_lo)
+            hi = chunk_hi if hi is None else np.maximum(hi, chunk_hi)
     return rows, None if lo is None else np.stack([lo, hi]).astype(np.float64)
-
-
-def fit_wavecluster_chunked(chunks, *, bounds, grid_shape, levels, wavelet, threshold,
-                            connectivity, min_cluster_size, label) -> WaveClusterResult:
-    """:func:`gpumine.wavecluster.pipeline.fit_wavecluster` over a chunk source
-    (:mod:`gpumine.kmeans.chunked` says what one is), on the CPU: three passes, none holding
-    more than a chunk and the labels.
-
-    The histogram is the sum of the chunks' histograms; the grid, threshold and
-    labelling are then the in-memory pipeline's, on the same grid; a second pass
-    weighs the components by their points and a third labels the points. With
-    unweighted points the counts are exact, so the result equals the in-memory fit's.
-    """
-    size = math.prod(grid_shape)
-    grid = np.zeros(size)
-    for X, w in chunks():
-        cells, inside = quantize(X, bounds, grid_shape)
-        flat = np.ravel_multi_index(tuple(cells[inside].T), grid_shape)
-        weight = np.ones(X.shape[0]) if w is None else w
-        grid += np.bincount(flat, weights=weight[inside], minlength=size)
-    grid = grid.reshape(grid_shape)
-    coarse = lowpass(grid, wavelet, levels)
-    threshold, (components, n_components) = resolve_threshold(
-        threshold, coarse, grid_weight=float(grid.sum()), min_cluster_size=min_cluster_size,
-        label=label, connectivity=connectivity)
-    del grid, coarse
-
-    def point_components(X):
-        cells, inside = quantize(X, bounds, grid_shape)
-        point_cells = coarse_cells(cells, wavelet, levels, grid_shape)
-        return np.where(inside, components[tuple(point_cells.T)], 0)
-
-    sizes = np.zeros(n_components + 1)
-    for X, w in chunks():
-        sizes += np.bincount(point_components(X), weights=None if w is None else w,
-                             minlength=n_components + 1)
-    remap = cluster_ids(sizes, min_cluster_size)
-    labels = [remap[point_components(X)] for X, _ in chunks()]
-    return WaveClusterResult(
-        labels=np.concatenate(labels) if labels else np.empty(0, dtype=np.int64),
-        grid_labels=remap[components], grid_shape=tuple(grid_shape),
-        bounds=np.asarray(bounds, dtype=np.float64), threshold=float(threshold),
-        n_clusters=int((remap >= 0).sum()))
 
 
 def auto_connectivity(n_features: int) -> int:

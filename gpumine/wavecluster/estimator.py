@@ -78,7 +78,8 @@ class WaveCluster(GpumineEstimator):
         grid's histogram, one to weigh the components and one to label the points,
         none holding more than a chunk and the labels. A ``pyarrow.dataset.Dataset``
         always streams (chunks of 2**20 rows when this is None). Unweighted, the
-        result equals the in-memory fit's. CPU only for now (``device="cpu"``).
+        result equals the in-memory fit's, on the CPU and on the GPU (whose device then
+        holds a chunk and the grids, not X).
 
     Attributes
     ----------
@@ -277,12 +278,9 @@ class WaveCluster(GpumineEstimator):
         return self._set_fitted(result, backend, plan)
 
     def _fit_streamed(self, X, sample_weight):
-        """The fit over chunks (``batch_rows``, or a pyarrow dataset), on the CPU."""
+        """The fit over chunks (``batch_rows``, or a pyarrow dataset), on either backend."""
         backend = self._backend()
-        if backend.is_gpu:
-            raise InvalidParameterError(
-                "a streamed WaveCluster fit (a pyarrow dataset, or batch_rows) runs on the CPU "
-                "for now; pass device='cpu'")
+        device_input = is_device_array(X)
         rows = self.batch_rows or DEFAULT_BATCH_ROWS
         if is_dataset(X):
             if sample_weight is not None:
@@ -295,7 +293,8 @@ class WaveCluster(GpumineEstimator):
         else:
             X = self._validate_X(X, reset=True, backend=backend)
             weight = (None if sample_weight is None
-                      else check_sample_weight(sample_weight, X.shape[0], np.float64, np))
+                      else check_sample_weight(sample_weight, X.shape[0], np.float64,
+                                               backend.xp))
             chunks, n_features = array_chunks(X, weight, rows), X.shape[1]
         n_samples, data_bounds = engine.chunk_bounds(chunks)  # the first pass
         plan = self._plan(n_samples, n_features, weight, backend)
@@ -305,11 +304,12 @@ class WaveCluster(GpumineEstimator):
             raise InvalidInputError("every point has zero weight")
         else:
             bounds = self._check_bounds(data_bounds)
-        result = engine.fit_wavecluster_chunked(
-            chunks, bounds=bounds, grid_shape=plan["grid_shape"], levels=self.levels,
-            wavelet=plan["wavelet"], threshold=self.threshold,
-            connectivity=plan["connectivity"], min_cluster_size=plan["min_cluster_size"],
-            label=plan["label"].load())
+        result = pipeline.fit_wavecluster_chunked(
+            chunks, stages=pipeline.stages_for(backend), bounds=bounds,
+            grid_shape=plan["grid_shape"], levels=self.levels, wavelet=plan["wavelet"],
+            threshold=self.threshold, connectivity=plan["connectivity"],
+            min_cluster_size=plan["min_cluster_size"], label=plan["label"].load(),
+            labels_to_host=not device_input)
         return self._set_fitted(result, backend, plan)
 
     def _set_fitted(self, result, backend, plan):

@@ -338,4 +338,4 @@ def stages(*, device_labels: bool = True):
         xp=cupy_module(), histogram=_histogram, lowpass=lowpass,
         point_components=point_components, weigh=weighted_bincount,
         results=_device_results if device_labels else _host_results,
-        prepare=None if device_labels else _host_buffers)
+        prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host)

@@ -41,7 +41,7 @@ from gpumine.wavecluster.engine import (
 )
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
 
-__all__ = ["Stages", "fit_wavecluster", "stages_for"]
+__all__ = ["Stages", "fit_wavecluster", "fit_wavecluster_chunked", "stages_for"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,8 @@ class Stages:
         ``prepare(n_samples, coarse_shape)``, called once the histogram is queued: what
         ``results`` will need (the GPU's host buffers for host input, written while the
         device works).
+    to_host : callable, optional
+        An array of ``xp`` as a NumPy array (the chunked fit's labels, chunk by chunk).
     """
 
     xp: ModuleType
@@ -83,6 +85,7 @@ class Stages:
     weigh: Callable
     results: Callable
     prepare: Callable | None = None
+    to_host: Callable = np.asarray
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -179,3 +182,50 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
         labels=labels, grid_labels=grid_labels, grid_shape=tuple(grid_shape),
         bounds=np.asarray(bounds, dtype=np.float64), threshold=float(threshold),
         n_clusters=n_clusters)
+
+
+def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, levels, wavelet,
+                            threshold, connectivity, min_cluster_size, label,
+                            labels_to_host: bool = True) -> WaveClusterResult:
+    """:func:`fit_wavecluster` over a chunk source (:mod:`gpumine.kmeans.chunked` says what
+    one is), on either backend: three passes, none holding more than a chunk, the grids
+    and the labels.
+
+    The fine grid is the sum of the chunks' grids; the wavelet, threshold and labelling are
+    then :func:`fit_wavecluster`'s, on the same grid; a second pass weighs the components
+    by their points and a third labels the points. With unweighted points the counts are
+    exact, so the result equals the in-memory fit's. ``labels_to_host``: each chunk's
+    labels go to the host as they are made (``stages.to_host``); else they stay on the
+    backend and are joined there.
+    """
+    xp = stages.xp
+    grid = xp.zeros(grid_shape, dtype=xp.float64)
+    for X, w in chunks():
+        grid += stages.histogram(X, w, bounds, grid_shape)[1]
+    coarse = stages.lowpass(grid, wavelet, levels)
+    # sync: 8 bytes on the GPU, the grid's weight that "auto" counts points in
+    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0
+    del grid
+    threshold, (components, n_components) = resolve_threshold(
+        threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
+        label=label, connectivity=connectivity, xp=xp, weigh=stages.weigh)
+    del coarse
+
+    def point_component(X):
+        point_cells, _ = stages.histogram(X, None, bounds, grid_shape)
+        return stages.point_components(point_cells, components, wavelet, levels, grid_shape)
+
+    sizes = xp.zeros(n_components + 1, dtype=xp.float64)
+    for X, w in chunks():
+        sizes += stages.weigh(point_component(X), w, n_components + 1)
+    # sync: the component sizes, 8 bytes per component
+    remap = cluster_ids(stages.to_host(sizes), min_cluster_size)
+    on_backend = xp.asarray(remap)
+    move = stages.to_host if labels_to_host else (lambda labels: labels)
+    labels = [move(on_backend[point_component(X)]) for X, _ in chunks()]
+    join = np if labels_to_host else xp
+    return WaveClusterResult(
+        labels=join.concatenate(labels) if labels else join.empty(0, dtype=np.int64),
+        grid_labels=move(on_backend[components]), grid_shape=tuple(grid_shape),
+        bounds=np.asarray(bounds, dtype=np.float64), threshold=float(threshold),
+        n_clusters=int((remap >= 0).sum()))
