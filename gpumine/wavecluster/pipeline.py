@@ -75,7 +75,8 @@ class Stages:
         ``results`` will need (the GPU's host buffers for host input, written while the
         device works).
     to_host : callable, optional
-        An array of ``xp`` as a NumPy array (the chunked fit's labels, chunk by chunk).
+        An array of ``xp`` as a NumPy array (the component sizes; the chunked fit's
+        labels, chunk by chunk).
     """
 
     xp: ModuleType
@@ -174,7 +175,7 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
     del point_cells
     sizes = stages.weigh(point_component, sample_weight, n_components + 1)
     # sync: the component sizes, 8 bytes per component (the coarse grid's, not the points')
-    remap = cluster_ids(sizes.get() if xp is not np else sizes, min_cluster_size)
+    remap = cluster_ids(stages.to_host(sizes), min_cluster_size)
     n_clusters = int((remap >= 0).sum())
     labels, grid_labels = stages.results(remap, point_component, components, n_clusters,
                                          prepared)
