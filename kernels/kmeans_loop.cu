@@ -222,8 +222,9 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
     constexpr int kWarps = BLOCK / 32;
     extern __shared__ __align__(16) unsigned char loop_shared[];
     T* tile = reinterpret_cast<T*>(loop_shared);           // k * DMAX centres
-    T* acc = tile + (index_t)k * DMAX;                      // k * d sums, then k weights
-    T* acc_weights = acc + (index_t)k * d;
+    const int stride = odd_stride(d);
+    T* acc = tile + (index_t)k * DMAX;                      // k rows of stride sums,
+    T* acc_weights = acc + (index_t)k * stride;             // then k weights
     __shared__ double reduce_value[kWarps];
     __shared__ unsigned long long reduce_count[kWarps];
     __shared__ int heaviest;
@@ -245,7 +246,7 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             const int c = t / DMAX, j = t - c * DMAX;
             tile[t] = j < d ? __ldcg(current + (index_t)c * d + j) : T(0);
         }
-        for (int t = threadIdx.x; t < k * (d + 1); t += BLOCK) acc[t] = T(0);
+        for (int t = threadIdx.x; t < k * (stride + 1); t += BLOCK) acc[t] = T(0);
         __syncthreads();
         unsigned long long moved = 0;
         for (index_t i = thread; i < n; i += threads) {
@@ -258,14 +259,16 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             atomicAdd(&acc_weights[best_index], w);
 #pragma unroll
             for (int j = 0; j < DMAX; ++j)  // unrolled: x stays in registers
-                if (j < d) atomicAdd(&acc[best_index * d + j], x[j] * w);
+                if (j < d) atomicAdd(&acc[best_index * stride + j], x[j] * w);
         }
         for (int offset = 16; offset > 0; offset >>= 1)
             moved += __shfl_down_sync(0xffffffffu, moved, offset);
         if (lane == 0 && moved) atomicAdd(&changed[p], moved);
         __syncthreads();
-        for (int t = threadIdx.x; t < k * (d + 1); t += BLOCK) {
-            const double value = (double)acc[t];
+        for (int t = threadIdx.x; t < k * (d + 1); t += BLOCK) {  // the (k, d) + k layout
+            const int c = t / d;
+            const double value = (double)(t < k * d ? acc[c * stride + (t - c * d)]
+                                                    : acc_weights[t - k * d]);
             if (value != 0.0) {
                 if (t < k * d) atomicAdd(&S[t], value);
                 else atomicAdd(&W[t - k * d], value);

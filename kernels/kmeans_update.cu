@@ -38,9 +38,11 @@ __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN 
                                      double* __restrict__ weights)        // INOUT (k)
 {
     extern __shared__ unsigned char shared_atomic_raw[];
-    A* shared_acc = reinterpret_cast<A*>(shared_atomic_raw);  // k * d sums, then k weights
-    A* shared_weights = shared_acc + (index_t)k * d;
-    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) shared_acc[t] = A(0);
+    // k rows of odd_stride(d) sums, then k weights
+    const int stride = odd_stride(d);
+    A* shared_acc = reinterpret_cast<A*>(shared_atomic_raw);
+    A* shared_weights = shared_acc + (index_t)k * stride;
+    for (int t = threadIdx.x; t < k * (stride + 1); t += blockDim.x) shared_acc[t] = A(0);
     __syncthreads();
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
@@ -48,11 +50,13 @@ __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN 
         const A w = (A)sample_weight[i];
         atomicAdd(&shared_weights[label], w);
         for (int j = 0; j < d; ++j)
-            atomicAdd(&shared_acc[label * d + j], (A)XT[(index_t)j * n + i] * w);
+            atomicAdd(&shared_acc[label * stride + j], (A)XT[(index_t)j * n + i] * w);
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) {
-        const double value = (double)shared_acc[t];
+    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) {  // t: the (k, d) + k layout
+        const int c = t / d;
+        const double value = (double)(t < k * d ? shared_acc[c * stride + (t - c * d)]
+                                                : shared_weights[t - k * d]);
         if (value != 0.0) {
             if (t < k * d) atomicAdd(&sums[t], value);
             else atomicAdd(&weights[t - k * d], value);

@@ -120,6 +120,12 @@ instantiation(_UPDATE, "irregular_finish")
 instantiation(_UPDATE, "masked_tree_summation")
 
 
+def _odd_stride(d: int) -> int:
+    """``odd_stride`` of kernels/common.cuh: the row stride of a block's shared (k, d)
+    partial sums, d rounded up to odd so that a warp's atomics spread over the banks."""
+    return d | 1
+
+
 def _blocks(count: int, block: int = _BLOCK) -> int:
     return max(1, -(-int(count) // block))
 
@@ -227,7 +233,7 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     the global sums in double.
     """
     XT, n, d, k = _prepare(X, sums, weights)
-    shared = k * (d + 1) * X.dtype.itemsize
+    shared = k * (_odd_stride(d) + 1) * X.dtype.itemsize
     if shared <= _DEFAULT_SHARED:
         # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
         # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
@@ -555,7 +561,7 @@ class FusedLoop:
     def shared_bytes(k: int, d: int, itemsize: int) -> int:
         """Dynamic shared memory of a block: the padded centres and the block's sums."""
         dmax = next(m for m in _ASSIGN_DIMS if m >= d)
-        return k * (dmax + d + 1) * itemsize
+        return k * (dmax + _odd_stride(d) + 1) * itemsize
 
     @staticmethod
     def takes(X, n_clusters: int, assign, update) -> bool:
