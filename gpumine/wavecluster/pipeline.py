@@ -223,6 +223,7 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
     remap = cluster_ids(stages.to_host(sizes), min_cluster_size)
     on_backend = xp.asarray(remap)
     move = stages.to_host if labels_to_host else (lambda labels: labels)
+    # sync on the GPU with labels_to_host: each chunk's labels, once, as they are made
     labels = [move(on_backend[point_component(X)]) for X, _ in chunks()]
     join = np if labels_to_host else xp
     return WaveClusterResult(
