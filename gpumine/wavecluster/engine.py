@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpumine.validation import is_device_array
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
@@ -106,6 +107,11 @@ def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
     return np.where(inside, labels, -1).astype(np.int64)
 
 
+def _on_host(values):
+    """A few values on the host: a device chunk's per-feature bound is copied back."""
+    return values.get() if is_device_array(values) else values  # sync: d values, GPU only
+
+
 def chunk_bounds(chunks):
     """One pass over a chunk source: the rows, and the per-feature (min, max) of the rows of
     positive weight (all rows when the weights are None) as a (2, d) array (None if none)."""
@@ -114,9 +120,7 @@ def chunk_bounds(chunks):
         rows += X.shape[0]
         kept = X if w is None else X[w > 0]  # sync on the GPU: the kept rows, once a chunk
         if kept.shape[0]:
-            # sync on the GPU: 2 d values a chunk (device chunks' bounds come to the host)
-            chunk_lo, chunk_hi = (np.asarray(getattr(b, "get", lambda b=b: b)())
-                                  for b in (kept.min(axis=0), kept.max(axis=0)))
+            chunk_lo, chunk_hi = _on_host(kept.min(axis=0)), _on_host(kept.max(axis=0))
             lo = chunk_lo if lo is None else np.minimum(lo, chunk_lo)
             hi = chunk_hi if hi is None else np.maximum(hi, chunk_hi)
     return rows, None if lo is None else np.stack([lo, hi]).astype(np.float64)

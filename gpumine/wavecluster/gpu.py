@@ -320,9 +320,9 @@ def _host_results(remap, point_component, components, n_clusters, prepared):
     backend = get_backend("gpu")
     labels_out, grid_labels_out = prepared
     remap = cp.asarray(remap.astype(_narrow_labels(n_clusters)))
-    # sync: the results, once, through pinned staging
-    return (backend.to_host(remap[point_component], out=labels_out),
-            backend.to_host(remap[components], out=grid_labels_out))
+    # the results, once, through pinned staging
+    return (backend.to_host(remap[point_component], out=labels_out),  # sync: n labels
+            backend.to_host(remap[components], out=grid_labels_out))  # sync: the grid's
 
 
 def stages(*, device_labels: bool = True):

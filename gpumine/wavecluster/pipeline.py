@@ -164,8 +164,8 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
     prepared = (stages.prepare(X.shape[0], coarse_shape(grid_shape, wavelet, levels))
                 if stages.prepare is not None else None)
     coarse = stages.lowpass(grid, wavelet, levels)
-    # sync: 8 bytes on the GPU, the grid's weight that "auto" counts points in
-    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0
+    # the grid's weight, that "auto" counts points in
+    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
     del grid
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
@@ -174,14 +174,15 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
                                               grid_shape)
     del point_cells
     sizes = stages.weigh(point_component, sample_weight, n_components + 1)
-    # sync: the component sizes, 8 bytes per component (the coarse grid's, not the points')
-    remap = cluster_ids(stages.to_host(sizes), min_cluster_size)
-    n_clusters = int((remap >= 0).sum())
+    # the component sizes: 8 bytes per component (the coarse grid's, not the points')
+    remap = cluster_ids(stages.to_host(sizes), min_cluster_size)  # sync: the sizes
+    n_clusters = int((remap >= 0).sum())  # sync: none, remap is on the host
     labels, grid_labels = stages.results(remap, point_component, components, n_clusters,
                                          prepared)
     return WaveClusterResult(
         labels=labels, grid_labels=grid_labels, grid_shape=tuple(grid_shape),
-        bounds=np.asarray(bounds, dtype=np.float64), threshold=float(threshold),
+        bounds=np.asarray(bounds, dtype=np.float64),
+        threshold=float(threshold),  # sync: none, a host number
         n_clusters=n_clusters)
 
 
@@ -204,8 +205,8 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
     for X, w in chunks():
         grid += stages.histogram(X, w, bounds, grid_shape)[1]
     coarse = stages.lowpass(grid, wavelet, levels)
-    # sync: 8 bytes on the GPU, the grid's weight that "auto" counts points in
-    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0
+    # the grid's weight, that "auto" counts points in
+    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
     del grid
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
@@ -219,8 +220,7 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
     sizes = xp.zeros(n_components + 1, dtype=xp.float64)
     for X, w in chunks():
         sizes += stages.weigh(point_component(X), w, n_components + 1)
-    # sync: the component sizes, 8 bytes per component
-    remap = cluster_ids(stages.to_host(sizes), min_cluster_size)
+    remap = cluster_ids(stages.to_host(sizes), min_cluster_size)  # sync: 8 bytes a component
     on_backend = xp.asarray(remap)
     move = stages.to_host if labels_to_host else (lambda labels: labels)
     # sync on the GPU with labels_to_host: each chunk's labels, once, as they are made
@@ -229,5 +229,6 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
     return WaveClusterResult(
         labels=join.concatenate(labels) if labels else join.empty(0, dtype=np.int64),
         grid_labels=move(on_backend[components]), grid_shape=tuple(grid_shape),
-        bounds=np.asarray(bounds, dtype=np.float64), threshold=float(threshold),
-        n_clusters=int((remap >= 0).sum()))
+        bounds=np.asarray(bounds, dtype=np.float64),
+        threshold=float(threshold),  # sync: none, a host number
+        n_clusters=int((remap >= 0).sum()))  # sync: none, remap is on the host
