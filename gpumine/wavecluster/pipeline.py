@@ -128,6 +128,22 @@ def stages_for(backend, *, device_labels: bool = True) -> Stages:
     return gpu.stages(device_labels=device_labels)
 
 
+def _components(stages, fine, *, wavelet, levels, threshold, connectivity, min_cluster_size,
+                label):
+    """Low-pass the fine grid, resolve the threshold and label the coarse foreground:
+    ``(threshold, components, n_components)``. ``fine`` is a one-element list holding the
+    fine grid; it is emptied, so the grid is freed before the labelling."""
+    grid = fine.pop()
+    coarse = stages.lowpass(grid, wavelet, levels)
+    # the grid's weight, that "auto" counts points in
+    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
+    del grid
+    threshold, (components, n_components) = resolve_threshold(
+        threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
+        label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh)
+    return threshold, components, n_components
+
+
 def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, levels, wavelet,
                     threshold, connectivity, min_cluster_size, label) -> WaveClusterResult:
     """Run the pipeline on validated X.
@@ -159,17 +175,12 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
         mass and one count per level tried) and the component sizes (8 bytes per
         component), besides the labels as ``stages.results`` places them.
     """
-    xp = stages.xp
-    point_cells, grid = stages.histogram(X, sample_weight, bounds, grid_shape)
+    point_cells, *fine = stages.histogram(X, sample_weight, bounds, grid_shape)
     prepared = (stages.prepare(X.shape[0], coarse_shape(grid_shape, wavelet, levels))
                 if stages.prepare is not None else None)
-    coarse = stages.lowpass(grid, wavelet, levels)
-    # the grid's weight, that "auto" counts points in
-    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
-    del grid
-    threshold, (components, n_components) = resolve_threshold(
-        threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
-        label=label, connectivity=connectivity, xp=xp, weigh=stages.weigh)
+    threshold, components, n_components = _components(
+        stages, fine, wavelet=wavelet, levels=levels, threshold=threshold,
+        connectivity=connectivity, min_cluster_size=min_cluster_size, label=label)
     point_component = stages.point_components(point_cells, components, wavelet, levels,
                                               grid_shape)
     del point_cells
@@ -201,17 +212,12 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
     backend and are joined there.
     """
     xp = stages.xp
-    grid = xp.zeros(grid_shape, dtype=xp.float64)
+    fine = [xp.zeros(grid_shape, dtype=xp.float64)]
     for X, w in chunks():
-        grid += stages.histogram(X, w, bounds, grid_shape)[1]
-    coarse = stages.lowpass(grid, wavelet, levels)
-    # the grid's weight, that "auto" counts points in
-    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
-    del grid
-    threshold, (components, n_components) = resolve_threshold(
-        threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
-        label=label, connectivity=connectivity, xp=xp, weigh=stages.weigh)
-    del coarse
+        fine[0] += stages.histogram(X, w, bounds, grid_shape)[1]
+    threshold, components, n_components = _components(
+        stages, fine, wavelet=wavelet, levels=levels, threshold=threshold,
+        connectivity=connectivity, min_cluster_size=min_cluster_size, label=label)
 
     def point_component(X):
         point_cells, _ = stages.histogram(X, None, bounds, grid_shape)
