@@ -19,19 +19,19 @@ import argparse
 import datetime
 import os
 import platform
-import time
 
 import numpy as np
-from fit_timing import _commit, write_record  # the script's folder is on sys.path
+from fit_timing import save  # the script's folder is on sys.path
+
+from gpumine.bench.record import commit
+from gpumine.bench.timing import timed
 
 SHAPES = [(100_000, 8, 8), (100_000, 32, 64), (1_000_000, 8, 16)]
 
 
 def _fit_seconds(make, X) -> float:
     model = make()
-    start = time.perf_counter()
-    model.fit(X)
-    return time.perf_counter() - start
+    return timed(lambda: model.fit(X))[1]
 
 
 def measure(n, d, k) -> dict:
@@ -85,9 +85,9 @@ def main() -> int:
     record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": platform.node(), "cpu_count": os.cpu_count(),
               "processor": platform.processor(), "numpy": np.__version__,
-              "numba": numba.__version__, "sklearn": sklearn.__version__, "commit": _commit()}
+              "numba": numba.__version__, "sklearn": sklearn.__version__, "commit": commit()}
     record["shapes"] = [measure(*shape) for shape in (SHAPES[:1] if args.quick else SHAPES)]
-    write_record(args.out, "cpu-step", record)
+    save(args.out, "cpu-step", record)
     return 0
 
 

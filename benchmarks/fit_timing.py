@@ -36,51 +36,27 @@ import datetime
 import json
 import os
 import platform
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 from gpu_check import device_time  # the script's folder is on sys.path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _sync(cp):
-    cp.cuda.get_current_stream().synchronize()
+from gpumine.backend import get_backend
+from gpumine.bench.record import commit, write_record
+from gpumine.bench.timing import measure, timed
 
 
 def wall(cp, fn, repeats=5, warmup=1):
-    """Median seconds of ``fn()`` on a synchronized host clock (host data in, results out)."""
-    for _ in range(warmup):
-        fn()
-    _sync(cp)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        _sync(cp)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)), [float(t) for t in times]
+    """Median seconds of ``fn()`` on a synchronized host clock (host data in, results out),
+    and every call's seconds (``gpumine.bench.timing.measure``, the "host" clock)."""
+    m = measure(fn, get_backend("gpu"), repeats=repeats, warmup=warmup, budget_seconds=None,
+                clock="host")
+    return m.seconds, m.times
 
 
-def _commit() -> str:
-    env = os.environ.get("GPUMINE_COMMIT")
-    if env:
-        return env
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                              capture_output=True, text=True).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
-def write_record(out, prefix: str, record: dict) -> Path:
-    """Write ``record`` as ``<out>/<prefix>-<date>-<commit>.json`` (folder made) and say so."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{prefix}-{datetime.date.today().isoformat()}-{record['commit'][:7]}.json"
-    path.write_text(json.dumps(record, indent=2) + "\n")
+def save(out, prefix: str, record: dict) -> Path:
+    """``gpumine.bench.record.write_record``, and say where."""
+    path = write_record(out, prefix, record)
     print(f"wrote {path}")
     return path
 
@@ -127,9 +103,8 @@ def kmeans_section(cp, args) -> dict:
     if args.sklearn:
         from sklearn.cluster import KMeans
 
-        start = time.perf_counter()
-        ref = KMeans(200, init=init_centres, n_init=1).fit(X_host)
-        out["sklearn_fit_4M_8_200_s"] = time.perf_counter() - start
+        ref, out["sklearn_fit_4M_8_200_s"] = timed(
+            lambda: KMeans(200, init=init_centres, n_init=1).fit(X_host))
         out["sklearn_fit_4M_8_200_n_iter"] = int(ref.n_iter_)
         out["sklearn_threads"] = os.cpu_count()
 
@@ -180,16 +155,7 @@ def profile(fn, calls=20, top=15) -> list:
 
 def events(cp, fn, repeats=50) -> float:
     """Median seconds of ``fn`` between CUDA events (device time, launches included)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return float(np.median(times))
+    return measure(fn, get_backend("gpu"), repeats=repeats, budget_seconds=None).seconds
 
 
 def corel_step_breakdown(cp, C, start_centres) -> dict:
@@ -255,17 +221,16 @@ def torch_corel(X_host, start_centres) -> dict:
         counts = torch.zeros(k, device=X.device).index_add_(0, labels, torch.ones_like(X[:, 0]))
         return sums / counts.clamp(min=1)[:, None]
 
-    for _ in range(5):
-        centres = step(centres)
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(50):
-        centres = step(centres)
-    stop.record()
-    torch.cuda.synchronize()
-    return {"torch_corel_lloyd_iteration_s": start.elapsed_time(stop) / 50 / 1000,
-            "torch_version": torch.__version__}
+    state = {"centres": centres}
+
+    def iteration():
+        state["centres"] = step(state["centres"])
+
+    # PyTorch and CuPy both issue to the legacy default stream here, so CuPy's events
+    # bracket PyTorch's work.
+    seconds = measure(iteration, get_backend("gpu"), repeats=50, warmup=5, budget_seconds=None,
+                      clock="batch").seconds
+    return {"torch_corel_lloyd_iteration_s": seconds, "torch_version": torch.__version__}
 
 
 def wavecluster_section(cp) -> dict:
@@ -312,7 +277,7 @@ def main() -> int:
     props = cp.cuda.runtime.getDeviceProperties(0)
     record = {
         "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
-        "date": datetime.date.today().isoformat(), "commit": _commit(),
+        "date": datetime.date.today().isoformat(), "commit": commit(),
         "versions": {"cupy": cp.__version__, "numpy": np.__version__,
                      "sklearn": sklearn.__version__, "python": platform.python_version(),
                      "cuda_runtime": cp.cuda.runtime.runtimeGetVersion()},
@@ -322,10 +287,7 @@ def main() -> int:
         record["kmeans"] = kmeans_section(cp, args)
     if args.only in (None, "wavecluster"):
         record["wavecluster"] = wavecluster_section(cp)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"fit-timing-{record['date']}-{record['commit']}.json"
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    save(args.out, "fit-timing", record)
     print(json.dumps(record, indent=2))
     return 0
 

@@ -61,15 +61,12 @@ def run_gpu_tests(extra_args) -> dict:
 def device_time(cp, fn, repeats=10):
     """Seconds per call of ``fn``, issued back to back between two CUDA events (after a
     warm-up call): the device time of a call, without single-call launch gaps."""
-    fn()  # warm-up, includes NVRTC compilation
-    cp.cuda.get_current_stream().synchronize()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(repeats):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / repeats / 1e3
+    from gpumine.backend import get_backend
+    from gpumine.bench.timing import measure
+
+    # warm-up (includes NVRTC compilation), then the "batch" clock
+    return measure(fn, get_backend("gpu"), repeats=repeats, budget_seconds=None,
+                   clock="batch").seconds
 
 
 def timings(cp) -> dict:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import time
 
 import numpy as np
 from fit_timing import blobs  # the script's folder is on sys.path
@@ -30,7 +29,9 @@ def main() -> None:
 
     import cupy as cp
 
-    from gpumine import GPUKMeans
+    from gpumine.backend import get_backend
+    from gpumine.bench.timing import measure
+    from gpumine.kmeans import GPUKMeans
 
     X_host = blobs(17_695, 18, 128, seed=1)
     X = cp.ascontiguousarray(cp.asarray(X_host).T).T
@@ -39,15 +40,8 @@ def main() -> None:
     def fit():
         return GPUKMeans(128, init=centres, max_iter=args.iters, tol=0, device="gpu").fit(X)
 
-    for _ in range(3):
-        fit()
-    cp.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(args.calls):
-        start = time.perf_counter()
-        fit()
-        cp.cuda.get_current_stream().synchronize()
-        times.append(time.perf_counter() - start)
+    times = measure(fit, get_backend("gpu"), repeats=args.calls, warmup=3, budget_seconds=None,
+                    clock="host").times
     print(f"fit, {args.iters} iterations: median {1e3 * np.median(times):.3f} ms "
           f"(min {1e3 * min(times):.3f})")
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumine.backend import cupy_module
+from gpumine.backend import cupy_module, get_backend
+from gpumine.bench.timing import measure
 from gpumine.datasets import make_uniform
 from gpumine.kmeans import gpu
 
@@ -23,14 +24,10 @@ def main() -> None:
     cp = cupy_module()
     X = cp.asarray(make_uniform(4_000_000, 8, random_state=5489))
     weight = cp.ones(X.shape[0], dtype=X.dtype)
-    for call in range(2):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        gpu.kmeans_plusplus(X, 200, sample_weight=weight,
-                            random_state=np.random.RandomState(call))
-        stop.record()
-        stop.synchronize()
-    print(f"kmeans_plusplus 4M x 8, k = 200: {cp.cuda.get_elapsed_time(start, stop):.1f} ms")
+    seconds = measure(lambda: gpu.kmeans_plusplus(X, 200, sample_weight=weight,
+                                                  random_state=np.random.RandomState(0)),
+                      get_backend("gpu"), repeats=1, budget_seconds=None).seconds
+    print(f"kmeans_plusplus 4M x 8, k = 200: {1e3 * seconds:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,10 @@ import datetime
 from functools import partial
 
 import numpy as np
-from fit_timing import _commit, write_record  # the script's folder is on sys.path
+from fit_timing import save  # the script's folder is on sys.path
 from gpu_check import device_time
+
+from gpumine.bench.record import commit
 
 SHAPES = [(1_000_000, 4, 400), (4_000_000, 8, 200), (4_000_000, 2, 100), (50_000, 32, 2048),
           (1_000_000, 128, 1024), (10_000_000, 32, 1024)]
@@ -109,7 +111,7 @@ def main() -> int:
     name = props["name"]
     record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": name.decode() if isinstance(name, bytes) else name,
-              "cupy": cp.__version__, "numpy": np.__version__, "commit": _commit(),
+              "cupy": cp.__version__, "numpy": np.__version__, "commit": commit(),
               "cuda_runtime": cp.cuda.runtime.runtimeGetVersion()}
     try:
         import torch
@@ -124,7 +126,7 @@ def main() -> int:
     for n, d, k in QUICK if args.quick else SHAPES:
         record["shapes"].append(measure(cp, n, d, k, bandwidth))
         cp.get_default_memory_pool().free_all_blocks()
-    write_record(args.out, "tc-assign", record)
+    save(args.out, "tc-assign", record)
     return 0
 
 

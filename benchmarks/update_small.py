@@ -16,8 +16,10 @@ import argparse
 import platform
 
 import numpy as np
-from fit_timing import _commit, write_record  # the script's folder is on sys.path
+from fit_timing import save  # the script's folder is on sys.path
 from gpu_check import device_time
+
+from gpumine.bench.record import commit
 
 SHAPES = [(17_695, 18, 128), (17_695, 18, 32), (17_695, 8, 1024), (65_536, 32, 128),
           (100_000, 8, 64), (262_144, 4, 32), (4_096, 16, 2048), (1_000_000, 8, 8)]
@@ -49,9 +51,9 @@ def main() -> None:
         row["gather_over_atomic"] = row["gather_s"] / row["atomic_s"]
         print(row)
         rows.append(row)
-    write_record(args.out, "update-small", {
+    save(args.out, "update-small", {
         "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-        "commit": _commit(), "versions": {"cupy": cp.__version__, "numpy": np.__version__,
+        "commit": commit(), "versions": {"cupy": cp.__version__, "numpy": np.__version__,
                                           "python": platform.python_version()},
         "rows": rows})
 

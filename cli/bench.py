@@ -36,7 +36,7 @@ def run_command(
 ):
     """Run an experiment; it resumes from the CSV of an interrupted run with the same sizes."""
     from gpumine.backend import get_backend
-    from gpumine.bench import EXPERIMENTS, Run, run_experiment
+    from gpumine.bench.experiments import EXPERIMENTS, Run, run_experiment
 
     names = list(EXPERIMENTS) if experiment == "all" else [experiment]
     if any(name not in EXPERIMENTS for name in names):
@@ -68,7 +68,7 @@ def report_command(
     The rows, device, versions and commit stay as recorded; the JSON gains a
     ``reported`` entry naming the commit that wrote the new summary and plots.
     """
-    from gpumine.bench import EXPERIMENTS, report_experiment
+    from gpumine.bench.experiments import EXPERIMENTS, report_experiment
 
     if experiment == "all":
         names = [name for name in EXPERIMENTS if (out / f"{name}.csv").exists()]
@@ -92,7 +92,7 @@ def report_command(
 def gate_command(
     device: Annotated[str, typer.Option(help="auto, cpu or gpu.")] = "auto",
     baseline: Annotated[Path | None, typer.Option(
-        help="Baseline JSON [default: benchmarks/baselines/<cpu|gpu>.json].")] = None,
+        help="Baseline JSON [default: the one shipped in gpumine/bench/baselines/].")] = None,
     update_baseline: Annotated[bool, typer.Option(
         "--update-baseline", help="Record the measured ratios as the baseline.")] = False,
     runs: Annotated[int, typer.Option(

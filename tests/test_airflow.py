@@ -87,6 +87,9 @@ def airflow(tmp_path_factory):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from gpumine.backend import get_backend
+    from gpumine.bench.gate import baseline_path
+
     home = tmp_path_factory.mktemp("airflow_home")
     dags, data = home / "dags", home / "data"
     (data / "events" / DAY).mkdir(parents=True)
@@ -101,7 +104,7 @@ def airflow(tmp_path_factory):
     (dags / "gpumine_daily_dag.py").write_text(
         (REPO_ROOT / "examples" / "gpumine_daily_dag.py").read_text())
     (dags / "gpumine_test_dags.py").write_text(TEST_DAGS)
-    baseline = json.loads((REPO_ROOT / "benchmarks" / "baselines" / "cpu.json").read_text())
+    baseline = json.loads(baseline_path(get_backend("cpu")).read_text())
     (data / "baselines").mkdir()
     for name, factor in (("generous", 1000.0), ("strict", 1e-3)):
         scaled = {**baseline, "ratios": {k: v * factor for k, v in baseline["ratios"].items()}}

@@ -10,8 +10,17 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumine.backend import get_backend
-from gpumine.bench import EXPERIMENTS, Run, report_experiment, run_experiment
-from gpumine.bench import experiments as experiments_module
+from gpumine.bench.experiments import (
+    EXPERIMENTS,
+    Run,
+    irregular_reduction,
+    peer_libraries,
+    report_experiment,
+    run_experiment,
+    synchronization,
+    wavelet,
+)
+from gpumine.bench.experiments import common as experiments_common
 from gpumine.bench.gate import baseline_path, check, measure_ratios
 from gpumine.cli import app
 
@@ -54,14 +63,17 @@ def test_quick_experiment_writes_csv_json_and_plots(experiment, tmp_path, monkey
     assert record["summary"]["plots"] == PLOTS[experiment]
 
 
+_EXPERIMENT_MODULES = (experiments_common, irregular_reduction, peer_libraries, synchronization,
+                       wavelet)
+
 def test_an_experiment_resumes_from_its_csv(tmp_path, monkeypatch):
     run = Run(get_backend("cpu"), tmp_path, quick=True, log=lambda line: None)
     run_experiment("update-vs-k", run)
     first = (tmp_path / "update-vs-k.csv").read_text()
     calls = []
-    real = experiments_module.measure
-    monkeypatch.setattr(experiments_module, "measure",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = experiments_common.measure
+    for module in _EXPERIMENT_MODULES:
+        monkeypatch.setattr(module, "measure", lambda *a, **k: calls.append(1) or real(*a, **k))
     run_experiment("update-vs-k", run)
     assert calls == [] and (tmp_path / "update-vs-k.csv").read_text() == first
     # a cut-off run: drop the last row, and only that cell is measured again
@@ -79,7 +91,8 @@ def test_report_rewrites_summary_and_plots_from_the_record_alone(tmp_path, monke
     for png in PLOTS["update-vs-k"]:
         (tmp_path / png).unlink()
     # no measurement may happen: the report reads the CSV and JSON only
-    monkeypatch.setattr(experiments_module, "measure", lambda *a, **k: pytest.fail("measured"))
+    for module in _EXPERIMENT_MODULES:
+        monkeypatch.setattr(module, "measure", lambda *a, **k: pytest.fail("measured"))
     result = runner.invoke(app, ["bench", "report", "all", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     after = json.loads((tmp_path / "update-vs-k.json").read_text())

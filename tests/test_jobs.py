@@ -210,10 +210,10 @@ def test_a_streamed_job_labels_every_row_as_the_whole_read_does(algorithm, parti
 
 def test_stream_by_default_when_memory_is_short_and_its_limits(partitioned, tmp_path,
                                                                 monkeypatch):
-    import gpumine.jobs
+    import gpumine.jobs.cluster
 
     root, whole, _ = partitioned
-    monkeypatch.setattr(gpumine.jobs, "_free_memory", lambda backend: 1000)
+    monkeypatch.setattr(gpumine.jobs.cluster, "_free_memory", lambda backend: 1000)
     notes = []
     summary = cluster_file(root, params={"n_clusters": 2}, device="cpu", note=notes.append)
     assert any(note.startswith("streaming the input") for note in notes), notes

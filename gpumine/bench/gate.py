@@ -11,8 +11,10 @@ baseline (default 1.6) fails the gate: a step made 2x slower doubles its ratio a
 is caught, while the ratios' run-to-run noise stays inside 1.1x (measured on a
 shared two-core host; the sizes in :func:`_cpu_pairs` are chosen for that).
 
-Baselines live in ``benchmarks/baselines/<backend>.json``; ``gpumine bench gate
---update-baseline`` rewrites the one of this backend after a deliberate change.
+The baselines ship with the package (``gpumine/bench/baselines/<backend>.json``,
+package data); ``gpumine bench gate --update-baseline`` rewrites the one of this
+backend after a deliberate change (in an editable install, the checkout's copy), and
+``--baseline PATH`` reads or writes another.
 
 Examples
 --------
@@ -26,14 +28,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import time
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from gpumine import registry
-from gpumine.bench.timing import summation
+from gpumine.bench.timing import summation, timed
 from gpumine.exceptions import InvalidParameterError
 
 __all__ = ["DEFAULT_TOLERANCE", "baseline_path", "check", "measure_ratios", "write_baseline"]
@@ -44,19 +46,15 @@ _MIN_TIMING = 0.01
 
 
 def baseline_path(backend, directory=None) -> Path:
-    """``benchmarks/baselines/<cpu|gpu>.json`` of the repository (or of ``directory``)."""
-    root = Path(directory) if directory else Path(__file__).resolve().parents[2] / "benchmarks" \
-        / "baselines"
+    """The baseline of ``backend``: ``<cpu|gpu>.json`` in ``directory``, by default the
+    baselines shipped with the package."""
+    root = Path(directory) if directory else Path(str(resources.files(__package__))) / "baselines"
     return root / f"{backend.name}.json"
 
 
 def _time(fn, backend, calls=1) -> float:
-    backend.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    backend.synchronize()
-    return (time.perf_counter() - start) / calls
+    """Seconds per call of ``calls`` calls back to back, on a synchronized host clock."""
+    return timed(lambda: [fn() for _ in range(calls)], backend)[1] / calls
 
 
 def _calls_for(fn, backend) -> int:
@@ -99,9 +97,9 @@ def _cpu_pairs(backend) -> dict[str, tuple[Callable, Callable]]:
     from scipy import ndimage
     from sklearn.cluster import KMeans
 
-    from gpumine import GPUKMeans
     from gpumine.adapters import as_columns
     from gpumine.datasets import make_uniform
+    from gpumine.kmeans import GPUKMeans
     from gpumine.wavecluster import labeling
 
     # Sizes chosen for steady ratios on a shared two-core host (each spread below is
@@ -181,8 +179,8 @@ def _gpu_user_level_pairs(backend, X, centers, labels, update_step):
     k-means++ against a tiled assignment to as many centres (both one pass per centre
     over X); ``WaveCluster.fit`` from device data against its histogram kernel.
     """
-    from gpumine import GPUKMeans, WaveCluster
-    from gpumine.kmeans import gpu
+    from gpumine.kmeans import GPUKMeans, gpu
+    from gpumine.wavecluster import WaveCluster
     from gpumine.wavecluster import gpu as wave_gpu
 
     cp = backend.xp

@@ -23,13 +23,13 @@ of every set and method.
 from __future__ import annotations
 
 import os
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from gpumine.bench.record import Results
+from gpumine.bench.timing import timed
 
 __all__ = ["DBSCAN_EPS_FRACTIONS", "SEEDS", "labelled_sets", "report_quality",
            "wavecluster_quality"]
@@ -79,33 +79,34 @@ def _score(method, X, y, backend):
 
     if method == "WaveCluster defaults":
         return _score_wavecluster(X, backend)
-    start = time.perf_counter()
     if method == "DBSCAN best eps":
         diagonal = float(np.linalg.norm(X.max(0) - X.min(0)))
-        scored = [(adjusted_rand_score(y, found), fraction, found)
-                  for fraction in DBSCAN_EPS_FRACTIONS
-                  for found in [DBSCAN(eps=fraction * diagonal).fit_predict(X)]]
-        best = max(scored, key=lambda s: s[0])
-        return best[2], time.perf_counter() - start, f"eps = {best[1]} x diagonal"
+
+        def best_eps():
+            scored = [(adjusted_rand_score(y, found), fraction, found)
+                      for fraction in DBSCAN_EPS_FRACTIONS
+                      for found in [DBSCAN(eps=fraction * diagonal).fit_predict(X)]]
+            return max(scored, key=lambda s: s[0])
+
+        best, seconds = timed(best_eps)
+        return best[2], seconds, f"eps = {best[1]} x diagonal"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # copy's default changes in 1.10
-        labels = HDBSCAN().fit_predict(X)
-    return labels, time.perf_counter() - start, ""
+        labels, seconds = timed(lambda: HDBSCAN().fit_predict(X))
+    return labels, seconds, ""
 
 
 def _score_wavecluster(X, backend):
     """WaveCluster's defaults, and what ``"auto"`` costs: the time over a fit given the
     threshold it chose. A first, untimed fit keeps imports out of the first set's time."""
-    from gpumine import WaveCluster
+    from gpumine.wavecluster import WaveCluster
 
     WaveCluster(device=backend.name).fit(X)
-    start = time.perf_counter()
-    model = WaveCluster(device=backend.name).fit(X)
-    labels = backend.to_host(model.labels_)
-    seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    WaveCluster(device=backend.name, threshold=model.threshold_).fit(X)
-    fixed = time.perf_counter() - start
+    model, seconds = timed(lambda: WaveCluster(device=backend.name).fit(X), backend)
+    labels, to_host = timed(lambda: backend.to_host(model.labels_), backend)
+    seconds += to_host
+    fixed = timed(lambda: WaveCluster(device=backend.name, threshold=model.threshold_).fit(X),
+                  backend)[1]
     note = (f"grid {'x'.join(map(str, model.grid_shape_))}, threshold "
             f"{model.threshold_:.4g}; auto / fixed threshold time {seconds / fixed:.2f}")
     return labels, seconds, note

@@ -26,35 +26,50 @@ import numpy as np
 
 from gpumine.exceptions import DataFormatError, DataNotFoundError, MissingDependency
 
-__all__ = ["Results", "context"]
+__all__ = ["Results", "commit", "context", "write_record"]
 
 
 #: The source the package is built from: a change elsewhere (results, docs) is not "dirty".
 _SOURCE = (":/gpumine", ":/adapters", ":/cli", ":/kernels", ":/datasets", ":/pyproject.toml")
 
 
-def _commit() -> str:
-    """HEAD of the source tree, with ``-dirty`` when its source has uncommitted changes.
+def commit(checkout=".") -> str:
+    """The commit a record names: ``GPUMINE_COMMIT`` when set, else the checkout's HEAD.
 
-    ``GPUMINE_COMMIT`` overrides it, for copies of the tree whose git metadata is not
-    the source's (the GPU machine receives such a copy).
+    ``checkout`` is the git working tree the measured code comes from (the current
+    directory by default: benchmarks run from the repository root); ``-dirty`` is added
+    when its source has uncommitted changes, ``"unknown"`` when it is no git checkout.
+    ``GPUMINE_COMMIT`` is for copies of the tree whose git metadata is not the source's
+    (the GPU machine receives such a copy).
     """
-    return os.environ.get("GPUMINE_COMMIT") or _git_commit()
+    return os.environ.get("GPUMINE_COMMIT") or _git_commit(str(Path(checkout).resolve()))
 
 
 @functools.cache
-def _git_commit() -> str:
-    # Once per process: the code that runs is the code imported, whatever is committed later.
-    where = Path(__file__).resolve().parent
+def _git_commit(checkout: str) -> str:
+    # Once per process and checkout: the code that runs is the code imported, whatever
+    # is committed later.
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, cwd=where).stdout.strip()
+                              check=True, cwd=checkout).stdout.strip()
         changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
                                   "--", *_SOURCE], capture_output=True, text=True, check=True,
-                                 cwd=where).stdout
+                                 cwd=checkout).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("-dirty" if changes.strip() else "")
+
+
+def write_record(out, prefix: str, record: dict) -> Path:
+    """Write ``record`` as ``<out>/<prefix>-<date>-<commit>.json`` (folder made); returns it.
+
+    The commit in the name is ``record["commit"]``'s first 7 characters.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{prefix}-{datetime.date.today().isoformat()}-{record['commit'][:7]}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
 
 
 def context(backend) -> dict:
@@ -68,7 +83,7 @@ def context(backend) -> dict:
             "host": platform.processor() or platform.machine(), "python":
             platform.python_version(), "numpy": np.__version__,
             "scikit-learn": sklearn.__version__, "gpumine": gpumine.__version__,
-            "commit": _commit()}
+            "commit": commit()}
     if backend.is_gpu:
         cupy = backend.xp
         info.update(cupy=cupy.__version__, cuda_runtime=cupy.cuda.runtime.runtimeGetVersion(),
@@ -169,7 +184,7 @@ class Results:
         """
         record = json.loads(self.json.read_text())
         record.update(summary=summary, rows=self.rows, reported={
-            "commit": _commit(), "date": datetime.datetime.now(
+            "commit": commit(), "date": datetime.datetime.now(
                 datetime.timezone.utc).isoformat(timespec="seconds")})
         self.json.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
         return self.json

@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
 from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_chunks, is_dataset
-from gpumine.estimator_base import GpumineEstimator
+from gpumine.adapters.estimator import GpumineEstimator
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import chunked, lloyd
 from gpumine.validation import check_sample_weight, is_device_array

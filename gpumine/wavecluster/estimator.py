@@ -12,8 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
 from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_chunks, is_dataset
+from gpumine.adapters.estimator import GpumineEstimator
 from gpumine.backend import get_backend
-from gpumine.estimator_base import GpumineEstimator
 from gpumine.exceptions import InsufficientMemoryError, InvalidInputError, InvalidParameterError
 from gpumine.validation import check_sample_weight, is_device_array
 from gpumine.wavecluster import engine, pipeline

@@ -30,8 +30,8 @@ class GpuMineBenchmarkOperator(BaseOperator):
         Where to measure (``"auto"``: the worker's GPU, else its CPU).
     baseline : str or path-like, optional
         The baseline JSON (``gpumine bench gate --update-baseline --baseline PATH``
-        writes one); by default the repository's
-        ``benchmarks/baselines/<cpu|gpu>.json`` next to an editable install.
+        writes one); by default the baseline shipped with the package
+        (``gpumine/bench/baselines/<cpu|gpu>.json``).
         Templated.
     runs : int
         Measurements per ratio; the gate takes their median.

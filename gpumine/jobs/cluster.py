@@ -113,8 +113,9 @@ def make_model(algorithm: str, params: dict | None = None, *, device: str = "aut
     InvalidParameterError
         An unknown algorithm or parameter, a bad value, an unknown strategy name.
     """
-    from gpumine import GPUKMeans, WaveCluster
+    from gpumine.kmeans import GPUKMeans
     from gpumine.registry import get_strategy
+    from gpumine.wavecluster import WaveCluster
 
     if algorithm not in ALGORITHMS:
         raise InvalidParameterError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got "

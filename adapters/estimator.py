@@ -5,6 +5,10 @@ parameter and its backend, input validation through :mod:`gpumine.adapters` (one
 dispatch per call: NumPy, pandas, Arrow, CuPy), results in the input's namespace, a
 failed fit that leaves the estimator as it was, and the fitted test. The estimators
 keep their own parameters, checks and engines.
+
+It lives with the adapters because what it shares is their side of a fit: input in
+through :func:`~gpumine.adapters.validate_input`, results out in the input's namespace.
+It is not exported by :mod:`gpumine.adapters` (that would import scikit-learn with it).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
-from gpumine.adapters import validate_input
+from gpumine.adapters.columns import validate_input
 from gpumine.backend import DEVICES, get_backend
 from gpumine.exceptions import InvalidParameterError
 from gpumine.validation import fit_or_restore, is_device_array
