@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from gpumine.backend import cupy_module
 from gpumine.exceptions import InvalidInputError, KernelCompileError
 
 __all__ = [
+    "BLOCK",
     "KERNEL_DIR",
     "Instantiation",
     "declared_instantiations",
@@ -46,6 +48,18 @@ KERNEL_DIR = Path(__file__).resolve().parent
 #: NVRTC options shared by every module: C++17, headers from this folder. No fast-math:
 #: the kernels are compared with FP64 references.
 _OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
+
+
+
+def _define(name: str) -> int:
+    """An integer ``#define`` of common.cuh: one definition for CUDA and for Python."""
+    text = (KERNEL_DIR / "common.cuh").read_text(encoding="utf-8")
+    return int(re.search(rf"^#define {name} (\d+)\s*$", text, re.MULTILINE).group(1))
+
+
+#: Threads per block of every launch that does not choose its own (``GPUMINE_BLOCK`` in
+#: common.cuh, which the kernels' shared reduction scratch is sized by).
+BLOCK = _define("GPUMINE_BLOCK")
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()

@@ -72,3 +72,86 @@ __device__ __forceinline__ void with_shared_lock(int* lock, Critical critical) {
 // few banks (d = 8: on 4 of the 32, eight-way conflicts); an odd stride spreads them over
 // all 32. The padding column is zeroed and never read.
 __host__ __device__ __forceinline__ int odd_stride(int d) { return d | 1; }
+
+// The block size of every launch that does not choose its own, for CUDA and for Python:
+// gpumine.kernels.BLOCK is read from this line.
+#define GPUMINE_BLOCK 256
+
+constexpr int kWarpSize = 32;
+
+// A value and its index: the argmin / argmax of a block reduction (ties: the lower index).
+struct ValueIndex {
+    double value;
+    int index;
+};
+
+__device__ __forceinline__ double shuffle_down(double v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ int shuffle_down(int v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ long long shuffle_down(long long v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ unsigned shuffle_down(unsigned v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ unsigned long long shuffle_down(unsigned long long v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ ValueIndex shuffle_down(ValueIndex v, int offset) {
+    return {__shfl_down_sync(0xffffffffu, v.value, offset),
+            __shfl_down_sync(0xffffffffu, v.index, offset)};
+}
+
+__device__ __forceinline__ double positive_infinity() {
+    return __longlong_as_double(0x7ff0000000000000ll);
+}
+
+// Reduction operators: op(a, b), and identity() (a double: the grid reductions' start).
+struct Add {
+    template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
+    static __device__ double identity() { return 0.0; }
+};
+struct Min {
+    template <typename V> __device__ V operator()(V a, V b) const { return a < b ? a : b; }
+    static __device__ double identity() { return positive_infinity(); }
+};
+struct Max {
+    template <typename V> __device__ V operator()(V a, V b) const { return a > b ? a : b; }
+    static __device__ double identity() { return -positive_infinity(); }
+};
+// fmin / fmax: a NaN is passed over rather than kept.
+struct FMin {
+    __device__ double operator()(double a, double b) const { return fmin(a, b); }
+};
+struct FMax {
+    __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+// The larger value, the lower index on ties (the first maximum).
+struct ArgMax {
+    __device__ ValueIndex operator()(ValueIndex a, ValueIndex b) const {
+        return b.value > a.value || (b.value == a.value && b.index < a.index) ? b : a;
+    }
+};
+
+// The one block reduction: op over one value per thread of a BLOCK-thread block, the result
+// in every thread. Lanes fold by shuffles (lane 0 holds its warp's value), then every thread
+// folds the warps' values in warp order: deterministic, the same arithmetic in every block.
+// Every thread of the block must call it; scratch: BLOCK / 32 values of V in shared memory
+// (free again when it returns).
+template <int BLOCK, typename V, typename Op>
+__device__ __forceinline__ V block_all_reduce(V value, V* scratch, Op op) {
+    static_assert(BLOCK % kWarpSize == 0, "BLOCK is a whole number of warps");
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+        value = op(value, shuffle_down(value, offset));
+    if ((threadIdx.x & (kWarpSize - 1)) == 0) scratch[threadIdx.x / kWarpSize] = value;
+    __syncthreads();
+    V total = scratch[0];
+#pragma unroll
+    for (int w = 1; w < BLOCK / kWarpSize; ++w) total = op(total, scratch[w]);
+    __syncthreads();  // scratch may be written again
+    return total;
+}

@@ -149,20 +149,6 @@ __device__ index_t draw(double u, bool right, index_t n, index_t chunk, int n_bl
     return warp_search(tile * kWarp, tile_hi, r, right, base, point_value);
 }
 
-// Block-wide sum of one double per thread (every thread gets the result).
-template <int BLOCK>
-__device__ double block_sum(double v, double* scratch) {
-    const int lane = threadIdx.x & (kWarp - 1), warp = threadIdx.x / kWarp;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    double total = 0.0;
-#pragma unroll
-    for (int w = 0; w < BLOCK / kWarp; ++w) total += scratch[w];
-    return total;
-}
-
 // A point's features as doubles. DMAX > 0 (d <= DMAX): all d loads are issued before any
 // is used, so a thread waits for memory once per point instead of once per feature;
 // DMAX = 0: any d, read feature by feature.
@@ -273,7 +259,7 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
             if (lane == 0 && tile_start < hi) tiles[tile_start / kpp::kWarp] = tile;
             block_total += tile;
         }
-        const double total = kpp::block_sum<BLOCK>(lane == 0 ? block_total : 0.0, scratch);
+        const double total = block_all_reduce<BLOCK>(lane == 0 ? block_total : 0.0, scratch, Add());
         if (threadIdx.x == 0) partial_of(0)[(index_t)blockIdx.x * MT] = total;
     };
 
@@ -370,7 +356,7 @@ kmeans_plusplus(const T* __restrict__ XT,            // IN  (d, n) points, centr
         }
         // The block sum of every candidate in one exchange: each warp's writer lanes post
         // their candidates' sums, then thread t adds candidate t's over the warps in order
-        // (block_sum's arithmetic: the other lanes' zeros add nothing).
+        // (block_all_reduce's arithmetic: the other lanes' zeros add nothing).
         if (writer && mine < m) warp_potential[warp][mine] = potential;
         __syncthreads();
         if (threadIdx.x < m) {

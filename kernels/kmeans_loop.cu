@@ -96,19 +96,6 @@ __device__ __forceinline__ T distance_to_center(const T* __restrict__ XT, index_
     return distance;
 }
 
-// op over the block, the result in every thread. scratch: BLOCK / 32 values.
-template <int BLOCK, typename V, typename Op>
-__device__ __forceinline__ V block_all_reduce(V value, V* scratch, Op op) {
-    for (int offset = 16; offset > 0; offset >>= 1)
-        value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
-    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = value;
-    __syncthreads();
-    V total = scratch[0];
-    for (int w = 1; w < BLOCK / 32; ++w) total = op(total, scratch[w]);
-    __syncthreads();  // scratch may be written again
-    return total;
-}
-
 // op over the blocks' values block_status[b * 2 + slot] in a fixed order (lane l takes
 // blocks l, l + 32, ..., then a shuffle tree): the same result in every warp of every block,
 // one L2 round trip rather than one per block. Every lane of the warp must call it.
@@ -121,21 +108,6 @@ __device__ __forceinline__ double grid_reduce(const double* block_status, int sl
         value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
     return __shfl_sync(0xffffffffu, value, 0);
 }
-
-__device__ __forceinline__ double infinity() { return __longlong_as_double(0x7ff0000000000000ll); }
-
-struct Max {
-    template <typename V> __device__ V operator()(V a, V b) const { return a > b ? a : b; }
-    static __device__ double identity() { return -infinity(); }
-};
-struct Min {
-    template <typename V> __device__ V operator()(V a, V b) const { return a < b ? a : b; }
-    static __device__ double identity() { return infinity(); }
-};
-struct Add {
-    template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
-    static __device__ double identity() { return 0.0; }
-};
 
 // The relocation of n_empty (1..kMaxRelocations) empty clusters, by every block alike (it
 // synchronizes the grid): the n_empty points farthest from their centres (point_distances'
@@ -279,7 +251,7 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
         // -- empty clusters: counted by every block alike, relocated when few -------------
         unsigned long long n_empty = 0;
         for (int c = threadIdx.x; c < k; c += BLOCK) n_empty += __ldcg(W + c) > 0.0 ? 0 : 1;
-        n_empty = loop::block_all_reduce<BLOCK>(n_empty, reduce_count, loop::Add());
+        n_empty = block_all_reduce<BLOCK>(n_empty, reduce_count, Add());
         const bool host_relocates = n_empty > (unsigned long long)kMaxRelocations;
         if (n_empty > 0 && !host_relocates)
             loop::relocate<T, BLOCK>(grid, XT, sample_weight, n, d, k, labels, tile, DMAX, S, W,
@@ -322,12 +294,12 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             sums[(index_t)(p ^ 1) * k * d + e] = 0.0;
         for (index_t c = thread; c < k; c += threads) weights[(index_t)(p ^ 1) * k + c] = 0.0;
         if (thread == 0) changed[p ^ 1] = 0ull;
-        shift = loop::block_all_reduce<BLOCK>(shift, reduce_value, loop::Add());
+        shift = block_all_reduce<BLOCK>(shift, reduce_value, Add());
         if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2] = shift;
         grid.sync();
 
         // -- the stopping rule, taken by every block from the same numbers ---------------
-        const double total_shift = loop::grid_reduce(block_status, 0, loop::Add());
+        const double total_shift = loop::grid_reduce(block_status, 0, Add());
         const unsigned long long n_changed = __ldcg(changed + p);
         const bool stop = host_relocates || n_changed == 0ull || total_shift <= tol
                           || it + 1 == max_iter;
@@ -364,7 +336,7 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
                 total += (double)sample_weight[i] * distance;
                 atomicAdd(&counts[label], 1);
             }
-            total = loop::block_all_reduce<BLOCK>(total, reduce_value, loop::Add());
+            total = block_all_reduce<BLOCK>(total, reduce_value, Add());
             if (threadIdx.x == 0) block_status[(index_t)blockIdx.x * 2 + 1] = total;
             // the counts go into the other parity's weights, zeroed above and unused now
             double* used = weights + (index_t)(p ^ 1) * k;
@@ -372,10 +344,10 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
                 if (counts[c]) atomicAdd(&used[c], 1.0);
             grid.sync();
             if (blockIdx.x == 0) {
-                inertia = loop::grid_reduce(block_status, 1, loop::Add());
+                inertia = loop::grid_reduce(block_status, 1, Add());
                 double local = 0.0;
                 for (int c = threadIdx.x; c < k; c += BLOCK) local += __ldcg(used + c) > 0.0;
-                holding = loop::block_all_reduce<BLOCK>(local, reduce_value, loop::Add());
+                holding = block_all_reduce<BLOCK>(local, reduce_value, Add());
             }
         }
         if (thread == 0) {

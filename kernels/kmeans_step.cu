@@ -21,42 +21,19 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
                unsigned long long* changed,           // INOUT (1) read, then zeroed; may be null
                double* __restrict__ status)           // OUT (3)
 {
-    constexpr int kWarps = BLOCK / 32;
-    __shared__ double shared_value[kWarps];
-    __shared__ int shared_index[kWarps];
-    __shared__ int heaviest;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    // Heaviest cluster: the first maximum of the weights (warp shuffles, then one warp).
-    double best = -1.0;
-    int best_index = 0;
+    constexpr int kWarps = BLOCK / kWarpSize;
+    __shared__ ValueIndex reduce_pair[kWarps];
+    __shared__ double reduce_value[kWarps];
+    __shared__ int reduce_count[kWarps];
+    // Heaviest cluster: the first maximum of the weights.
+    ValueIndex heaviest = {-1.0, 0};
     int empty = 0;
     for (int c = threadIdx.x; c < k; c += BLOCK) {
         const double w = weights[c];
-        if (w > best) { best = w; best_index = c; }
+        if (w > heaviest.value) heaviest = {w, c};
         empty += w > 0.0 ? 0 : 1;
     }
-    auto better = [](double value, int index, double other, int other_index) {
-        return other > value || (other == value && other_index < index);
-    };
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        const double other = __shfl_down_sync(0xffffffffu, best, offset);
-        const int other_index = __shfl_down_sync(0xffffffffu, best_index, offset);
-        if (better(best, best_index, other, other_index)) { best = other; best_index = other_index; }
-    }
-    if (lane == 0) { shared_value[warp] = best; shared_index[warp] = best_index; }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double value = shared_value[0];
-        int index = shared_index[0];
-        for (int w = 1; w < kWarps; ++w)
-            if (better(value, index, shared_value[w], shared_index[w])) {
-                value = shared_value[w];
-                index = shared_index[w];
-            }
-        heaviest = index;
-    }
-    __syncthreads();
-    const int h = heaviest;
+    const int h = block_all_reduce<BLOCK>(heaviest, reduce_pair, ArgMax()).index;
     const double reciprocal_h = weights[h] > 0.0 ? 1.0 / weights[h] : 1.0;
     double shift = 0.0;
     for (index_t e = threadIdx.x; e < (index_t)k * d; e += BLOCK) {
@@ -68,23 +45,11 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
         shift += diff * diff;
         centers_new[e] = value;
     }
-    // Sums of the shift and the empty count: warp shuffles, then thread 0 in warp order.
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        shift += __shfl_down_sync(0xffffffffu, shift, offset);
-        empty += __shfl_down_sync(0xffffffffu, empty, offset);
-    }
-    __syncthreads();  // shared_value / shared_index are read above by thread 0
-    if (lane == 0) { shared_value[warp] = shift; shared_index[warp] = empty; }
-    __syncthreads();
+    shift = block_all_reduce<BLOCK>(shift, reduce_value, Add());
+    empty = block_all_reduce<BLOCK>(empty, reduce_count, Add());
     if (threadIdx.x == 0) {
-        double total_shift = 0.0;
-        int total_empty = 0;
-        for (int w = 0; w < kWarps; ++w) {
-            total_shift += shared_value[w];
-            total_empty += shared_index[w];
-        }
-        status[0] = total_shift;
-        status[1] = (double)total_empty;
+        status[0] = shift;
+        status[1] = (double)empty;
         if (changed != nullptr) {
             status[2] = (double)*changed;
             *changed = 0ull;
@@ -104,7 +69,7 @@ inertia_partial(const T* __restrict__ XT,             // IN  (d, n)
                 index_t n, int d,                     // IN
                 double* __restrict__ partial)         // OUT (gridDim.x)
 {
-    __shared__ double shared_sum[BLOCK];
+    __shared__ double reduce_value[BLOCK / kWarpSize];
     double total = 0.0;
     for (index_t i = (index_t)blockIdx.x * BLOCK + threadIdx.x; i < n;
          i += (index_t)gridDim.x * BLOCK) {
@@ -116,13 +81,8 @@ inertia_partial(const T* __restrict__ XT,             // IN  (d, n)
         }
         total += (double)sample_weight[i] * distance;
     }
-    shared_sum[threadIdx.x] = total;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half >>= 1) {
-        if (threadIdx.x < half) shared_sum[threadIdx.x] += shared_sum[threadIdx.x + half];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[blockIdx.x] = shared_sum[0];
+    total = block_all_reduce<BLOCK>(total, reduce_value, Add());
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
 // Squared distance of each point to the centre of its cluster, in the data's precision: what

@@ -396,9 +396,10 @@ __global__ void update_sm_dt(const T* __restrict__ XT,            // IN  (d, n)
 // ---------------------------------------------------------------------------------------
 // sort (flash-kmeans): points ordered by label (a stable radix sort done by the caller);
 // one block per (cluster, feature or weight) reduces its segment in a fixed order, so the
-// result is bit-identical run to run. Column j == d is the weight.
+// result is bit-identical run to run. Column j == d is the weight. GPUMINE_BLOCK threads.
 template <typename T>
-__global__ void update_sorted_segments(const T* __restrict__ XT,            // IN (d, n)
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
+update_sorted_segments(const T* __restrict__ XT,            // IN (d, n)
                                        const T* __restrict__ sample_weight, // IN (n)
                                        const index_t* __restrict__ order,   // IN (n) by label
                                        const index_t* __restrict__ offsets, // IN (k + 1)
@@ -406,24 +407,19 @@ __global__ void update_sorted_segments(const T* __restrict__ XT,            // I
                                        double* __restrict__ sums,           // OUT (k, d)
                                        double* __restrict__ weights)        // OUT (k)
 {
-    __shared__ double partial[256];
+    __shared__ double scratch[GPUMINE_BLOCK / kWarpSize];
     const int cluster = blockIdx.x, j = blockIdx.y;
     const index_t begin = offsets[cluster], end = offsets[cluster + 1];
     double acc = 0.0;
-    for (index_t s = begin + threadIdx.x; s < end; s += blockDim.x) {
+    for (index_t s = begin + threadIdx.x; s < end; s += GPUMINE_BLOCK) {
         const index_t i = order[s];
         const double w = sample_weight[i];
         acc += j < d ? (double)XT[(index_t)j * n + i] * w : w;
     }
-    partial[threadIdx.x] = acc;
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-        __syncthreads();
-    }
+    acc = block_all_reduce<GPUMINE_BLOCK>(acc, scratch, Add());
     if (threadIdx.x == 0) {
-        if (j < d) sums[(index_t)cluster * d + j] = partial[0];
-        else weights[cluster] = partial[0];
+        if (j < d) sums[(index_t)cluster * d + j] = acc;
+        else weights[cluster] = acc;
     }
 }
 
@@ -493,30 +489,25 @@ __global__ void irregular_partial(const T* __restrict__ XT,            // IN  (d
     if (tid == 0) changed[blockIdx.x] = changed_count;
 }
 
-// Adds the groups' partial sums: one block per cluster, 256 threads striding over groups,
-// then a tree in shared memory. Column d of each partial is the weight.
-__global__ void irregular_finish(const double* __restrict__ partial,  // IN  (groups, k, d+1)
+// Adds the groups' partial sums: one block per cluster, GPUMINE_BLOCK threads striding over
+// groups, then block_all_reduce. Column d of each partial is the weight.
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
+irregular_finish(const double* __restrict__ partial,  // IN  (groups, k, d+1)
                                  index_t groups, int d, int k,        // IN
                                  double* __restrict__ sums,           // INOUT (k, d)
                                  double* __restrict__ weights)        // INOUT (k)
 {
-    __shared__ double acc[256];
+    __shared__ double scratch[GPUMINE_BLOCK / kWarpSize];
     const int cluster = blockIdx.x;
     for (int j = 0; j <= d; ++j) {
         double value = 0.0;
-        for (index_t g = threadIdx.x; g < groups; g += blockDim.x)
+        for (index_t g = threadIdx.x; g < groups; g += GPUMINE_BLOCK)
             value += partial[(g * k + cluster) * (d + 1) + j];
-        acc[threadIdx.x] = value;
-        __syncthreads();
-        for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-            if (threadIdx.x < stride) acc[threadIdx.x] += acc[threadIdx.x + stride];
-            __syncthreads();
-        }
+        value = block_all_reduce<GPUMINE_BLOCK>(value, scratch, Add());
         if (threadIdx.x == 0) {
-            if (j < d) sums[(index_t)cluster * d + j] += acc[0];
-            else weights[cluster] += acc[0];
+            if (j < d) sums[(index_t)cluster * d + j] += value;
+            else weights[cluster] += value;
         }
-        __syncthreads();
     }
 }
 

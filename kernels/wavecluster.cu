@@ -7,36 +7,28 @@
 
 
 // Fused min/max: one pass over X computes every feature's bounds. Each block reduces its
-// points in shared memory and writes one (min, max) pair per feature; the host reduces the
-// few per-block partials. partial: (blocks, 2, d).
-__global__ void minmax_columns(const double* __restrict__ XT,  // IN  (d, n)
-                               index_t n, int d,               // IN
-                               double* __restrict__ partial)   // OUT (blocks, 2, d)
+// points (block_all_reduce) and writes one (min, max) pair per feature; the host reduces the
+// few per-block partials. partial: (blocks, 2, d). Launched with GPUMINE_BLOCK threads.
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
+minmax_columns(const double* __restrict__ XT,  // IN  (d, n)
+               index_t n, int d,               // IN
+               double* __restrict__ partial)   // OUT (blocks, 2, d)
 {
-    __shared__ double s_min[256], s_max[256];
+    __shared__ double s_min[GPUMINE_BLOCK / kWarpSize], s_max[GPUMINE_BLOCK / kWarpSize];
     for (int j = 0; j < d; ++j) {
         double lo = 1.7976931348623157e+308, hi = -1.7976931348623157e+308;
-        for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-             i += (index_t)gridDim.x * blockDim.x) {
+        for (index_t i = (index_t)blockIdx.x * GPUMINE_BLOCK + threadIdx.x; i < n;
+             i += (index_t)gridDim.x * GPUMINE_BLOCK) {
             const double x = XT[(index_t)j * n + i];
             lo = fmin(lo, x);
             hi = fmax(hi, x);
         }
-        s_min[threadIdx.x] = lo;
-        s_max[threadIdx.x] = hi;
-        __syncthreads();
-        for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-            if (threadIdx.x < stride) {
-                s_min[threadIdx.x] = fmin(s_min[threadIdx.x], s_min[threadIdx.x + stride]);
-                s_max[threadIdx.x] = fmax(s_max[threadIdx.x], s_max[threadIdx.x + stride]);
-            }
-            __syncthreads();
-        }
+        lo = block_all_reduce<GPUMINE_BLOCK>(lo, s_min, FMin());
+        hi = block_all_reduce<GPUMINE_BLOCK>(hi, s_max, FMax());
         if (threadIdx.x == 0) {
-            partial[((index_t)blockIdx.x * 2) * d + j] = s_min[0];
-            partial[((index_t)blockIdx.x * 2 + 1) * d + j] = s_max[0];
+            partial[((index_t)blockIdx.x * 2) * d + j] = lo;
+            partial[((index_t)blockIdx.x * 2 + 1) * d + j] = hi;
         }
-        __syncthreads();
     }
 }
 
@@ -277,7 +269,7 @@ __device__ __forceinline__ bool uf_diagonal_skipped(int dr, int dc, bool below, 
     return dr == 1 && dc != 0 && (below || (dc == 1 && right));
 }
 
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
 uf_tile_2d(const bool* __restrict__ mask,  // IN  (rows, cols) foreground
            index_t* __restrict__ parent,   // OUT (rows, cols)
            int rows, int cols,             // IN  rows * cols < 2^31

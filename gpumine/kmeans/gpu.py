@@ -19,6 +19,7 @@ import numpy as np
 from gpumine.backend import cupy_module
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import (
+    BLOCK,
     device_attribute,
     get_kernel,
     instantiation,
@@ -54,10 +55,10 @@ __all__ = [
     "update_sort",
 ]
 
-_BLOCK = 256
+_BLOCK = BLOCK
 _DEFAULT_SHARED = 48 * 1024
 TILE_SIZES = _TILE_SIZES = (1, 2, 4, 8, 16, 32)
-_IRREGULAR_GROUP = 256
+_IRREGULAR_GROUP = 256  # seed 000's work-group size, a parameter of its kernel
 _PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
 #: Points per cluster a block of the privatized atomic update is given, at least.
 ATOMIC_POINTS_PER_CLUSTER = 1
@@ -66,7 +67,6 @@ _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
 _STEP = "kmeans_step.cu"
 _LOOP = "kmeans_loop.cu"
-_LOOP_BLOCK = 256
 #: The fused loop (:class:`FusedLoop`) runs fits of at most this many rows. Measured on the
 #: H100 (benchmarks/results/fused-loop-2026-11-23-d03077d.json), per Lloyd iteration
 #: against the graph loop: 23 us against 56 at 17,695 x 18, k = 128, and 18 against 29 at
@@ -80,9 +80,7 @@ FUSED_MAX_RELOCATIONS = 32
 _FUSED_STATUS = 7
 _LOOP_STATIC_SHARED = 1024
 _INIT = "kmeans_init.cu"
-_FINISH_BLOCK = 256
-_GATHER_BLOCK = 512
-_KPP_BLOCK = 256
+_GATHER_BLOCK = 512  # update_gather's own choice: a block per cluster
 _KPP_TRIALS = (8, 16, 32)  # compile-time bounds on the candidates per k-means++ centre
 _KPP_SHARED = 40 * 1024    # candidate coordinates kept in shared memory up to this size
 
@@ -106,16 +104,16 @@ for _t in ("float", "double"):
     instantiation(_UPDATE, "irregular_partial", _t, _IRREGULAR_GROUP, 8)
     for _dmax in _REGISTER_DIMS:
         instantiation(_UPDATE, "update_gather", _t, _GATHER_BLOCK, _dmax)
-    instantiation(_STEP, "finish_centers", _t, _FINISH_BLOCK)
+    instantiation(_STEP, "finish_centers", _t, _BLOCK)
     instantiation(_STEP, "inertia_partial", _t, _t, _BLOCK)
     instantiation(_STEP, "point_distances", _t)
     instantiation(_STEP, "relocate_empty", _t)
     for _mt in _KPP_TRIALS:
         for _dmax in (*_REGISTER_DIMS, 0) if _mt < _KPP_TRIALS[-1] else (0,):
-            instantiation(_INIT, "kmeans_plusplus", _t, _KPP_BLOCK, _mt, _dmax)
+            instantiation(_INIT, "kmeans_plusplus", _t, _BLOCK, _mt, _dmax)
 for _t in ("float", "double"):
     for _dmax in _ASSIGN_DIMS:
-        instantiation(_LOOP, "lloyd_loop", _t, _dmax, _LOOP_BLOCK)
+        instantiation(_LOOP, "lloyd_loop", _t, _dmax, _BLOCK)
 instantiation(_UPDATE, "irregular_finish")
 instantiation(_UPDATE, "masked_tree_summation")
 
@@ -548,11 +546,11 @@ class FusedLoop:
         self.changed = zeros[2 * k * (d + 1):].view(cp.uint64)  # 0.0 is all zero bits
         self._zeros = zeros
         dmax = next(m for m in _ASSIGN_DIMS if m >= d)
-        self._kernel = get_kernel(_LOOP, "lloyd_loop", X.dtype, dmax, _LOOP_BLOCK,
+        self._kernel = get_kernel(_LOOP, "lloyd_loop", X.dtype, dmax, _BLOCK,
                                   cooperative=True)
         self._shared = FusedLoop.shared_bytes(k, d, X.dtype.itemsize)
-        self._grid = max(1, min(resident_blocks(self._kernel, _LOOP_BLOCK, self._shared),
-                                _blocks(n, _LOOP_BLOCK)))
+        self._grid = max(1, min(resident_blocks(self._kernel, _BLOCK, self._shared),
+                                _blocks(n, _BLOCK)))
         scratch = cp.empty(_FUSED_STATUS + 2 * self._grid, dtype=cp.float64)
         self.status, self._block_status = scratch[:_FUSED_STATUS], scratch[_FUSED_STATUS:]
         self._status_host = cupyx.empty_pinned(_FUSED_STATUS, dtype=np.float64)
@@ -581,7 +579,7 @@ class FusedLoop:
         """Iterations ``first_iter`` onwards, in one launch; one readback (56 bytes)."""
         n, d = self.X.shape
         k = self.centers.shape[1]
-        launch(self._kernel, self._grid, _LOOP_BLOCK,
+        launch(self._kernel, self._grid, _BLOCK,
                (self._XT, self.sample_weight, np.int64(n), np.int32(d), np.int32(k),
                 np.int32(first_iter), np.int32(max_iter), np.float64(tol), self.centers,
                 self.labels, self.sums, self.weights, self.changed, self._block_status,
@@ -604,8 +602,8 @@ def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=Tr
     changed counter is read and zeroed when ``count``. Nothing is read back here.
     """
     k, d = centers_old.shape
-    kernel = get_kernel(_STEP, "finish_centers", centers_old.dtype, _FINISH_BLOCK)
-    launch(kernel, 1, _FINISH_BLOCK,
+    kernel = get_kernel(_STEP, "finish_centers", centers_old.dtype, _BLOCK)
+    launch(kernel, 1, _BLOCK,
            (sums, weights, centers_old, np.int32(k), np.int32(d), centers_new,
             buffers.changed if count else _null(), buffers.status))
 
@@ -689,9 +687,9 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
     # d <= 32 (and not the largest candidate bound): the point held in registers
     dmax = (next((m_ for m_ in _REGISTER_DIMS if m_ >= d), 0)
             if trials < _KPP_TRIALS[-1] else 0)
-    kernel = get_kernel(_INIT, "kmeans_plusplus", X.dtype, _KPP_BLOCK, trials, dmax,
+    kernel = get_kernel(_INIT, "kmeans_plusplus", X.dtype, _BLOCK, trials, dmax,
                         cooperative=True)
-    grid = min(resident_blocks(kernel, _KPP_BLOCK, shared), _blocks(n, _KPP_BLOCK))
+    grid = min(resident_blocks(kernel, _BLOCK, shared), _blocks(n, _BLOCK))
     chunk = -(-n // grid)
     chunk = -(-chunk // 32) * 32
     grid = -(-n // chunk)  # every block owns at least one point
@@ -700,7 +698,7 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
     partial = cp.empty((2, grid, trials), dtype=cp.float64)
     centers = cp.empty((n_clusters, d), dtype=X.dtype)
     chosen = cp.empty(n_clusters, dtype=cp.int64)
-    _launch_shared(kernel, grid, _KPP_BLOCK,
+    _launch_shared(kernel, grid, _BLOCK,
                    (XT, sample_weight, np.int64(n), np.int32(d), np.int32(n_clusters),
                     np.int32(m), np.int64(chunk), uniforms, np.int32(shared_candidates),
                     closest, tile_sums, partial, centers, chosen), shared)

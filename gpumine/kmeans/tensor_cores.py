@@ -69,7 +69,7 @@ import numpy as np
 
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy
-from gpumine.kernels import device_attribute, get_kernel, instantiation, launch
+from gpumine.kernels import BLOCK, device_attribute, get_kernel, instantiation, launch
 from gpumine.kmeans.gpu import TILE_SIZES, _columns, _pointer, assign_tiled, tiled_shape
 
 __all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
@@ -78,7 +78,7 @@ _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel; wider data goes through the cuBLAS path.
 FUSED_DIMS = (8, 16, 32, 64, 128)
 _BM, _BN = 128, 64
-_RECHECK_BLOCK = 256  # rows per block of the re-check, as assign_tiled's block
+_RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
 _CUBLAS_OP_T = 1
@@ -234,7 +234,7 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
                       block.data.ptr, _CUDA_R_32F, stop - start,
                       zero.ctypes.data, products.data.ptr, _CUDA_R_32F, k_pad,
                       compute, _CUBLAS_GEMM_DEFAULT)
-        launch(epilogue, -(-(stop - start) * 32 // 256), 256,
+        launch(epilogue, -(-(stop - start) * 32 // BLOCK), BLOCK,
                (products, np.int32(k_pad), norms, x_norm2, cmax, bound,
                 np.int64(stop - start), np.int64(start), np.int32(k), labels,
                 _pointer(changed), queue_size, queue))

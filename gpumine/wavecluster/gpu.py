@@ -14,7 +14,7 @@ import numpy as np
 
 from gpumine.backend import cupy_module, get_backend
 from gpumine.exceptions import InvalidParameterError
-from gpumine.kernels import device_attribute, get_kernel, instantiation, launch
+from gpumine.kernels import BLOCK, device_attribute, get_kernel, instantiation, launch
 from gpumine.wavecluster.labeling import neighbour_offsets
 from gpumine.wavecluster.wavelet import _get, coarse_shape
 
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 _SOURCE = "wavecluster.cu"
-_BLOCK = 256
+_BLOCK = BLOCK  # minmax_columns is compiled for it
 #: The most grid axes the labelling kernels take (``WC_MAX_DIMS`` in wavecluster.cu);
 #: the sliding window's 2^d-cell windows, held in registers, take at most 4.
 _MAX_DIMS = 8
