@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import threading
@@ -34,6 +35,7 @@ __all__ = [
     "KERNEL_DIR",
     "Instantiation",
     "declared_instantiations",
+    "declares",
     "device_attribute",
     "get_kernel",
     "instantiation",
@@ -98,6 +100,28 @@ def instantiation(source: str, name: str, *template_args, defines=None) -> Insta
                          tuple(sorted((defines or {}).items())))
     _DECLARED.setdefault(item, None)
     return item
+
+
+def declares(source: str, name: str, *axes, defines=None):
+    """Decorator for a launcher: declare kernel ``name``'s instantiations where it is launched.
+
+    Declares ``name<args...>`` of ``source`` for every combination of ``axes`` (each a
+    sequence of template arguments; a tuple in an axis stands for several consecutive
+    arguments), and returns the launcher unchanged. The CI compile test builds every
+    declared instantiation with nvcc, so a launcher and what it launches stay together.
+
+    Examples
+    --------
+    >>> from gpumine.kernels import declared_instantiations, declares
+    >>> @declares("kmeans_update.cu", "update_gm_cl", ("float", "double"))
+    ... def update_gm_cl(X, labels, sample_weight, sums, weights, labels_old=None): ...
+    >>> [i.expression for i in declared_instantiations() if i.name == "update_gm_cl"]
+    ['update_gm_cl<float>', 'update_gm_cl<double>']
+    """
+    for combination in itertools.product(*axes):
+        args = [a for arg in combination for a in (arg if isinstance(arg, tuple) else (arg,))]
+        instantiation(source, name, *args, defines=defines)
+    return lambda launcher: launcher
 
 
 def declared_instantiations() -> list[Instantiation]:

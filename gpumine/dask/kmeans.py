@@ -34,7 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 from gpumine import registry
 from gpumine.exceptions import InvalidInputError, InvalidParameterError, MissingDependency
 from gpumine.kmeans.chunked import merge_moments
-from gpumine.kmeans.lloyd import _converged, average_centers
+from gpumine.kmeans.lloyd import average_centers, stopping_rule
 
 __all__ = ["GPUKMeans"]
 
@@ -301,7 +301,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             now = [part[2] for part in parts]
             unchanged = now == fingerprints
             fingerprints = now
-            stop, _ = _converged(iteration, unchanged, shift, tol, 0)
+            stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
             if stop:
                 break
         self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats

@@ -37,11 +37,11 @@ import numpy as np
 from gpumine.exceptions import InvalidInputError
 from gpumine.kmeans.lloyd import (
     LloydResult,
-    _converged,
     average_centers,
     better_run,
     inertia,
     initial_centers,
+    stopping_rule,
 )
 
 __all__ = [
@@ -246,7 +246,7 @@ def _single(chunks: ChunkSource, sizes, centers_init, *, assign, update, max_ite
         center_shift_total = float(((centers_new - centers) ** 2).sum())  # sync: 8 bytes
         centers = centers_new
         unchanged = changed == 0 if counted else bool(xp.array_equal(labels, labels_old))
-        stop, strict_convergence = _converged(iteration, unchanged, center_shift_total, tol,
+        stop, strict_convergence = stopping_rule(iteration, unchanged, center_shift_total, tol,
                                               verbose)
         if stop:
             break

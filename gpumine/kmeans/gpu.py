@@ -20,9 +20,9 @@ from gpumine.backend import cupy_module
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import (
     BLOCK,
+    declares,
     device_attribute,
     get_kernel,
-    instantiation,
     launch,
     resident_blocks,
 )
@@ -33,10 +33,12 @@ __all__ = [
     "LoopBuffers",
     "assign_gemm",
     "assign_tiled",
+    "column_buffer",
     "finish_centers",
     "graphs_enabled",
     "hybrid",
     "inertia",
+    "kernel_pointer",
     "kmeans_plusplus",
     "relocate_empty_clusters",
     "tiled_shape",
@@ -84,38 +86,16 @@ _GATHER_BLOCK = 512  # update_gather's own choice: a block per cluster
 _KPP_TRIALS = (8, 16, 32)  # compile-time bounds on the candidates per k-means++ centre
 _KPP_SHARED = 40 * 1024    # candidate coordinates kept in shared memory up to this size
 
-# Declared for the nvcc compile test in CI (no GPU needed to compile).
+# Template arguments of the declared instantiations (@declares on each launcher; the nvcc
+# compile test in CI builds them, no GPU needed).
 _REGISTER_DIMS = (4, 8, 16, 32)
 # The assignment's specializations: finer, since its work is k x DMAX per point (d = 18
 # runs as 20 features instead of 32).
 _ASSIGN_DIMS = (4, 8, 12, 16, 20, 24, 32)
-for _t in ("float", "double"):
-    instantiation(_UPDATE, "update_atomic_shared", _t, _t)
-    for _kt in _TILE_SIZES:
-        instantiation(_ASSIGN, "assign_tiled", _t, _kt)
-        for _dmax in _ASSIGN_DIMS:
-            instantiation(_ASSIGN, "assign_registers", _t, _kt, _dmax)
-    instantiation(_ASSIGN, "argmin_epilogue", _t)
-    for _name in ("update_atomic_global", "update_gm_cl",
-                  "update_gm_dl", "update_sm_cl", "update_sm_dl", "update_gm_ct",
-                  "update_gm_dt", "update_sm_ct", "update_sm_dt", "update_sorted_segments",
-                  "masked_tree_cluster"):
-        instantiation(_UPDATE, _name, _t)
-    instantiation(_UPDATE, "irregular_partial", _t, _IRREGULAR_GROUP, 8)
-    for _dmax in _REGISTER_DIMS:
-        instantiation(_UPDATE, "update_gather", _t, _GATHER_BLOCK, _dmax)
-    instantiation(_STEP, "finish_centers", _t, _BLOCK)
-    instantiation(_STEP, "inertia_partial", _t, _t, _BLOCK)
-    instantiation(_STEP, "point_distances", _t)
-    instantiation(_STEP, "relocate_empty", _t)
-    for _mt in _KPP_TRIALS:
-        for _dmax in (*_REGISTER_DIMS, 0) if _mt < _KPP_TRIALS[-1] else (0,):
-            instantiation(_INIT, "kmeans_plusplus", _t, _BLOCK, _mt, _dmax)
-for _t in ("float", "double"):
-    for _dmax in _ASSIGN_DIMS:
-        instantiation(_LOOP, "lloyd_loop", _t, _dmax, _BLOCK)
-instantiation(_UPDATE, "irregular_finish")
-instantiation(_UPDATE, "masked_tree_summation")
+_TYPES = ("float", "double")
+#: (candidates, DMAX) of the k-means++ kernel: register-held points up to 16 candidates.
+_KPP_SHAPES = tuple((mt, dmax) for mt in _KPP_TRIALS
+                    for dmax in ((*_REGISTER_DIMS, 0) if mt < _KPP_TRIALS[-1] else (0,)))
 
 
 def _odd_stride(d: int) -> int:
@@ -128,7 +108,7 @@ def _blocks(count: int, block: int = _BLOCK) -> int:
     return max(1, -(-int(count) // block))
 
 
-def _columns(X):
+def column_buffer(X):
     """The (d, n) C-contiguous buffer behind X (a copy only if X is not a view of one)."""
     cp = cupy_module()
     XT = X.T
@@ -150,7 +130,7 @@ def _null():
     return np.uint64(0)
 
 
-def _pointer(array):
+def kernel_pointer(array):
     """A device array as a kernel argument, or the null pointer for None."""
     return _null() if array is None else array
 
@@ -163,6 +143,8 @@ def tiled_shape(k: int, d: int, itemsize: int) -> tuple[int, int]:
     return tile, max(1, min(d, _DEFAULT_SHARED // (tile * itemsize)))
 
 
+@declares(_ASSIGN, "assign_tiled", _TYPES, _TILE_SIZES)
+@declares(_ASSIGN, "assign_registers", _TYPES, _TILE_SIZES, _ASSIGN_DIMS)
 def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
@@ -172,7 +154,7 @@ def assign_tiled(X, centers, labels, changed=None):
     labels that changed is added to it (no copy of the previous labels needed).
     """
     cp = cupy_module()
-    XT = _columns(X)
+    XT = column_buffer(X)
     n, d = X.shape
     k = centers.shape[0]
     tile, dt = tiled_shape(k, d, X.dtype.itemsize)
@@ -183,18 +165,19 @@ def assign_tiled(X, centers, labels, changed=None):
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
         launch(kernel, _blocks(n), _BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
-                _pointer(changed)), shared_mem=tile * dmax * itemsize)
+                kernel_pointer(changed)), shared_mem=tile * dmax * itemsize)
         return
     kernel = get_kernel(_ASSIGN, "assign_tiled", X.dtype, tile)
     launch(kernel, _blocks(n), _BLOCK,
            (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), labels,
-            _pointer(changed)), shared_mem=tile * dt * itemsize)
+            kernel_pointer(changed)), shared_mem=tile * dt * itemsize)
 
 
 assign_tiled.counts_changes = True  # the engine's loop then keeps no copy of the labels
 assign_tiled.graph_safe = True  # launches only: capturable into a CUDA graph
 
 
+@declares(_ASSIGN, "argmin_epilogue", _TYPES)
 def assign_gemm(X, centers, labels):
     """cuBLAS x.c over row tiles, then ||c||^2 - 2 x.c and the argmin in one epilogue kernel.
 
@@ -221,9 +204,11 @@ def _prepare(X, sums, weights):
     sums.fill(0)
     weights.fill(0)
     n, d = X.shape
-    return _columns(X), n, d, sums.shape[0]
+    return column_buffer(X), n, d, sums.shape[0]
 
 
+@declares(_UPDATE, "update_atomic_shared", (("float", "float"), ("double", "double")))
+@declares(_UPDATE, "update_atomic_global", _TYPES)
 def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
     """Shared-memory privatized atomicAdd when k*(d+1) values fit a block, else global.
 
@@ -254,12 +239,13 @@ update_atomic.graph_safe = True
 GATHER_MAX_FEATURES = _REGISTER_DIMS[-1]
 
 
+@declares(_UPDATE, "update_gather", _TYPES, (_GATHER_BLOCK,), _REGISTER_DIMS)
 def update_gather(X, labels, sample_weight, sums, weights, labels_old=None):
     """One block per cluster gathers its points by scanning the labels: no atomics, no
     zeroing, the same sums run to run; d <= 32, and small n x k (the labels are read once
     per cluster). Opt-in: on the H100 it beat ``atomic`` only with many small clusters
     (17,695 x 8, k = 1024), benchmarks/results/update-small-2026-11-23-f94c03d.json."""
-    XT = _columns(X)
+    XT = column_buffer(X)
     n, d = X.shape
     k = sums.shape[0]
     if d > GATHER_MAX_FEATURES:
@@ -274,6 +260,7 @@ def update_gather(X, labels, sample_weight, sums, weights, labels_old=None):
 update_gather.graph_safe = True
 
 
+@declares(_UPDATE, "update_gm_cl", _TYPES)
 def update_gm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.1: a thread per point, a global spinlock per cluster."""
     cp = cupy_module()
@@ -283,6 +270,7 @@ def update_gm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
            (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights, locks))
 
 
+@declares(_UPDATE, "update_gm_dl", _TYPES)
 def update_gm_dl(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.2: a thread per (point, feature), a global spinlock per (cluster, feature)."""
     cp = cupy_module()
@@ -303,6 +291,7 @@ def _chunk(per_cluster_bytes: int, k: int, name: str, d: int) -> tuple[int, int]
     return chunk, chunk * per_cluster_bytes
 
 
+@declares(_UPDATE, "update_sm_cl", _TYPES)
 def update_sm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.3: clusters in shared memory in chunks, shared spinlocks, then GM-CL."""
     cp = cupy_module()
@@ -314,6 +303,7 @@ def update_sm_cl(X, labels, sample_weight, sums, weights, labels_old=None):
                     np.int32(chunk), sums, weights, locks), shared)
 
 
+@declares(_UPDATE, "update_sm_dl", _TYPES)
 def update_sm_dl(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.4: SM-CL with a thread and a shared spinlock per (point|cluster, feature)."""
     cp = cupy_module()
@@ -325,6 +315,7 @@ def update_sm_dl(X, labels, sample_weight, sums, weights, labels_old=None):
                     np.int32(chunk), sums, weights, locks), shared)
 
 
+@declares(_UPDATE, "update_gm_ct", _TYPES)
 def update_gm_ct(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.5: a thread per cluster scans all points; sums in global memory."""
     XT, n, d, k = _prepare(X, sums, weights)
@@ -332,6 +323,7 @@ def update_gm_ct(X, labels, sample_weight, sums, weights, labels_old=None):
            (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums, weights))
 
 
+@declares(_UPDATE, "update_gm_dt", _TYPES)
 def update_gm_dt(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.5: a thread per (cluster, feature) scans all points; global memory."""
     XT, n, d, k = _prepare(X, sums, weights)
@@ -339,6 +331,7 @@ def update_gm_dt(X, labels, sample_weight, sums, weights, labels_old=None):
            (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums, weights))
 
 
+@declares(_UPDATE, "update_sm_ct", _TYPES)
 def update_sm_ct(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.5: GM-CT with each thread's running sums in shared memory."""
     XT, n, d, k = _prepare(X, sums, weights)
@@ -349,6 +342,7 @@ def update_sm_ct(X, labels, sample_weight, sums, weights, labels_old=None):
             sums, weights), shared_mem=block * (dt + 1) * 8)
 
 
+@declares(_UPDATE, "update_sm_dt", _TYPES)
 def update_sm_dt(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 004 §5.5: GM-DT with each thread's running sum in shared memory."""
     XT, n, d, k = _prepare(X, sums, weights)
@@ -358,6 +352,7 @@ def update_sm_dt(X, labels, sample_weight, sums, weights, labels_old=None):
            shared_mem=2 * block * 8)
 
 
+@declares(_UPDATE, "update_sorted_segments", _TYPES)
 def update_sort(X, labels, sample_weight, sums, weights, labels_old=None):
     """Sort points by label, then one fixed-order block reduction per (cluster, feature).
 
@@ -374,6 +369,8 @@ def update_sort(X, labels, sample_weight, sums, weights, labels_old=None):
            (XT, sample_weight, order, offsets, np.int64(n), np.int32(d), sums, weights))
 
 
+@declares(_UPDATE, "irregular_partial", _TYPES, (_IRREGULAR_GROUP,), (8,))
+@declares(_UPDATE, "irregular_finish")
 def update_irregular_reduction(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 000 §6-7: per work-group irregular (index-array) log2 reductions, then a final add.
 
@@ -401,6 +398,8 @@ def update_irregular_reduction(X, labels, sample_weight, sums, weights, labels_o
     return None if labels_old is None else int(changed.sum())
 
 
+@declares(_UPDATE, "masked_tree_cluster", _TYPES)
+@declares(_UPDATE, "masked_tree_summation")
 def update_masked_tree(X, labels, sample_weight, sums, weights, labels_old=None):
     """Seed 002 appendix: per block and cluster a masked tree sum, then halving passes."""
     cp = cupy_module()
@@ -507,6 +506,7 @@ class FusedStatus(NamedTuple):
     n_distinct: int
 
 
+@declares(_LOOP, "lloyd_loop", _TYPES, _ASSIGN_DIMS, (_BLOCK,))
 class FusedLoop:
     """The device Lloyd loop as one cooperative kernel (``kernels/kmeans_loop.cu``).
 
@@ -530,7 +530,7 @@ class FusedLoop:
 
         cp = cupy_module()
         self.X, self.sample_weight = X, sample_weight
-        self._XT = _columns(X)
+        self._XT = column_buffer(X)
         n, d = X.shape
         k = centers_init.shape[0]
         self.centers = cp.empty((2, k, d), dtype=X.dtype)
@@ -594,6 +594,7 @@ class FusedLoop:
         self._zeros.fill(0)
 
 
+@declares(_STEP, "finish_centers", _TYPES, (_BLOCK,))
 def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=True):
     """Averaging, centre shift, empty-cluster count and changed count in one kernel.
 
@@ -608,6 +609,8 @@ def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=Tr
             buffers.changed if count else _null(), buffers.status))
 
 
+@declares(_STEP, "point_distances", _TYPES)
+@declares(_STEP, "relocate_empty", _TYPES)
 def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels,
                             n_empty: int) -> None:
     """:func:`gpumine.kmeans.lloyd.relocate_empty_clusters` on the device, without a host sync.
@@ -619,7 +622,7 @@ def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels
     ``sums`` and ``weights`` (INOUT) are the M-step's buffers before averaging.
     """
     cp = cupy_module()
-    XT = _columns(X)
+    XT = column_buffer(X)
     n, d = X.shape
     k = weights.shape[0]
     centers_old = cp.ascontiguousarray(centers_old, dtype=X.dtype)
@@ -636,13 +639,14 @@ def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels
             cp.empty(n_empty, dtype=cp.int32), sums, weights))
 
 
+@declares(_STEP, "inertia_partial", (("float", "float"), ("double", "double")), (_BLOCK,))
 def inertia(X, sample_weight, centers, labels) -> float:
     """``sum_i w_i ||x_i - c_{l_i}||^2`` directly, in double; one 8-byte readback.
 
     Per-block partial sums are added in a fixed order, so the value is the same run to run.
     """
     cp = cupy_module()
-    XT = _columns(X)
+    XT = column_buffer(X)
     n, d = X.shape
     blocks = min(_blocks(n), 1024)
     partial = cp.empty(blocks, dtype=cp.float64)
@@ -652,6 +656,7 @@ def inertia(X, sample_weight, centers, labels) -> float:
     return float(partial.sum())  # sync: 8 bytes, the inertia is a Python float
 
 
+@declares(_INIT, "kmeans_plusplus", _TYPES, (_BLOCK,), _KPP_SHAPES)
 def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trials=None):
     """Greedy k-means++ on the device in one cooperative kernel launch.
 
@@ -669,7 +674,7 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
     centers : cupy.ndarray (n_clusters, n_features), X's dtype
     """
     cp = cupy_module()
-    XT = _columns(X)
+    XT = column_buffer(X)
     n, d = X.shape
     if n_local_trials is None:
         n_local_trials = 2 + int(np.log(n_clusters))

@@ -75,6 +75,7 @@ __all__ = [
     "lloyd_step",
     "relocate_empty_clusters",
     "squared_row_norms",
+    "stopping_rule",
     "tolerance",
 ]
 
@@ -297,7 +298,7 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
         centers = centers_new
         unchanged = (n_changed == 0 if n_changed is not None
                      else bool(xp.array_equal(labels, labels_old)))
-        stop, strict_convergence = _converged(iteration, unchanged, center_shift_total, tol,
+        stop, strict_convergence = stopping_rule(iteration, unchanged, center_shift_total, tol,
                                               verbose)
         if stop:
             break
@@ -308,11 +309,19 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
                        centers=centers, n_iter=iteration + 1)
 
 
-def _converged(iteration, unchanged, center_shift_total, tol, verbose) -> tuple[bool, bool]:
+def stopping_rule(iteration, unchanged, center_shift_total, tol, verbose) -> tuple[bool, bool]:
     """The stopping rule, scikit-learn's: (stop, strict) after ``iteration``.
 
     Strict convergence when no label changed; else stop when the total squared centre
-    shift is within ``tol``. ``verbose`` prints scikit-learn's messages.
+    shift is within ``tol``. ``verbose`` prints scikit-learn's messages. Every Lloyd loop
+    (in memory, chunked, Dask) stops by it.
+
+    Examples
+    --------
+    >>> stopping_rule(3, False, 1e-9, 1e-4, 0)
+    (True, False)
+    >>> stopping_rule(3, True, 5.0, 1e-4, 0)
+    (True, True)
     """
     if unchanged:
         if verbose:
@@ -395,7 +404,7 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             if verbose:
                 print(f"Iteration {iteration}, inertia "
                       f"{inertia(X, sample_weight, centers, labels, xp)}.")
-            stop, strict_convergence = _converged(iteration, n_changed == 0,
+            stop, strict_convergence = stopping_rule(iteration, n_changed == 0,
                                                   center_shift_total, tol, verbose)
             if stop:
                 break
@@ -434,7 +443,7 @@ def _lloyd_fused(X, sample_weight, centers_init, *, assign, max_iter, tol, xp) -
                            count=False)
         center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
         loop.restart()
-        stop, strict_convergence = _converged(done - 1, status.n_changed == 0,
+        stop, strict_convergence = stopping_rule(done - 1, status.n_changed == 0,
                                               center_shift_total, tol, 0)
         if stop:
             break

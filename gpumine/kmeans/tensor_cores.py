@@ -69,8 +69,8 @@ import numpy as np
 
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy
-from gpumine.kernels import BLOCK, device_attribute, get_kernel, instantiation, launch
-from gpumine.kmeans.gpu import TILE_SIZES, _columns, _pointer, assign_tiled, tiled_shape
+from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
+from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
 __all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
 
@@ -86,14 +86,7 @@ _CUBLAS_COMPUTE_32F_PEDANTIC = 69
 _CUBLAS_COMPUTE_32F_FAST_TF32 = 77
 _CUBLAS_GEMM_DEFAULT = -1
 
-for _t in ("float", "double"):
-    instantiation(_SOURCE, "tc_prepare_centers", _t)
-    for _kt in TILE_SIZES:
-        instantiation(_SOURCE, "assign_recheck", _t, _kt)
-    for _dp in FUSED_DIMS:
-        for _split in ("true", "false"):
-            instantiation(_SOURCE, "assign_tc", _t, _dp, _split)
-instantiation(_SOURCE, "tc_gemm_epilogue")
+_TYPES = ("float", "double")
 
 _BOUNDS: dict = {}
 
@@ -157,6 +150,9 @@ def _padded_width(d: int) -> int:
     return -(-d // 8) * 8
 
 
+@declares(_SOURCE, "tc_prepare_centers", _TYPES)
+@declares(_SOURCE, "assign_tc", _TYPES, FUSED_DIMS, ("true", "false"))
+@declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
 def _assign(X, centers, labels, changed, exact: bool):
     """Launch the assignment; returns the device counter of rows queued for the re-check.
 
@@ -170,7 +166,7 @@ def _assign(X, centers, labels, changed, exact: bool):
                                        "capability 8.0 or newer); use 'tiled'")
         assign_tiled(X, centers, labels, changed)
         return cp.zeros(1, dtype=cp.uint32)
-    XT = _columns(X)
+    XT = column_buffer(X)
     n, d = X.shape
     k = centers.shape[0]
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
@@ -193,7 +189,7 @@ def _assign(X, centers, labels, changed, exact: bool):
             kernel.max_dynamic_shared_size_bytes = shared
         launch(kernel, -(-n // _BM), _BM,
                (XT, shift, padded, norms, cmax, bound, np.int64(n), np.int32(d),
-                np.int32(k_pad), labels, _pointer(changed), queue_size, queue),
+                np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue),
                shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
@@ -203,10 +199,11 @@ def _assign(X, centers, labels, changed, exact: bool):
         blocks = min(-(-n // _RECHECK_BLOCK), device_attribute("MultiProcessorCount") * 2)
         launch(get_kernel(_SOURCE, "assign_recheck", X.dtype, tile), blocks, _RECHECK_BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
-                queue, labels, _pointer(changed)), shared_mem=tile * dt * X.dtype.itemsize)
+                queue, labels, kernel_pointer(changed)), shared_mem=tile * dt * X.dtype.itemsize)
     return queue_size
 
 
+@declares(_SOURCE, "tc_gemm_epilogue")
 def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, queue_size,
                  queue, exact):
     """d past the fused kernel: cuBLAS GEMM over row tiles (float32 arithmetic for tc-exact,
@@ -237,7 +234,7 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
         launch(epilogue, -(-(stop - start) * 32 // BLOCK), BLOCK,
                (products, np.int32(k_pad), norms, x_norm2, cmax, bound,
                 np.int64(stop - start), np.int64(start), np.int32(k), labels,
-                _pointer(changed), queue_size, queue))
+                kernel_pointer(changed), queue_size, queue))
 
 
 def assign_tc_exact(X, centers, labels, changed=None):

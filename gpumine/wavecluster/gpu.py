@@ -14,9 +14,9 @@ import numpy as np
 
 from gpumine.backend import cupy_module, get_backend
 from gpumine.exceptions import InvalidParameterError
-from gpumine.kernels import BLOCK, device_attribute, get_kernel, instantiation, launch
+from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
 from gpumine.wavecluster.labeling import neighbour_offsets
-from gpumine.wavecluster.wavelet import _get, coarse_shape
+from gpumine.wavecluster.wavelet import coarse_shape, get_wavelet
 
 __all__ = [
     "bounds",
@@ -41,15 +41,7 @@ _EMPTY = np.iinfo(np.int64).max
 _SHARED_HISTOGRAM = 48 * 1024
 _STREAM_BLOCKS_PER_SM = 8
 
-for _name in ("minmax_columns", "lowpass_axis", "sliding_window", "uf_union", "uf_compress",
-              "uf_tile_2d", "uf_border_2d", "point_components"):
-    instantiation(_SOURCE, _name)
-for _count in ("int", "long long"):  # the count type of _compact
-    instantiation(_SOURCE, "component_roots", _count)
-    instantiation(_SOURCE, "component_numbers", _count)
-for _flag in ("true", "false"):
-    instantiation(_SOURCE, "quantize_histogram", _flag)
-    instantiation(_SOURCE, "weighted_bincount", _flag)
+_FLAGS = ("true", "false")  # a bool template argument
 
 
 def _blocks(count):
@@ -62,6 +54,7 @@ def _shape_struct(shape):
     return cupy_module().asarray(np.array(padded, dtype=np.int64))
 
 
+@declares(_SOURCE, "minmax_columns")
 def bounds(XT):
     """Per-feature (min, max) of column-major X in one fused pass: (2, d) on the host."""
     cp = cupy_module()
@@ -74,6 +67,7 @@ def bounds(XT):
     return np.stack([host[:, 0, :].min(axis=0), host[:, 1, :].max(axis=0)])
 
 
+@declares(_SOURCE, "quantize_histogram", _FLAGS)
 def quantize_histogram(XT, weight, grid_bounds, grid_shape):
     """Flat fine cell of every point (-1 outside) and the weighted histogram, on the device.
 
@@ -97,10 +91,11 @@ def quantize_histogram(XT, weight, grid_bounds, grid_shape):
     return point_cell, histogram.reshape(grid_shape)
 
 
+@declares(_SOURCE, "lowpass_axis")
 def lowpass(grid, wavelet, levels):
     """Seed 003 Algorithm 1 / the CPU's :func:`~gpumine.wavecluster.wavelet.lowpass`."""
     cp = cupy_module()
-    taps_host = np.asarray(_get(wavelet).dec_lo, dtype=np.float64)
+    taps_host = np.asarray(get_wavelet(wavelet).dec_lo, dtype=np.float64)
     taps = cp.asarray(taps_host)
     kernel = get_kernel(_SOURCE, "lowpass_axis")
     out = cp.ascontiguousarray(grid, dtype=cp.float64)
@@ -125,6 +120,8 @@ def _ids(mask):
     return cp.where(flat, cp.arange(flat.size, dtype=cp.int64), cp.int64(_EMPTY))
 
 
+@declares(_SOURCE, "component_roots", ("int", "long long"))
+@declares(_SOURCE, "component_numbers", ("int", "long long"))
 def _compact(roots, mask):
     """Number components 1..n in raster order of their smallest cell; 0 for background.
 
@@ -148,6 +145,7 @@ def _compact(roots, mask):
     return labels.reshape(mask.shape), int(rank[-1])  # sync: the component count
 
 
+@declares(_SOURCE, "sliding_window")
 def label_sliding_window(mask, connectivity):
     """Seed 003 Algorithm 2: multi-pass 2^d sliding windows until no id changes.
 
@@ -200,6 +198,10 @@ def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
                 len(offsets))
 
 
+@declares(_SOURCE, "uf_tile_2d")
+@declares(_SOURCE, "uf_border_2d")
+@declares(_SOURCE, "uf_union")
+@declares(_SOURCE, "uf_compress")
 def label_union_find_gpu(mask, connectivity):
     """Atomic union-find (label equivalence) over the foreground cells.
 
@@ -236,6 +238,7 @@ def label_union_find_gpu(mask, connectivity):
     return _compact(parent, mask)
 
 
+@declares(_SOURCE, "point_components")
 def point_components(point_cell, components, wavelet, levels, grid_shape, outside=0):
     """``components`` (a coarse grid) at every point's coarse cell; ``outside`` off the grid.
 
@@ -243,7 +246,7 @@ def point_components(point_cell, components, wavelet, levels, grid_shape, outsid
     """
     cp = cupy_module()
     n = point_cell.size
-    shift = _get(wavelet).shift
+    shift = get_wavelet(wavelet).shift
     scale = 2 ** levels
     offset = shift * (scale - 1) + (scale // 2 if shift else 0)
     fine = cp.asarray(np.asarray(grid_shape, dtype=np.int64))
@@ -265,6 +268,7 @@ def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
                             outside=-1)
 
 
+@declares(_SOURCE, "weighted_bincount", _FLAGS)
 def weighted_bincount(values, weight, bins):
     """``bincount(values, weights=weight, minlength=bins)`` with block-private bins, except
     that bin 0 (the background) is left 0: it is never needed, and counting it would

@@ -25,7 +25,8 @@ import numpy as np
 
 from gpumine.exceptions import InvalidParameterError
 
-__all__ = ["BIOR22", "HAAR", "WAVELETS", "Wavelet", "coarse_cells", "coarse_shape", "lowpass"]
+__all__ = ["BIOR22", "HAAR", "WAVELETS", "Wavelet", "coarse_cells", "coarse_shape", "get_wavelet",
+           "lowpass"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ BIOR22 = Wavelet("bior2.2", (0.0, -0.1767766952966369, 0.3535533905932738, 1.060
 WAVELETS = {w.name: w for w in (HAAR, BIOR22)}
 
 
-def _get(wavelet) -> Wavelet:
+def get_wavelet(wavelet) -> Wavelet:
+    """The :class:`Wavelet` named ``wavelet`` (one of :data:`WAVELETS`), or ``wavelet`` itself."""
     if isinstance(wavelet, Wavelet):
         return wavelet
     try:
@@ -58,7 +60,7 @@ def _get(wavelet) -> Wavelet:
 
 def coarse_shape(shape, wavelet, levels: int) -> tuple:
     """Shape of the grid after ``levels`` low-pass levels."""
-    taps = len(_get(wavelet).dec_lo)
+    taps = len(get_wavelet(wavelet).dec_lo)
     shape = tuple(int(s) for s in shape)
     for _ in range(levels):
         shape = tuple((s + taps - 1) // 2 for s in shape)
@@ -98,7 +100,7 @@ def lowpass(grid, wavelet="haar", levels: int = 1, xp=np):
     -------
     array of shape :func:`coarse_shape`, float64
     """
-    taps = _get(wavelet).dec_lo
+    taps = get_wavelet(wavelet).dec_lo
     out = grid
     for _ in range(levels):
         for axis in range(grid.ndim):
@@ -108,7 +110,7 @@ def lowpass(grid, wavelet="haar", levels: int = 1, xp=np):
 
 def coarse_cells(cells, wavelet, levels: int, shape):
     """Coarse-grid cell of each fine cell index row (``cells``: (n, d) ints); see above."""
-    shift = _get(wavelet).shift
+    shift = get_wavelet(wavelet).shift
     scale = 2 ** levels
     offset = shift * (scale - 1) + (scale // 2 if shift else 0)
     out = (cells + offset) // scale
