@@ -341,3 +341,23 @@ def test_fused_loop_takes_only_small_default_problems(cp):
         "kmeans.update", "sort"))
     assert not gpu.FusedLoop.takes(cp.zeros((1000, 33), dtype=cp.float32), 8, tiled, atomic)
     assert not gpu.FusedLoop.takes(small, 4096, tiled, atomic)  # centres past shared memory
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_streamed_gpu_fit_equals_the_in_memory_gpu_fit(cp, dtype):
+    """batch_rows streams host data through the GPU chunk by chunk: from the same init the
+    labels and n_iter equal the in-memory GPU fit's, the centres up to summation order.
+    Data far from the origin, so that the centring mean matters."""
+    rng = np.random.default_rng(11)
+    middles = rng.uniform(-4, 4, size=(24, 16))
+    X = (middles[rng.integers(0, 24, 300_007)] + rng.normal(size=(300_007, 16)) + 250.0)
+    X = X.astype(dtype)
+    init = X[rng.choice(len(X), 24, replace=False)]
+    memory = GPUKMeans(24, init=init, max_iter=15, tol=0, device="gpu").fit(X)
+    streamed = GPUKMeans(24, init=init, max_iter=15, tol=0, device="gpu",
+                         batch_rows=65_536).fit(X)
+    np.testing.assert_array_equal(cp.asnumpy(streamed.labels_), cp.asnumpy(memory.labels_))
+    assert streamed.n_iter_ == memory.n_iter_
+    np.testing.assert_allclose(streamed.cluster_centers_, memory.cluster_centers_,
+                               rtol=1e-5 if dtype == np.float32 else 1e-12)

@@ -528,7 +528,10 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     if center_dtype is None:
         center_dtype = np.float64 if xp is np else X.dtype
     scaled_tol = tolerance(X, tol, xp)
-    x_mean = X.mean(axis=0)
+    # NumPy: scikit-learn's mean. Other backends: accumulated in float64 and rounded once to
+    # X's dtype, as the chunked fit's (its float64 chunk means merged), so that a streamed fit
+    # centres its data as the in-memory fit does (CuPy's float32 mean accumulates in float32).
+    x_mean = X.mean(axis=0) if xp is np else X.mean(axis=0, dtype=xp.float64).astype(X.dtype)
     X -= x_mean
     try:
         update = bind_update(update, X, sample_weight)  # per-fit state, e.g. hybrid's host copy
