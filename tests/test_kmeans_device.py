@@ -347,8 +347,8 @@ def test_fused_loop_takes_only_small_default_problems(cp):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_streamed_gpu_fit_equals_the_in_memory_gpu_fit(cp, dtype):
     """batch_rows streams host data through the GPU chunk by chunk: from the same init the
-    labels and n_iter equal the in-memory GPU fit's, the centres up to summation order.
-    Data far from the origin, so that the centring mean matters."""
+    labels and n_iter equal the in-memory GPU fit's, the centres up to summation order
+    (at this size; benchmarks/stream_timing.py records 10M rows). Data far from the origin."""
     rng = np.random.default_rng(11)
     middles = rng.uniform(-4, 4, size=(24, 16))
     X = (middles[rng.integers(0, 24, 300_007)] + rng.normal(size=(300_007, 16)) + 250.0)
