@@ -26,11 +26,13 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
     store_label(labels, i, active, best_index, changed);
 }
 
-// assign_tiled for d <= DMAX (runtime specialization on d, as seed 000 §7 does): the point
-// stays in registers, loaded once; centroid tiles of KT x DMAX are zero-padded past d, so
-// the padded features add (0 - 0)^2 = 0 and the loops unroll fully.
-// Shared memory: KT * DMAX * sizeof(T) bytes (dynamic).
-template <typename T, int KT, int DMAX>
+// assign_tiled for d <= DMAX (runtime specialization on d, as seed 000 §7 does): the points
+// stay in registers, loaded once; centroid tiles of KT x DMAX are zero-padded past d, so
+// the padded features add (0 - 0)^2 = 0 and the loops unroll fully. Each thread takes PPT
+// points (i, i + blockDim.x, ...: coalesced loads), so that a centre read from shared memory
+// into registers serves PPT distances; each distance is padded_squared_distance's arithmetic.
+// Shared memory: KT * DMAX * sizeof(T) bytes (dynamic). Grid: ceil(n / (blockDim.x * PPT)).
+template <typename T, int KT, int DMAX, int PPT>
 __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) points
                                  const T* __restrict__ centers,  // IN  (k, d) centroids
                                  index_t n,                      // IN
@@ -42,13 +44,18 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
 {
     extern __shared__ unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
-    const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool active = i < n;
-    T x[DMAX];
+    const index_t first = (index_t)blockIdx.x * blockDim.x * PPT + threadIdx.x;
+    T x[PPT][DMAX];
+    T best[PPT];
+    int best_index[PPT];
 #pragma unroll
-    for (int j = 0; j < DMAX; ++j) x[j] = (active && j < d) ? XT[(index_t)j * n + i] : T(0);
-    T best = max_value<T>();
-    int best_index = 0;
+    for (int p = 0; p < PPT; ++p) {
+        const index_t i = first + (index_t)p * blockDim.x;
+#pragma unroll
+        for (int j = 0; j < DMAX; ++j) x[p][j] = (i < n && j < d) ? XT[(index_t)j * n + i] : T(0);
+        best[p] = max_value<T>();
+        best_index[p] = 0;
+    }
     for (int k0 = 0; k0 < k; k0 += KT) {
         const int kc = min(KT, k - k0);
         __syncthreads();
@@ -59,14 +66,24 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
         __syncthreads();
 #pragma unroll
         for (int c = 0; c < KT; ++c) {
-            const T acc = padded_squared_distance<T, DMAX>(x, tile + c * DMAX);
-            if (c < kc && acc < best) {
-                best = acc;
-                best_index = k0 + c;
+            T center[DMAX];
+#pragma unroll
+            for (int j = 0; j < DMAX; ++j) center[j] = tile[c * DMAX + j];
+#pragma unroll
+            for (int p = 0; p < PPT; ++p) {
+                const T acc = padded_squared_distance<T, DMAX>(x[p], center);
+                if (c < kc && acc < best[p]) {
+                    best[p] = acc;
+                    best_index[p] = k0 + c;
+                }
             }
         }
     }
-    store_label(labels, i, active, best_index, changed);
+#pragma unroll
+    for (int p = 0; p < PPT; ++p) {
+        const index_t i = first + (index_t)p * blockDim.x;
+        store_label(labels, i, i < n, best_index[p], changed);
+    }
 }
 
 // Epilogue of the GEMM assignment: for a tile of rows of G = X_tile . C^T (rows x k,

@@ -93,6 +93,15 @@ _REGISTER_DIMS = (4, 8, 16, 32)
 # runs as 20 features instead of 32).
 _ASSIGN_DIMS = (4, 8, 12, 16, 20, 24, 32)
 _TYPES = ("float", "double")
+
+
+def _points_per_thread(dmax: int) -> int:
+    """Points per thread of ``assign_registers`` (its PPT): a centre read from shared memory
+    into registers serves that many distances."""
+    return 2 if dmax <= 16 else 1
+
+
+_ASSIGN_SHAPES = tuple((dmax, _points_per_thread(dmax)) for dmax in _ASSIGN_DIMS)
 #: (candidates, DMAX) of the k-means++ kernel: register-held points up to 16 candidates.
 _KPP_SHAPES = tuple((mt, dmax) for mt in _KPP_TRIALS
                     for dmax in ((*_REGISTER_DIMS, 0) if mt < _KPP_TRIALS[-1] else (0,)))
@@ -144,7 +153,7 @@ def tiled_shape(k: int, d: int, itemsize: int) -> tuple[int, int]:
 
 
 @declares(_ASSIGN, "assign_tiled", _TYPES, _TILE_SIZES)
-@declares(_ASSIGN, "assign_registers", _TYPES, _TILE_SIZES, _ASSIGN_DIMS)
+@declares(_ASSIGN, "assign_registers", _TYPES, _TILE_SIZES, _ASSIGN_SHAPES)
 def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
@@ -162,8 +171,9 @@ def assign_tiled(X, centers, labels, changed=None):
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     if d <= _ASSIGN_DIMS[-1]:
         dmax = next(m for m in _ASSIGN_DIMS if m >= d)
-        kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax)
-        launch(kernel, _blocks(n), _BLOCK,
+        ppt = _points_per_thread(dmax)
+        kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax, ppt)
+        launch(kernel, _blocks(n, _BLOCK * ppt), _BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
                 kernel_pointer(changed)), shared_mem=tile * dmax * itemsize)
         return
