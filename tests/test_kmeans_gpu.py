@@ -101,7 +101,9 @@ def test_lock_kernels_finish_under_full_contention(cp, name, rng):
 @pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (300, 1, 5), (5000, 3, 2), (4099, 300, 17),
                                            (2000, 8, 2000), (50000, 32, 2048),
                                            # 128-thread blocks; d past a vector's end
-                                           (20000, 18, 128), (17695, 31, 33)])
+                                           (20000, 18, 128), (17695, 31, 33),
+                                           # two points per thread (n >= 2^19, d >= 8), n odd
+                                           (525_289, 12, 37), (600_001, 32, 9)])
 @pytest.mark.parametrize("name", EXACT_ASSIGNS)
 def test_assign_matches_fp64_up_to_rounding(cp, name, n, d, k, dtype, rng):
     X = rng.normal(size=(n, d)).astype(dtype)

@@ -95,13 +95,22 @@ _ASSIGN_DIMS = (4, 8, 12, 16, 20, 24, 32)
 _TYPES = ("float", "double")
 
 
-def _points_per_thread(dmax: int) -> int:
+#: Rows from which ``assign_registers`` takes two points per thread (d >= 8).
+_PAIRED_MIN_ROWS = 1 << 19
+
+
+def _points_per_thread(dmax: int, n: int) -> int:
     """Points per thread of ``assign_registers`` (its PPT): a centre read from shared memory
-    into registers serves that many distances."""
-    return 2 if dmax <= 16 else 1
+    into registers serves that many distances. Measured on the H100 (record
+    ``assign-ppt-2026-11-24-434712c.json``, per call, one against two points per thread):
+    1M x 16, k = 100: 231 -> 160 us; 1M x 32, k = 64: 264 -> 238; 4M x 8, k = 200: 696 ->
+    644; at d = 2 and 4 no gain; at 50k and 17,695 rows slower (434 -> 482 us, 13.6 -> 25.2:
+    half the blocks leave SMs idle)."""
+    return 2 if dmax >= 8 and n >= _PAIRED_MIN_ROWS else 1
 
 
-_ASSIGN_SHAPES = tuple((dmax, _points_per_thread(dmax)) for dmax in _ASSIGN_DIMS)
+_ASSIGN_SHAPES = tuple((dmax, ppt) for dmax in _ASSIGN_DIMS
+                       for ppt in ((1, 2) if dmax >= 8 else (1,)))
 #: (candidates, DMAX) of the k-means++ kernel: register-held points up to 16 candidates.
 _KPP_SHAPES = tuple((mt, dmax) for mt in _KPP_TRIALS
                     for dmax in ((*_REGISTER_DIMS, 0) if mt < _KPP_TRIALS[-1] else (0,)))
@@ -171,7 +180,7 @@ def assign_tiled(X, centers, labels, changed=None):
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     if d <= _ASSIGN_DIMS[-1]:
         dmax = next(m for m in _ASSIGN_DIMS if m >= d)
-        ppt = _points_per_thread(dmax)
+        ppt = _points_per_thread(dmax, n)
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax, ppt)
         launch(kernel, _blocks(n, _BLOCK * ppt), _BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
