@@ -13,7 +13,8 @@ from gpumine.exceptions import GpumineError, translated
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Benchmarks: reproduce the seed papers' experiments; the regression gate.",
+    help="Benchmarks: reproduce the seed papers' experiments; the regression gate; calibrate "
+         "'auto'.",
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: '[default: 8]' is text, not markup
 )
@@ -86,6 +87,33 @@ def report_command(
                 stdout.print(f"{name}: rewrote {path} and plots", highlight=False, markup=False)
     except GpumineError as exc:
         fail(exc)
+
+
+@app.command("calibrate")
+def calibrate_command(
+    device: Annotated[str, typer.Option(help="auto, cpu or gpu.")] = "auto",
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="Two small cells (seconds on a CPU) instead of the full grid.")] = False,
+    out: Annotated[Path | None, typer.Option(
+        help="Write the table here instead of the cache (where 'auto' reads it).")] = None,
+):
+    """Time the strategy pairs 'auto' may pick on this device; 'auto' then uses the table."""
+    from gpumine import tuning
+    from gpumine.backend import get_backend
+    from gpumine.bench.calibrate import GRID, QUICK_GRID, calibrate, write_table
+
+    try:
+        with translated():
+            backend = get_backend(device)
+            table = calibrate(backend, QUICK_GRID if quick else GRID, write=out is None,
+                              log=lambda line: stdout.print(line, highlight=False,
+                                                            markup=False))
+            path = out or tuning.table_path(backend.device_name)
+            if out is not None:
+                write_table(table, out)
+    except GpumineError as exc:
+        fail(exc)
+    stdout.print(f"wrote {path}", highlight=False, markup=False)
 
 
 @app.command("gate")

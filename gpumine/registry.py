@@ -399,6 +399,63 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     return strategy
 
 
+#: What a measured table (:mod:`gpumine.tuning`) may pick for ``"auto"``, per (kind,
+#: backend): exact assignments only (``gemm`` and ``tc-fast`` are not exact on near-ties),
+#: and the updates that need no per-fit copy of X.
+AUTO_CANDIDATES = {
+    ("kmeans.assign", "gpu"): ("tiled", "tc-exact"),
+    ("kmeans.update", "gpu"): ("atomic", "gather", "sort"),
+    ("kmeans.assign", "cpu"): ("numpy", "numba"),
+    ("kmeans.update", "cpu"): ("numpy", "numba"),
+}
+
+
+def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: int,
+                        n_features: int, n_clusters: int, dtype: str,
+                        device_name: str | None = None
+                        ) -> tuple[Strategy, Strategy, dict[str, str]]:
+    """The k-means assignment and update for a fit, and why each was chosen.
+
+    Names other than ``"auto"`` are resolved as :func:`resolve_strategy` does. For
+    ``"auto"``, a table measured on this device (``gpumine bench calibrate``; see
+    :mod:`gpumine.tuning`) gives the fastest pair of :data:`AUTO_CANDIDATES` at the
+    nearest measured problem, consistent with a name the user fixed and with each
+    strategy's feature limit; without a usable table the fixed rule of
+    :func:`resolve_strategy` applies. Returns ``(assign, update, reasons)``, ``reasons``
+    mapping ``"assign"`` and ``"update"`` to a sentence.
+    """
+    from gpumine import tuning
+
+    sizes = dict(n_samples=n_samples, n_features=n_features, n_clusters=n_clusters)
+    names = {"assign": assign, "update": update}
+    reasons = {key: "given" for key, name in names.items() if name != "auto"}
+    table = tuning.load_table(device_name) if device_name and len(reasons) < 2 else None
+    if table is not None:
+        def allowed(a, u):
+            picks = {"assign": a, "update": u}
+            for key, name in picks.items():
+                kind = f"kmeans.{key}"
+                if names[key] == "auto" and name not in AUTO_CANDIDATES.get((kind, backend), ()):
+                    return False
+                strategy = _REGISTRY.all().get((kind, name))
+                if strategy is None or not strategy.runs_on(backend) or (
+                        strategy.max_dims is not None and n_features > strategy.max_dims):
+                    return False
+            return True
+
+        choice = tuning.choose(table, n=n_samples, d=n_features, k=n_clusters, dtype=dtype,
+                               assign=None if assign == "auto" else assign,
+                               update=None if update == "auto" else update, allowed=allowed)
+        if choice is not None:
+            (names["assign"], names["update"]), why = choice
+            reasons = {key: reasons.get(key, why) for key in names}
+    for key in ("assign", "update"):
+        if key not in reasons:
+            reasons[key] = f"the fixed rule for the {backend} backend (no measured table)"
+    return (resolve_strategy("kmeans.assign", names["assign"], backend, **sizes),
+            resolve_strategy("kmeans.update", names["update"], backend, **sizes), reasons)
+
+
 def register(strategy: Strategy) -> None:
     """Register a strategy at run time (for code that is not an installed plugin).
 

@@ -103,6 +103,10 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         ``"cpu"`` or ``"gpu"``: where the fit ran.
     strategies_ : dict
         The resolved ``init``, ``assign`` and ``update`` strategy names.
+    strategy_reasons_ : dict
+        Why ``assign`` and ``update`` are what they are: ``"given"``, the table measured
+        on this device (``gpumine bench calibrate``; the cell and the number of pairs
+        compared), or the fixed rule where no table applies.
 
     See Also
     --------
@@ -246,9 +250,9 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
         xp = backend.xp
         sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype, xp)
-        sizes = dict(n_samples=n_samples, n_features=n_features, n_clusters=self.n_clusters)
-        assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name, **sizes)
-        update = registry.resolve_strategy("kmeans.update", self.update, backend.name, **sizes)
+        assign, update, reasons = registry.resolve_kmeans_pair(
+            self.assign, self.update, backend.name, n_samples=n_samples, n_features=n_features,
+            n_clusters=self.n_clusters, dtype=X.dtype.name, device_name=backend.device_name)
         _check_features(update, n_features)
         init, init_name, default_n_init = self._resolve_init(X, backend.name)
         n_init = self._n_init(init_name, default_n_init)
@@ -257,7 +261,9 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
             assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp)
-        return self._set_fitted(result, backend, device_input, init_name, assign, update)
+        self._set_fitted(result, backend, device_input, init_name, assign, update)
+        self.strategy_reasons_ = reasons
+        return self
 
     def _n_init(self, init_name, default_n_init):
         n_init = default_n_init if self.n_init == "auto" else self.n_init
@@ -291,6 +297,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name)
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name)
         _check_features(update, n_features)
+        reasons = {key: "given" if name != "auto" else "the fixed rule for streamed fits"
+                        for key, name in (("assign", self.assign), ("update", self.update))}
         shape_of_X = SimpleNamespace(dtype=np.dtype(dtype), shape=(0, n_features))
         init, init_name, default_n_init = self._resolve_init(shape_of_X, backend.name)
         result = chunked.fit_lloyd_chunked(
@@ -300,7 +308,9 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
             update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose,
             xp=backend.xp)
-        return self._set_fitted(result, backend, device_input, init_name, assign, update)
+        self._set_fitted(result, backend, device_input, init_name, assign, update)
+        self.strategy_reasons_ = reasons
+        return self
 
     def _set_fitted(self, result, backend, device_input, init_name, assign, update):
         xp = backend.xp

@@ -1,0 +1,105 @@
+"""Measured strategy tables (gpumine.tuning): the lookup, the resolver, calibrate and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gpumine import registry, tuning
+from gpumine.cli import app
+from gpumine.kmeans import GPUKMeans
+
+
+def _table(*cells, device="cpu"):
+    return {"device": device, "cells": [
+        {"n": n, "d": d, "k": k, "dtype": dtype, "seconds": seconds}
+        for n, d, k, dtype, seconds in cells]}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUMINE_CACHE_DIR", str(tmp_path))
+    tuning._read.cache_clear()
+    yield tmp_path
+    tuning._read.cache_clear()
+
+
+def test_choose_takes_the_nearest_cell_of_the_dtype_and_its_fastest_pair():
+    table = _table((1000, 8, 16, "float32", {"a/x": 2.0, "b/x": 1.0}),
+                   (100_000, 8, 16, "float32", {"a/x": 1.0, "b/x": 2.0}),
+                   (100_000, 8, 16, "float64", {"a/x": 3.0, "b/x": 9.0}))
+    assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32")[0] == ("b", "x")
+    assert tuning.choose(table, n=60_000, d=8, k=16, dtype="float32")[0] == ("a", "x")
+    assert tuning.choose(table, n=60_000, d=8, k=16, dtype="float64")[0] == ("a", "x")
+    # a name the user fixed, and a pair that may not run, narrow the choice
+    assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32", assign="a")[0] == ("a", "x")
+    assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32",
+                         allowed=lambda a, u: a != "b")[0] == ("a", "x")
+    assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32", update="y") is None
+
+
+def test_choose_does_not_extrapolate_far():
+    table = _table((10_000, 8, 16, "float32", {"a/x": 1.0}))
+    assert tuning.choose(table, n=39_000, d=8, k=16, dtype="float32") is not None
+    assert tuning.choose(table, n=41_000, d=8, k=16, dtype="float32") is None
+    assert tuning.choose(table, n=10_000, d=64, k=16, dtype="float32") is None
+    assert tuning.choose({"cells": []}, n=1, d=1, k=1, dtype="float32") is None
+
+
+def test_the_users_table_wins_and_a_broken_one_is_no_table(cache, monkeypatch):
+    shipped = cache / "shipped"
+    shipped.mkdir()
+    (shipped / "my-gpu.json").write_text(json.dumps(_table(device="shipped")))
+    monkeypatch.setattr(tuning, "shipped_dir", lambda: shipped)
+    assert tuning.load_table("My GPU")["device"] == "shipped"
+    tuning.table_path("My GPU").parent.mkdir(parents=True)
+    tuning.table_path("My GPU").write_text(json.dumps(_table(device="mine")))
+    assert tuning.load_table("My GPU")["device"] == "mine"
+    tuning.table_path("Other").write_text("{not json")
+    assert tuning.load_table("Other") is None
+    assert tuning.device_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_auto_follows_the_table_and_says_why(cache):
+    X = np.random.default_rng(0).normal(size=(3000, 4))
+    without = GPUKMeans(5, device="cpu", max_iter=3, random_state=0).fit(X)
+    assert "fixed rule" in without.strategy_reasons_["assign"]
+    # a table where the NumPy pair is the fastest (and a pair "auto" may never pick)
+    tuning.table_path("cpu").parent.mkdir(parents=True)
+    tuning.table_path("cpu").write_text(json.dumps(_table(
+        (3000, 4, 5, "float64", {"numpy/numpy": 1.0, "numba/numba": 2.0, "gemm/numpy": 0.1}))))
+    tuning._read.cache_clear()
+    model = GPUKMeans(5, device="cpu", max_iter=3, random_state=0).fit(X)
+    assert model.strategies_["assign"] == "numpy" and model.strategies_["update"] == "numpy"
+    assert model.strategy_reasons_["assign"].startswith("measured on cpu: fastest of 2 pairs")
+    np.testing.assert_array_equal(model.labels_, without.labels_)  # speed only
+    fixed = GPUKMeans(5, device="cpu", max_iter=3, random_state=0, update="numpy").fit(X)
+    assert fixed.strategy_reasons_["update"] == "given"
+    assert fixed.strategy_reasons_["assign"].startswith("measured")
+
+
+def test_a_table_pick_that_cannot_run_is_skipped(cache):
+    tuning.table_path("cpu").parent.mkdir(parents=True)
+    tuning.table_path("cpu").write_text(json.dumps(_table(
+        (3000, 4, 5, "float64", {"tiled/atomic": 0.1, "numpy/numpy": 1.0}))))
+    assign, update, reasons = registry.resolve_kmeans_pair(
+        "auto", "auto", "cpu", n_samples=3000, n_features=4, n_clusters=5, dtype="float64",
+        device_name="cpu")
+    assert (assign.name, update.name) == ("numpy", "numpy")
+    assert reasons["assign"].startswith("measured on cpu: fastest of 1 pairs")
+
+
+def test_calibrate_on_the_command_line_writes_the_table_auto_reads(cache):
+    result = CliRunner().invoke(app, ["bench", "calibrate", "--device", "cpu", "--quick"])
+    assert result.exit_code == 0, result.output
+    table = json.loads(tuning.table_path("cpu").read_text())
+    assert [(c["n"], c["d"], c["k"]) for c in table["cells"]] == [(2000, 2, 4), (5000, 8, 16)]
+    assert all(c["seconds"] and min(c["seconds"].values()) > 0 for c in table["cells"])
+    assert table["measured_on"]["commit"]
+    tuning._read.cache_clear()
+    model = GPUKMeans(16, device="cpu", max_iter=2).fit(
+        np.random.default_rng(1).normal(size=(5000, 8)))
+    assert model.strategy_reasons_["update"].startswith("measured on cpu")
