@@ -9,7 +9,7 @@ Tables measured by the developers ship with the package (``gpumine/tuning_tables
 device name); the user's own table takes precedence.
 
 :func:`choose` reads the table of a device: the measured cell nearest to the problem
-(distance in log n, log d and log k; cells of the problem's dtype when there are any)
+(distance in log n, log d and log k, among the cells of the problem's dtype)
 and, of its pairs consistent with what the user fixed, the fastest. This nearest-cell
 rule is the interpolation: the fastest pair changes where the work per point (d k) or
 the rows (n) cross a threshold, and the cell nearest in log space lies on the same
@@ -98,9 +98,7 @@ def choose(table: dict, *, n: int, d: int, k: int, dtype: str, assign: str | Non
     ``allowed(assign, update)``: whether a pair may run this problem (None: all may).
     None is returned when no cell is near enough (see the module) or no measured pair fits.
     """
-    cells = [c for c in table.get("cells", []) if isinstance(c, dict)]
-    same_dtype = [c for c in cells if c.get("dtype") == dtype]
-    cells = same_dtype or cells
+    cells = [c for c in table.get("cells", []) if isinstance(c, dict) and c.get("dtype") == dtype]
     best, best_distance = None, math.inf
     for cell in cells:
         try:

@@ -34,6 +34,7 @@ def test_choose_takes_the_nearest_cell_of_the_dtype_and_its_fastest_pair():
     assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32")[0] == ("b", "x")
     assert tuning.choose(table, n=60_000, d=8, k=16, dtype="float32")[0] == ("a", "x")
     assert tuning.choose(table, n=60_000, d=8, k=16, dtype="float64")[0] == ("a", "x")
+    assert tuning.choose(table, n=60_000, d=8, k=16, dtype="float16") is None  # not measured
     # a name the user fixed, and a pair that may not run, narrow the choice
     assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32", assign="a")[0] == ("a", "x")
     assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32",
