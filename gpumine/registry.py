@@ -321,8 +321,8 @@ def load_strategy(kind: str, name: str) -> Callable:
     return get_strategy(kind, name).load()
 
 
-# The fixed defaults behind "auto", per (kind, backend name). A later cost model,
-# calibrated by the benchmark suite, replaces this table with a function of (n, d, k).
+# The fixed defaults behind "auto", per (kind, backend name), where no measured table
+# (gpumine.tuning, written by `gpumine bench calibrate`) applies: resolve_kmeans_pair.
 #
 # On the GPU: the tiled assignment (points in registers, centroids in shared memory,
 # exact in the data's precision), or tc-exact on wide problems (_wide_problem), and the
