@@ -49,6 +49,8 @@ def test_wheel_has_every_subpackage_and_kernel(wheel_files):
     assert {"gpumine/kernels/zz_probe.cu", "gpumine/kernels/zz_probe.cuh"} <= names
     for path in (REPO_ROOT / "gpumine" / "bench" / "baselines").glob("*.json"):  # package data
         assert f"gpumine/bench/baselines/{path.name}" in names
+    for path in (REPO_ROOT / "gpumine" / "tuning_tables").glob("*.json"):  # package data
+        assert f"gpumine/tuning_tables/{path.name}" in names
     # no generic top-level names leak out
     tops = {PurePosixPath(n).parts[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"gpumine"}

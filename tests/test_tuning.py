@@ -104,3 +104,17 @@ def test_calibrate_on_the_command_line_writes_the_table_auto_reads(cache):
     model = GPUKMeans(16, device="cpu", max_iter=2).fit(
         np.random.default_rng(1).normal(size=(5000, 8)))
     assert model.strategy_reasons_["update"].startswith("measured on cpu")
+
+
+@pytest.mark.parametrize("path", sorted(tuning.shipped_dir().glob("*.json")),
+                         ids=lambda p: p.stem)
+def test_shipped_tables_are_named_by_their_device_and_pick_allowed_pairs(path):
+    table = json.loads(path.read_text())
+    assert path.stem == tuning.device_slug(table["device"])
+    assert tuning.load_table(table["device"]) is not None
+    allowed = {f"{a}/{u}" for a in registry.AUTO_CANDIDATES[("kmeans.assign", "gpu")]
+               for u in registry.AUTO_CANDIDATES[("kmeans.update", "gpu")]}
+    assert {c["dtype"] for c in table["cells"]} == {"float32", "float64"}
+    for cell in table["cells"]:
+        assert cell["seconds"] and set(cell["seconds"]) <= allowed
+        assert min(cell["seconds"].values()) > 0
