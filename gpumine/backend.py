@@ -131,7 +131,7 @@ class Backend:
             so that fewer bytes cross the bus): a buffer from :meth:`host_buffer`, whose
             pages were written while the device worked.
         """
-        if self.is_gpu and isinstance(array, self._cupy.ndarray):
+        if self.is_gpu and is_device_array(array):
             if out is not None:
                 host = out.result()
                 if host.shape != array.shape or not (
