@@ -449,9 +449,11 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
         if choice is not None:
             (names["assign"], names["update"]), why = choice
             reasons = {key: reasons.get(key, why) for key in names}
+    why_fixed = ("no measured table for this device" if table is None
+                 else "no measured cell near this problem")
     for key in ("assign", "update"):
         if key not in reasons:
-            reasons[key] = f"the fixed rule for the {backend} backend (no measured table)"
+            reasons[key] = f"the fixed rule for the {backend} backend ({why_fixed})"
     return (resolve_strategy("kmeans.assign", names["assign"], backend, **sizes),
             resolve_strategy("kmeans.update", names["update"], backend, **sizes), reasons)
 
