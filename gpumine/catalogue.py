@@ -126,6 +126,12 @@ BUILTIN_STRATEGIES = (
                     "else global atomics",
     ),
     Strategy(
+        kind="kmeans.update", name="atomic-f64", backend="gpu",
+        target=f"{_GPU}:update_atomic_f64", paper="NVIDIA kmeans",
+        description="atomic with float64 block partial sums: float32 fits the same run to "
+                    "run and streamed (measured), the update step up to 2x slower",
+    ),
+    Strategy(
         kind="kmeans.update", name="gather", backend="gpu", target=f"{_GPU}:update_gather",
         description="one block per cluster scans the labels and sums its points in "
                     "registers (d <= 32): no atomics, the same sums run to run; small n*k",

@@ -364,15 +364,18 @@ def test_streamed_gpu_fit_equals_the_in_memory_gpu_fit(cp, dtype):
 
 
 @pytest.mark.gpu
-def test_streamed_gpu_fit_with_the_sort_update_is_bit_equal_to_in_memory(cp):
-    """update="sort" sums in float64 in a fixed order: at a size where the atomic update's
-    float32 block partials already move labels between runs, the streamed fit equals the
-    in-memory one bit for bit (labels and centres)."""
+@pytest.mark.parametrize("update", ["sort", "atomic-f64"])
+def test_streamed_gpu_fit_with_a_float64_update_is_bit_equal_to_in_memory(cp, update):
+    """update="sort" (float64 in a fixed order) and "atomic-f64" (float64 block partials):
+    at a size where the atomic update's float32 block partials already move labels between
+    runs, two fits and the streamed fit equal the in-memory one bit for bit."""
     rng = np.random.default_rng(5)
     X = rng.standard_normal((1_000_003, 32), dtype=np.float32)
     init = X[rng.choice(len(X), 64, replace=False)]
-    kw = dict(init=init, max_iter=8, tol=0, device="gpu", update="sort")
+    kw = dict(init=init, max_iter=8, tol=0, device="gpu", update=update)
     memory = GPUKMeans(64, **kw).fit(X)
+    again = GPUKMeans(64, **kw).fit(X)
+    np.testing.assert_array_equal(again.cluster_centers_, memory.cluster_centers_)
     streamed = GPUKMeans(64, batch_rows=262_144, **kw).fit(X)
     np.testing.assert_array_equal(streamed.labels_, memory.labels_)
     np.testing.assert_array_equal(streamed.cluster_centers_, memory.cluster_centers_)

@@ -38,7 +38,8 @@ def test_builtin_catalogue():
 def test_unknown_kind_and_name():
     with pytest.raises(ValueError, match=r"kinds are kmeans\.init"):
         registry.list_strategies("kmeans.nope")
-    with pytest.raises(UnknownStrategy, match=r"known: atomic, gather, gm-cl, .*, numpy, .*sort"):
+    with pytest.raises(UnknownStrategy,
+                       match=r"known: atomic, atomic-f64, gather, gm-cl, .*, numpy, .*sort"):
         registry.get_strategy("kmeans.update", "gm-cl-typo")
     with pytest.raises(UnknownStrategy, match=r"no kmeans\.init strategy is available"):
         registry.resolve_strategy("kmeans.init", "auto", "gpu")

@@ -43,6 +43,7 @@ __all__ = [
     "relocate_empty_clusters",
     "tiled_shape",
     "update_atomic",
+    "update_atomic_f64",
     "update_gather",
     "update_gm_cl",
     "update_gm_ct",
@@ -226,16 +227,23 @@ def _prepare(X, sums, weights):
     return column_buffer(X), n, d, sums.shape[0]
 
 
-@declares(_UPDATE, "update_atomic_shared", (("float", "float"), ("double", "double")))
+@declares(_UPDATE, "update_atomic_shared",
+          (("float", "float"), ("double", "double"), ("float", "double")))
 @declares(_UPDATE, "update_atomic_global", _TYPES)
-def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
+def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
+                  partials=None):
     """Shared-memory privatized atomicAdd when k*(d+1) values fit a block, else global.
 
-    Shared partial sums are in the data's precision (a block's share of the points),
-    the global sums in double.
+    Shared partial sums are in ``partials`` (default: the data's precision, a block's
+    share of the points), the global sums in double. Float32 partials added in whatever
+    order the atomics land make a float32 fit differ run to run in the last bits, which
+    near-ties amplify (10M x 32, k = 64: 872-2430 of the labels after 10 iterations);
+    float64 partials (:func:`update_atomic_f64`) do not (record
+    ``update-partials-2026-11-24-b2fa0dc.json``).
     """
     XT, n, d, k = _prepare(X, sums, weights)
-    shared = k * (_odd_stride(d) + 1) * X.dtype.itemsize
+    partials = X.dtype if partials is None else np.dtype(partials)
+    shared = k * (_odd_stride(d) + 1) * partials.itemsize
     if shared <= _DEFAULT_SHARED:
         # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
         # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
@@ -243,7 +251,7 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
         # at 16), where a block's own points, not the flush of its k (d + 1) sums, cost.
         blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
                      max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
-        launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, X.dtype), blocks, _BLOCK,
+        launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, partials), blocks, _BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
                 weights), shared_mem=shared)
     else:
@@ -252,6 +260,23 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None):
 
 
 update_atomic.graph_safe = True
+
+
+def update_atomic_f64(X, labels, sample_weight, sums, weights, labels_old=None):
+    """:func:`update_atomic` with float64 block partial sums, whatever X's dtype.
+
+    A float32 fit is then the same run to run and streamed or not: measured on the H100
+    at 10M x 32, k = 64, 10 iterations, 0 labels differ and the centres are bit-equal
+    (872 labels with float32 partials); the update step costs up to 2x (4M x 8, k = 200:
+    115 -> 218 us), the whole fit of that data 1 % (record
+    ``update-partials-2026-11-24-b2fa0dc.json``). The global flush still adds doubles in
+    any order, so equality is in practice, not by construction.
+    """
+    return update_atomic(X, labels, sample_weight, sums, weights, labels_old,
+                         partials=np.float64)
+
+
+update_atomic_f64.graph_safe = True
 
 
 #: ``update="gather"`` takes up to this many features (the catalogue's ``max_dims``).
