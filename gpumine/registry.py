@@ -438,6 +438,8 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
                 if names[key] == "auto" and name not in AUTO_CANDIDATES.get((kind, backend), ()):
                     return False
                 strategy = _REGISTRY.all().get((kind, name))
+                if name == "numba" and not _numba_installed():  # measured where it was
+                    return False
                 if strategy is None or not strategy.runs_on(backend) or (
                         strategy.max_dims is not None and n_features > strategy.max_dims):
                     return False

@@ -93,6 +93,17 @@ def test_a_table_pick_that_cannot_run_is_skipped(cache):
     assert reasons["assign"].startswith("measured on cpu: fastest of 1 pairs")
 
 
+def test_a_table_pick_of_numba_without_numba_is_skipped(cache, monkeypatch):
+    tuning.table_path("cpu").parent.mkdir(parents=True)
+    tuning.table_path("cpu").write_text(json.dumps(_table(
+        (3000, 4, 5, "float64", {"numba/numba": 0.1, "numpy/numpy": 1.0}))))
+    monkeypatch.setattr(registry, "_numba_installed", lambda: False)
+    assign, update, _ = registry.resolve_kmeans_pair(
+        "auto", "auto", "cpu", n_samples=3000, n_features=4, n_clusters=5, dtype="float64",
+        device_name="cpu")
+    assert (assign.name, update.name) == ("numpy", "numpy")
+
+
 def test_calibrate_on_the_command_line_writes_the_table_auto_reads(cache):
     result = CliRunner().invoke(app, ["bench", "calibrate", "--device", "cpu", "--quick"])
     assert result.exit_code == 0, result.output
