@@ -5,10 +5,47 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from sklearn.utils import check_array
 
 from gpumine.exceptions import InvalidInputError
 
-__all__ = ["check_sample_weight", "fit_or_restore", "is_device_array"]
+__all__ = ["check_init_array", "check_sample_weight", "fit_or_restore", "is_device_array"]
+
+
+def check_init_array(init, dtype):
+    """Initial centres as a checked (2-d, numeric, finite) C-ordered copy in ``dtype``.
+
+    A CuPy array stays on its device (checked there, one flag read back); anything else
+    goes through scikit-learn's ``check_array``.
+
+    Raises
+    ------
+    InvalidInputError
+        Not a non-empty 2-d numeric array, or NaN/inf; the message says which.
+    """
+    device = is_device_array(init)
+    if (isinstance(init, np.ndarray) or device) and (
+            init.ndim == 2 and init.size and init.dtype.kind in "fiu"):
+        # a plain 2-d numeric array: scikit-learn's checks without their per-call
+        # dispatch (about 0.1 ms, a tenth of a small device fit)
+        if device:
+            from gpumine.backend import cupy_module
+
+            xp = cupy_module()
+        else:
+            xp = np
+        centers = xp.array(init, dtype=dtype, order="C", copy=True)
+        # sync (device centres): one flag, once per fit
+        if not bool(xp.isfinite(centers).all()):
+            raise InvalidInputError("init array: Input contains NaN or infinity.")
+        return centers
+    if device:
+        raise InvalidInputError(f"init array: expected a non-empty 2-d numeric array, got "
+                                f"shape {init.shape} of {init.dtype}")
+    try:
+        return check_array(init, dtype=dtype, copy=True, order="C")
+    except ValueError as exc:
+        raise InvalidInputError(f"init array: {exc}") from exc
 
 
 def check_sample_weight(sample_weight, n_samples: int, dtype, xp=np):

@@ -380,3 +380,35 @@ def test_streamed_gpu_fit_with_a_float64_update_is_bit_equal_to_in_memory(cp, up
     np.testing.assert_array_equal(streamed.labels_, memory.labels_)
     np.testing.assert_array_equal(streamed.cluster_centers_, memory.cluster_centers_)
     assert streamed.n_iter_ == memory.n_iter_
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cupy_init_array_stays_on_the_device_and_equals_host_init(cp, dtype, rng):
+    X = rng.normal(size=(3000, 5)).astype(dtype)
+    C = X[:7].astype(np.float64)  # another dtype: cast to X's, as for host arrays
+    fits = [GPUKMeans(7, init=init, n_init=1, max_iter=20, tol=0.0, update="sort",
+                      device="gpu").fit(cp.asarray(X)) for init in (C, cp.asarray(C))]
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                  cp.asnumpy(fits[1].cluster_centers_))
+    # and a CuPy init with a host X, and from a callable returning CuPy centres
+    host_fit = GPUKMeans(7, init=cp.asarray(C), n_init=1, max_iter=20, tol=0.0, update="sort",
+                         device="gpu").fit(X)
+    np.testing.assert_array_equal(host_fit.labels_, cp.asnumpy(fits[0].labels_))
+    called = GPUKMeans(7, init=lambda X, k, random_state: cp.asarray(C), n_init=1, max_iter=20,
+                       tol=0.0, update="sort", device="gpu").fit(cp.asarray(X))
+    np.testing.assert_array_equal(cp.asnumpy(called.labels_), cp.asnumpy(fits[0].labels_))
+
+
+@pytest.mark.gpu
+def test_cupy_init_array_with_nan_or_bad_shape_is_refused(cp, rng):
+    X = cp.asarray(rng.normal(size=(100, 3)))
+    bad = cp.asarray(rng.normal(size=(4, 3)))
+    bad[1, 2] = cp.nan
+    with pytest.raises(InvalidInputError, match="NaN or infinity"):
+        GPUKMeans(4, init=bad, device="gpu").fit(X)
+    with pytest.raises(InvalidInputError, match="2-d numeric"):
+        GPUKMeans(4, init=cp.zeros(12), device="gpu").fit(X)
+    with pytest.raises(InvalidInputError, match="shape of the initial centers"):
+        GPUKMeans(4, init=cp.zeros((4, 2)), device="gpu").fit(X)
