@@ -73,13 +73,6 @@ BUILTIN_STRATEGIES = (
                     "rounding bound re-assigned directly; labels equal 'tiled' bit for bit",
     ),
     Strategy(
-        kind="kmeans.assign", name="fma-exact", backend="gpu",
-        target=f"{_KMEANS}.tensor_cores:assign_fma_exact", max_dims=32,
-        description="exact: float32 scores ||c||^2 - 2x.c by one FMA per feature on the CUDA "
-                    "cores (point in registers, d <= 32) with a per-row top-2, rows within the "
-                    "rounding bound re-assigned directly; labels equal 'tiled' bit for bit",
-    ),
-    Strategy(
         kind="kmeans.assign", name="tc-fast", backend="gpu",
         target=f"{_KMEANS}.tensor_cores:assign_tc_fast",
         description="NOT exact (opt-in): TF32 tensor-core labels without the re-check; "

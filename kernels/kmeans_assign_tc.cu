@@ -1,5 +1,4 @@
-// Exact k-means assignment from expanded-form scores: on tensor cores (assign="tc-exact")
-// or by FMA chains on the CUDA cores (assign="fma-exact", d <= 32). X is column-major: feature j
+// Exact k-means assignment on tensor cores (assign="tc-exact"). X is column-major: feature j
 // of point i at XT[j * n + i]. The derivation of the error bound is in
 // gpumine/kmeans/tensor_cores.py; the constants arrive as the `bound` argument:
 //   bound[0] kappa_g: |computed score - (||c||^2 - 2 x.c)| <= kappa_g * (2 |x| cmax + cmax^2)
@@ -280,90 +279,6 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
             const bool decided = active && top2_decides(t, xn[local], cmax_value, bound);
             finish_row(labels, i, active, decided, t.index, changed, queue_size, queue);
         }
-    }
-}
-
-// The SIMT variant (assign="fma-exact"), d <= DMAX <= 32: the same scores without tensor
-// cores. Each thread holds PPT points, shifted into float32, in registers, and computes half
-// of every score, h_j - x.c_j with h_j = ||c_j||^2 / 2 (exact halving), as a chain of DMAX
-// fused multiply-adds: one instruction per feature and centre where the direct sum takes
-// two (a subtraction and an FMA), so the scores cost about half the direct distances plus
-// the top-2's five instructions per centre. Doubling the top-2 (exact) gives s_1, s_2 for
-// top2_decides with the "fma" bound; the undecided rows are queued for assign_recheck.
-// Centres are staged KT at a time through shared memory as in assign_registers; padded
-// centres have h = +inf (never best or second), padded features 0 (fma(-0, 0, s) = s).
-// Shared memory (dynamic): KT * (DMAX + 1) floats.
-template <typename T, int KT, int DMAX, int PPT>
-__global__ void __launch_bounds__(GPUMINE_BLOCK)
-assign_fma(const T* __restrict__ XT,            // IN  (d, n) points
-           const double* __restrict__ shift,    // IN  (d) subtracted from every point
-           const float* __restrict__ centers,   // IN  (k, d) shifted, tc_prepare_centers
-           const float* __restrict__ norms,     // IN  (k) ||c||^2 of the shifted centres
-           const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
-           const double* __restrict__ bound,    // IN  (5) see the top of this file
-           index_t n,                           // IN
-           int d,                               // IN  d <= DMAX
-           int k,                               // IN
-           int* __restrict__ labels,            // INOUT (n) previous labels in
-           unsigned long long* changed,         // INOUT (1) += labels changed, may be null
-           unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
-           index_t* __restrict__ queue)         // OUT (n) queued rows
-{
-    extern __shared__ __align__(16) unsigned char shared_raw[];
-    float* tile = reinterpret_cast<float*>(shared_raw);  // KT x DMAX
-    float* half = tile + KT * DMAX;                       // KT
-    const index_t first = (index_t)blockIdx.x * blockDim.x * PPT + threadIdx.x;
-    float x[PPT][DMAX];
-    double x_norm2[PPT];
-    Top2 top[PPT];
-#pragma unroll
-    for (int p = 0; p < PPT; ++p) {
-        const index_t i = first + (index_t)p * blockDim.x;
-        double norm2 = 0.0;
-#pragma unroll
-        for (int j = 0; j < DMAX; ++j) {
-            x[p][j] = (i < n && j < d) ? (float)((double)XT[(index_t)j * n + i] - shift[j])
-                                       : 0.0f;
-            norm2 += (double)x[p][j] * (double)x[p][j];
-        }
-        x_norm2[p] = norm2;
-        top2_init(top[p]);
-    }
-    for (int k0 = 0; k0 < k; k0 += KT) {
-        const int kc = min(KT, k - k0);
-        __syncthreads();
-        for (int t = threadIdx.x; t < KT * DMAX; t += blockDim.x) {
-            const int c = t / DMAX, j = t - c * DMAX;
-            tile[t] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j] : 0.0f;
-        }
-        for (int t = threadIdx.x; t < KT; t += blockDim.x)
-            half[t] = t < kc ? 0.5f * norms[k0 + t] : __int_as_float(0x7f800000);  // +inf
-        __syncthreads();
-#pragma unroll
-        for (int c = 0; c < KT; ++c) {
-            float center[DMAX];
-#pragma unroll
-            for (int j = 0; j < DMAX; ++j) center[j] = tile[c * DMAX + j];
-            const float h = half[c];
-#pragma unroll
-            for (int p = 0; p < PPT; ++p) {
-                float score = h;
-#pragma unroll
-                for (int j = 0; j < DMAX; ++j) score = fmaf(-x[p][j], center[j], score);
-                top2_push(top[p], score, k0 + c);
-            }
-        }
-    }
-    const double cmax_value = (double)__uint_as_float(*cmax);
-#pragma unroll
-    for (int p = 0; p < PPT; ++p) {
-        const index_t i = first + (index_t)p * blockDim.x;
-        Top2 t = top[p];
-        t.best *= 2.0f;  // exact (an overflow to inf leaves the row undecided)
-        t.second *= 2.0f;
-        const bool active = i < n;
-        const bool decided = active && top2_decides(t, x_norm2[p], cmax_value, bound);
-        finish_row(labels, i, active, decided, t.index, changed, queue_size, queue);
     }
 }
 

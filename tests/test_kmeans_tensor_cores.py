@@ -110,9 +110,9 @@ def _labels(cp, name, X, C, previous=None):
     return cp.asnumpy(labels), int(changed.get()[0])
 
 
-def _assert_same_as_tiled(cp, X, C, previous=None, name="tc-exact"):
+def _assert_same_as_tiled(cp, X, C, previous=None):
     expected, expected_changed = _labels(cp, "tiled", X, C, previous)
-    got, got_changed = _labels(cp, name, X, C, previous)
+    got, got_changed = _labels(cp, "tc-exact", X, C, previous)
     assert np.array_equal(got, expected), f"{np.sum(got != expected)} labels differ"
     assert got_changed == expected_changed
 
@@ -135,50 +135,19 @@ def test_tc_exact_equals_tiled_bit_for_bit(cp, n, d, k, dtype, rng):
     _assert_same_as_tiled(cp, X, C, previous)
 
 
-FMA_SHAPES = [  # (n, d, k): d on every register width, n past two points per thread
-    (1, 1, 1), (129, 1, 2), (1000, 3, 63), (1000, 8, 64), (1000, 9, 65), (4099, 17, 100),
-    (3000, 32, 1), (2000, 32, 256), (777, 20, 2000), (600_001, 8, 33), (530_000, 24, 70),
-]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize(("n", "d", "k"), FMA_SHAPES)
-def test_fma_exact_equals_tiled_bit_for_bit(cp, n, d, k, dtype, rng):
-    X = rng.normal(size=(n, d)).astype(dtype)
-    C = rng.normal(size=(k, d)).astype(dtype)
-    _assert_same_as_tiled(cp, X, C, name="fma-exact")
-    previous = rng.randint(0, k, size=n).astype(np.int32)
-    _assert_same_as_tiled(cp, X, C, previous, name="fma-exact")
-
-
-@pytest.mark.gpu
-def test_fma_exact_refuses_wide_data(cp, rng):
-    from gpumine.exceptions import IncompatibleStrategy
-
-    X = _columns(cp, rng.normal(size=(100, 33)).astype(np.float32))
-    labels = cp.full(100, -7, dtype=cp.int32)
-    with pytest.raises(IncompatibleStrategy, match="at most 32 features"):
-        registry.load_strategy("kmeans.assign", "fma-exact")(X, X[:4].copy(), labels)
-    assert int((labels == -7).sum()) == 100  # nothing written
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
-@pytest.mark.parametrize(("name", "d"), [("tc-exact", 2), ("tc-exact", 16), ("tc-exact", 130),
-                                         ("fma-exact", 2), ("fma-exact", 16),
-                                         ("fma-exact", 32)])
-def test_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, name, rng):
+@pytest.mark.parametrize("d", [2, 16, 130])
+def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
     """A lattice of exact and near ties (points on cell faces of a centre lattice, nudged by
-    a few ulps) shifted far from the origin: where the scores cannot decide, the re-check
-    must."""
+    a few ulps) shifted far from the origin: where TF32 cannot decide, the re-check must."""
     k = 64
     C = (rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset)
     a, b = rng.randint(0, k, size=(2, 5000))
     t = 0.5 + rng.randint(-3, 4, size=(5000, 1)) * np.finfo(dtype).eps
     X = (C[a] * t + C[b] * (1 - t)).astype(dtype)
-    _assert_same_as_tiled(cp, X, C.astype(dtype), name=name)
+    _assert_same_as_tiled(cp, X, C.astype(dtype))
 
 
 @pytest.mark.gpu
@@ -195,12 +164,9 @@ def test_re_check_is_what_makes_it_exact(cp, rng):
     expected, _ = _labels(cp, "tiled", X, C)
     fast, _ = _labels(cp, "tc-fast", X, C)
     exact, _ = _labels(cp, "tc-exact", X, C)
-    fma, _ = _labels(cp, "fma-exact", X, C)
     assert np.sum(fast != expected) > 0
     assert np.array_equal(exact, expected)
-    assert np.array_equal(fma, expected)
     assert 0 < queued_rows(_columns(cp, X), cp.asarray(C)) <= 20000
-    assert 0 < queued_rows(_columns(cp, X), cp.asarray(C), "fma-exact") <= 20000
 
 
 @pytest.mark.gpu
@@ -210,20 +176,17 @@ def test_well_separated_data_needs_few_re_checks(cp, rng):
     C = rng.normal(scale=10.0, size=(256, 32)).astype(np.float32)
     X = (C[rng.randint(0, 256, size=100_000)] + rng.normal(size=(100_000, 32))).astype(np.float32)
     assert queued_rows(_columns(cp, X), cp.asarray(C)) < 1000
-    assert queued_rows(_columns(cp, X), cp.asarray(C), "fma-exact") < 1000
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_fit_with_tc_exact_or_fma_exact_equals_fit_with_tiled(cp, dtype, rng):
+def test_fit_with_tc_exact_equals_fit_with_tiled(cp, dtype, rng):
     # update="sort" is bit-reproducible (atomics add in a varying order), so the centres
     # must match exactly when the labels do at every iteration
     X = cp.asarray(rng.normal(size=(20000, 24)).astype(dtype))
     fits = [GPUKMeans(50, assign=name, update="sort", init="random", n_init=1, random_state=3,
-                      max_iter=30, tol=0.0, device="gpu").fit(X)
-            for name in ("tiled", "tc-exact", "fma-exact")]
-    for fit in fits[1:]:
-        assert np.array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fit.labels_))
-        assert fits[0].n_iter_ == fit.n_iter_
-        np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
-                                      cp.asnumpy(fit.cluster_centers_))
+                      max_iter=30, tol=0.0, device="gpu").fit(X) for name in ("tiled", "tc-exact")]
+    assert np.array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
+    assert fits[0].n_iter_ == fits[1].n_iter_
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                  cp.asnumpy(fits[1].cluster_centers_))

@@ -54,22 +54,6 @@ past float32's range) is never decided. ``tests/test_kmeans_tensor_cores.py`` ch
 bound on emulated TF32 arithmetic and the labels against ``tiled`` on adversarial data:
 near-ties, data far from the origin, d from 1 to 4096, float32 and float64.
 
-The SIMT path
--------------
-``assign="fma-exact"`` (d <= 32) computes the same scores on the CUDA cores: each thread
-holds its points in registers and computes half a score, ``h_j - x.c_j`` with
-``h_j = fl(||c_j||^2) / 2`` (exact halving), as a chain of fused multiply-adds, one per
-feature -- where the direct sum takes a subtraction and an FMA. A chain of d FMAs from
-``h`` rounds once per step, so ``|chain - (h - x.c)| <= gamma_d(u) (|h| + sum |x_l c_l|)``
-(zero padding adds nothing), and doubling it (exact)
-
-    |s_hat - s| <= gamma_d(u) (2 |x| cmax + cmax^2) + u cmax^2
-                <= kappa_g (2 |x| cmax + cmax^2)
-
-with the sgemm path's ``kappa_g = (gamma_{d+1}(u) + 3u)(1 + 2**-20)``. The top-2 test, the
-queue and the re-check are the tensor-core path's, so the labels again equal
-``assign="tiled"``'s bit for bit.
-
 ``assign="tc-fast"`` multiplies ``hi.hi`` alone (TF32 GEMM past d = 128) and decides every
 row: TF32 labels, not exact, for users who ask for them.
 
@@ -86,19 +70,9 @@ import numpy as np
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
-from gpumine.kmeans.gpu import (
-    ASSIGN_DIMS,
-    ASSIGN_SHAPES,
-    TILE_SIZES,
-    assign_tiled,
-    column_buffer,
-    kernel_pointer,
-    points_per_thread,
-    tiled_shape,
-)
+from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
-__all__ = ["FMA_MAX_FEATURES", "FUSED_DIMS", "assign_fma_exact", "assign_tc_exact",
-           "assign_tc_fast", "error_bound", "queued_rows"]
+__all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel; wider data goes through the cuBLAS path.
@@ -124,9 +98,8 @@ def _gamma(m: int, u: float) -> float:
 def error_bound(d: int, dtype, path: str = "split") -> np.ndarray:
     """``[kappa_g, kappa_d, a, 0, kappa_s]`` of the module docstring.
 
-    ``path`` is ``"split"`` (the fused 3xTF32 kernel, d <= 128), ``"sgemm"`` (cuBLAS
-    float32 GEMM beyond) or ``"fma"`` (``fma-exact``'s SIMT chain; it takes the sgemm
-    bracket, which bounds it: see "The SIMT path" in the module docstring).
+    ``path`` is ``"split"`` (the fused 3xTF32 kernel, d <= 128) or ``"sgemm"`` (cuBLAS
+    float32 GEMM beyond).
 
     Examples
     --------
@@ -138,8 +111,6 @@ def error_bound(d: int, dtype, path: str = "split") -> np.ndarray:
     u_data = u if np.dtype(dtype) == np.float32 else 2.0 ** -53
     if path == "split":
         kappa_p = 3.01 * 2.0 ** -22 + 1.002 * _gamma(3 * d, 2.0 ** -21)
-    elif path not in ("sgemm", "fma"):
-        raise ValueError(f"unknown path {path!r}")
     else:
         kappa_p = _gamma(d + 1, u)
     kappa_g = (kappa_p + 3 * u) * (1 + 2.0 ** -20)
@@ -177,19 +148,6 @@ def _padded_width(d: int) -> int:
         if d <= width:
             return width
     return -(-d // 8) * 8
-
-
-def _recheck(cp, X, centers, labels, changed, queue_size, queue):
-    """The queued rows assigned directly, as ``assign="tiled"`` does (fixed grid; the
-    kernel reads the queue's length on the device)."""
-    XT = column_buffer(X)
-    n, d = X.shape
-    k = centers.shape[0]
-    tile, dt = tiled_shape(k, d, X.dtype.itemsize)
-    blocks = min(-(-n // _RECHECK_BLOCK), device_attribute("MultiProcessorCount") * 2)
-    launch(get_kernel(_SOURCE, "assign_recheck", X.dtype, tile), blocks, _RECHECK_BLOCK,
-           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
-            queue, labels, kernel_pointer(changed)), shared_mem=tile * dt * X.dtype.itemsize)
 
 
 @declares(_SOURCE, "tc_prepare_centers", _TYPES)
@@ -237,44 +195,11 @@ def _assign(X, centers, labels, changed, exact: bool):
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, exact)
     if exact:
-        _recheck(cp, X, centers, labels, changed, queue_size, queue)
-    return queue_size
-
-
-#: Features the SIMT path (``assign="fma-exact"``) takes, at most (the catalogue's max_dims).
-FMA_MAX_FEATURES = 32
-_FMA_TILE = 32  # centres staged per shared-memory tile
-
-
-@declares(_SOURCE, "assign_fma", _TYPES, (_FMA_TILE,), ASSIGN_SHAPES)
-def _assign_fma(X, centers, labels, changed):
-    """Launch the SIMT scores + top-2 kernel, then the re-check; returns the queue counter."""
-    cp = cupy_module()
-    XT = column_buffer(X)
-    n, d = X.shape
-    k = centers.shape[0]
-    if d > FMA_MAX_FEATURES:
-        raise IncompatibleStrategy(
-            f"assign='fma-exact' holds a point in registers: at most {FMA_MAX_FEATURES} "
-            f"features, got {d}; use 'tc-exact' (the same labels) or 'tiled'")
-    centers = cp.ascontiguousarray(centers, dtype=X.dtype)
-    shift = centers.mean(axis=0, dtype=cp.float64)
-    shifted = cp.empty((k, d), dtype=cp.float32)
-    norms = cp.empty(k, dtype=cp.float32)
-    counters = cp.zeros(2, dtype=cp.uint32)  # [max ||c|| as float bits, rows queued]
-    cmax, queue_size = counters[:1], counters[1:]
-    queue = cp.empty(n, dtype=cp.int64)
-    bound = _device_bound(cp, d, X.dtype, "fma", True)
-    launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k, 128,
-           (centers, shift, np.int32(k), np.int32(d), np.int32(d), shifted, norms, cmax))
-    dmax = next(m for m in ASSIGN_DIMS if m >= d)
-    ppt = points_per_thread(dmax, n)
-    launch(get_kernel(_SOURCE, "assign_fma", X.dtype, _FMA_TILE, dmax, ppt),
-           -(-n // (BLOCK * ppt)), BLOCK,
-           (XT, shift, shifted, norms, cmax, bound, np.int64(n), np.int32(d), np.int32(k),
-            labels, kernel_pointer(changed), queue_size, queue),
-           shared_mem=_FMA_TILE * (dmax + 1) * 4)
-    _recheck(cp, X, centers, labels, changed, queue_size, queue)
+        tile, dt = tiled_shape(k, d, X.dtype.itemsize)
+        blocks = min(-(-n // _RECHECK_BLOCK), device_attribute("MultiProcessorCount") * 2)
+        launch(get_kernel(_SOURCE, "assign_recheck", X.dtype, tile), blocks, _RECHECK_BLOCK,
+               (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
+                queue, labels, kernel_pointer(changed)), shared_mem=tile * dt * X.dtype.itemsize)
     return queue_size
 
 
@@ -340,19 +265,7 @@ def assign_tc_fast(X, centers, labels, changed=None):
     _assign(X, centers, labels, changed, exact=False)
 
 
-def assign_fma_exact(X, centers, labels, changed=None):
-    """Exact labels from float32 FMA scores on the CUDA cores, for d <= 32.
-
-    The tensor-core path's method (module docstring) with the scores computed by one
-    fused multiply-add per feature and centre in SIMT float32 arithmetic -- half the
-    instructions of the direct sum ``(x - c)^2`` -- and the rows the bound cannot decide
-    re-assigned directly: the labels equal ``assign="tiled"``'s bit for bit. Same
-    parameters as :func:`assign_tc_exact`.
-    """
-    _assign_fma(X, centers, labels, changed)
-
-
-def queued_rows(X, centers, name: str = "tc-exact") -> int:
+def queued_rows(X, centers) -> int:
     """How many rows of ``X`` the bound leaves to the direct re-check (a diagnostic).
 
     Runs the assignment once on scratch labels and reads the count back: a host sync,
@@ -360,12 +273,9 @@ def queued_rows(X, centers, name: str = "tc-exact") -> int:
     """
     cp = cupy_module()
     labels = cp.zeros(X.shape[0], dtype=cp.int32)
-    if name == "fma-exact":
-        queue_size = _assign_fma(X, centers, labels, None)
-    else:
-        queue_size = _assign(X, centers, labels, None, exact=True)
+    queue_size = _assign(X, centers, labels, None, exact=True)
     return int(queue_size.get()[0])  # sync: the diagnostic's one readback
 
 
-for _assign_fn in (assign_tc_exact, assign_tc_fast, assign_fma_exact):
+for _assign_fn in (assign_tc_exact, assign_tc_fast):
     _assign_fn.counts_changes = True
