@@ -28,49 +28,38 @@ __global__ void update_atomic_global(const T* __restrict__ XT,            // IN 
 // Shared accumulators are of type A: float for float data (a block's partial sums cover a
 // few thousand points, and shared-memory float atomics are native where double ones are a
 // compare-and-swap loop), double for double data; they are flushed into the double
-// global sums. Where k * (d + 1) values do not fit a block, the features are cut into
-// slices of dc: block (x, y) sums features [y dc, min(d, (y + 1) dc)) of its points (X is
-// column-major, so a slice reads only its own columns, and the labels once per slice);
-// the blocks of slice 0 also sum the weights.
+// global sums.
 template <typename T, typename A>
 __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN  (d, n)
                                      const int* __restrict__ labels,      // IN  (n)
                                      const T* __restrict__ sample_weight, // IN  (n)
                                      index_t n, int d, int k,             // IN
-                                     int dc,                              // IN  features per
-                                                                          //     slice (y)
                                      double* __restrict__ sums,           // INOUT (k, d)
                                      double* __restrict__ weights)        // INOUT (k)
 {
     extern __shared__ unsigned char shared_atomic_raw[];
-    const int j0 = blockIdx.y * dc;
-    const int width = min(dc, d - j0);
-    const bool with_weights = blockIdx.y == 0;
-    // k rows of odd_stride(width) sums, then k weights
-    const int stride = odd_stride(width);
+    // k rows of odd_stride(d) sums, then k weights
+    const int stride = odd_stride(d);
     A* shared_acc = reinterpret_cast<A*>(shared_atomic_raw);
     A* shared_weights = shared_acc + (index_t)k * stride;
-    const T* slice = XT + (index_t)j0 * n;
     for (int t = threadIdx.x; t < k * (stride + 1); t += blockDim.x) shared_acc[t] = A(0);
     __syncthreads();
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
         const int label = labels[i];
         const A w = (A)sample_weight[i];
-        if (with_weights) atomicAdd(&shared_weights[label], w);
-        for (int j = 0; j < width; ++j)
-            atomicAdd(&shared_acc[label * stride + j], (A)slice[(index_t)j * n + i] * w);
+        atomicAdd(&shared_weights[label], w);
+        for (int j = 0; j < d; ++j)
+            atomicAdd(&shared_acc[label * stride + j], (A)XT[(index_t)j * n + i] * w);
     }
     __syncthreads();
-    const int values = k * width + (with_weights ? k : 0);
-    for (int t = threadIdx.x; t < values; t += blockDim.x) {  // t: the (k, width) + k layout
-        const int c = t / width;
-        const bool is_sum = t < k * width;
-        const double value = (double)(is_sum ? shared_acc[c * stride + (t - c * width)]
-                                             : shared_weights[t - k * width]);
+    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) {  // t: the (k, d) + k layout
+        const int c = t / d;
+        const double value = (double)(t < k * d ? shared_acc[c * stride + (t - c * d)]
+                                                : shared_weights[t - k * d]);
         if (value != 0.0) {
-            if (is_sum) atomicAdd(&sums[(index_t)c * d + j0 + (t - c * width)], value);
-            else atomicAdd(&weights[t - k * width], value);
+            if (t < k * d) atomicAdd(&sums[t], value);
+            else atomicAdd(&weights[t - k * d], value);
         }
     }
 }

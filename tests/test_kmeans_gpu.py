@@ -76,24 +76,6 @@ def test_update_matches_fp64_reference(cp, name, n, d, k, dtype, rng):
     _check_update(cp, name, X, labels, weight, k)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("n", "d", "k"), [(70_001, 33, 1024), (140_000, 100, 1024),
-                                           (1_100_000, 3, 16384), (300_000, 7, 4096)])
-@pytest.mark.parametrize("name", ["atomic", "atomic-f64"])
-def test_atomic_update_in_feature_slices(cp, name, n, d, k, dtype, rng):
-    """Past 48 KB of partial sums with many points per cluster: opt-in shared memory, the
-    features in slices (one slice, several, and the weights from slice 0 only)."""
-    from gpumine.kmeans.gpu import _feature_slices
-
-    itemsize = 8 if name == "atomic-f64" else np.dtype(dtype).itemsize
-    assert k * ((d | 1) + 1) * itemsize > 48 * 1024  # past the default shared memory
-    assert _feature_slices(n, k, d, itemsize) >= (2 if d in (3, 100) else 1)
-    X = rng.normal(size=(n, d)).astype(dtype)
-    labels = rng.randint(0, k, size=n).astype(np.int32)
-    labels[labels == 5] = 0  # an empty cluster
-    _check_update(cp, name, X, labels, rng.uniform(0.1, 2.0, size=n).astype(dtype), k)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [5000, 50000])
 @pytest.mark.parametrize("name", UPDATES)

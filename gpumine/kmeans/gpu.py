@@ -234,11 +234,6 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
                   partials=None):
     """Shared-memory privatized atomicAdd when k*(d+1) values fit a block, else global.
 
-    Past the default 48 KB of shared memory, with at least
-    :data:`ATOMIC_SLICE_MIN_POINTS_PER_CLUSTER` points per cluster, the blocks opt into the
-    device's larger shared memory and the features are cut into the fewest slices whose
-    partial sums fit it (a grid of (blocks, slices); each slice reads its own columns of X).
-
     Shared partial sums are in ``partials`` (default: the data's precision, a block's
     share of the points), the global sums in double. Float32 partials added in whatever
     order the atomics land make a float32 fit differ run to run in the last bits, which
@@ -248,8 +243,7 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
     """
     XT, n, d, k = _prepare(X, sums, weights)
     partials = X.dtype if partials is None else np.dtype(partials)
-    kernel = get_kernel(_UPDATE, "update_atomic_shared", X.dtype, partials)
-    shared = _atomic_shared_bytes(k, d, partials.itemsize)
+    shared = k * (_odd_stride(d) + 1) * partials.itemsize
     if shared <= _DEFAULT_SHARED:
         # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
         # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
@@ -257,51 +251,12 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
         # at 16), where a block's own points, not the flush of its k (d + 1) sums, cost.
         blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
                      max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
-        launch(kernel, blocks, _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d),
-                                        np.int32(k), np.int32(d), sums, weights),
-               shared_mem=shared)
-        return
-    slices = _feature_slices(n, k, d, partials.itemsize)
-    if slices:
-        # k (d + 1) values past the default 48 KB: the block's opt-in shared memory, the
-        # features cut into slices that fit it; about one block per SM (record
-        # atomic-slices-2026-11-24-*.json).
-        dc = -(-d // slices)
-        per_slice = max(1, min(_blocks(n), -(-device_attribute("MultiProcessorCount")
-                                              // slices) * ATOMIC_SLICE_BLOCKS_PER_SM,
-                               n // (ATOMIC_POINTS_PER_CLUSTER * k)))
-        _launch_shared(kernel, (per_slice, slices), _BLOCK,
-                       (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
-                        np.int32(dc), sums, weights), _atomic_shared_bytes(k, dc,
-                                                                          partials.itemsize))
-        return
-    launch(get_kernel(_UPDATE, "update_atomic_global", X.dtype), min(_blocks(n), 1 << 20),
-           _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
-
-
-#: Blocks per SM (and slice) of the feature-sliced shared update.
-ATOMIC_SLICE_BLOCKS_PER_SM = 1
-#: The feature-sliced shared update runs from this many points per cluster (below it the
-#: global atomics, whose cost grows with n d, are cheaper than zeroing and flushing k d
-#: shared values per block).
-ATOMIC_SLICE_MIN_POINTS_PER_CLUSTER = 64
-
-
-def _atomic_shared_bytes(k: int, d: int, itemsize: int) -> int:
-    """Shared memory of ``update_atomic_shared`` for k clusters and d features (a slice)."""
-    return k * (_odd_stride(d) + 1) * itemsize
-
-
-def _feature_slices(n: int, k: int, d: int, itemsize: int) -> int:
-    """Feature slices of the sliced shared update (0: use the global atomics instead):
-    the fewest whose (k, slice + 1) partial sums fit the opt-in shared memory."""
-    if n < ATOMIC_SLICE_MIN_POINTS_PER_CLUSTER * k:
-        return 0
-    budget = _shared_budget()
-    for slices in range(1, d + 1):
-        if _atomic_shared_bytes(k, -(-d // slices), itemsize) <= budget:
-            return slices
-    return 0
+        launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, partials), blocks, _BLOCK,
+               (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
+                weights), shared_mem=shared)
+    else:
+        launch(get_kernel(_UPDATE, "update_atomic_global", X.dtype), min(_blocks(n), 1 << 20),
+               _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
 
 
 update_atomic.graph_safe = True
