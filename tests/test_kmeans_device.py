@@ -396,9 +396,12 @@ def test_cupy_init_array_stays_on_the_device_and_equals_host_init(cp, dtype, rng
     host_fit = GPUKMeans(7, init=cp.asarray(C), n_init=1, max_iter=20, tol=0.0, update="sort",
                          device="gpu").fit(X)
     np.testing.assert_array_equal(host_fit.labels_, cp.asnumpy(fits[0].labels_))
-    called = GPUKMeans(7, init=lambda X, k, random_state: cp.asarray(C), n_init=1, max_iter=20,
-                       tol=0.0, update="sort", device="gpu").fit(cp.asarray(X))
-    np.testing.assert_array_equal(cp.asnumpy(called.labels_), cp.asnumpy(fits[0].labels_))
+    # a callable gets the (centred) data and may return its centres on the device
+    called = [GPUKMeans(7, init=init, n_init=1, max_iter=20, tol=0.0, update="sort",
+                        device="gpu").fit(cp.asarray(X))
+              for init in (lambda X, k, random_state: cp.asnumpy(X[:k]),
+                           lambda X, k, random_state: X[:k])]
+    np.testing.assert_array_equal(cp.asnumpy(called[0].labels_), cp.asnumpy(called[1].labels_))
 
 
 @pytest.mark.gpu
