@@ -85,6 +85,31 @@ inertia_partial(const T* __restrict__ XT,             // IN  (d, n)
     if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
+// Per feature, the sum of squared deviations from `mean` in double (the tolerance's variance):
+// block (x, y) takes a grid-stride share of feature y's points and writes its sum to
+// partial[y, x] (added in a fixed order by the caller: the same value run to run). A grid
+// over the points and the features, where a reduction over axis 0 would give each of d
+// features one block.
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+squared_deviations(const T* __restrict__ XT,          // IN  (d, n)
+                   const double* __restrict__ mean,   // IN  (d)
+                   index_t n,                         // IN
+                   double* __restrict__ partial)      // OUT (d, gridDim.x)
+{
+    __shared__ double reduce_value[BLOCK / kWarpSize];
+    const T* column = XT + (index_t)blockIdx.y * n;
+    const double m = mean[blockIdx.y];
+    double total = 0.0;
+    for (index_t i = (index_t)blockIdx.x * BLOCK + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * BLOCK) {
+        const double diff = (double)column[i] - m;
+        total += diff * diff;
+    }
+    total = block_all_reduce<BLOCK>(total, reduce_value, Add());
+    if (threadIdx.x == 0) partial[(index_t)blockIdx.y * gridDim.x + blockIdx.x] = total;
+}
+
 // Squared distance of each point to the centre of its cluster, in the data's precision: what
 // empty clusters are relocated by (the farthest points, scikit-learn's rule).
 template <typename T>

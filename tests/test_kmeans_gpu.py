@@ -76,6 +76,25 @@ def test_update_matches_fp64_reference(cp, name, n, d, k, dtype, rng):
     _check_update(cp, name, X, labels, weight, k)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n", "d", "offset"), [(1, 1, 0.0), (257, 1, 0.0), (4_000_001, 3, 1e4),
+                                                (1000, 70_000, -5.0), (30_000, 8, 0.0)])
+def test_feature_variance_and_tolerance_equal_numpy(cp, n, d, offset, dtype, rng):
+    from gpumine.kmeans.gpu import feature_variance
+    from gpumine.kmeans.lloyd import tolerance
+
+    X = (rng.normal(size=(n, d)) * 3.0 + offset).astype(dtype)
+    X_dev = _device_columns(cp, X)
+    mean = cp.asarray(X.astype(np.float64).mean(axis=0))
+    expected = X.astype(np.float64).var(axis=0)
+    got = cp.asnumpy(feature_variance(X_dev, mean))
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-300)
+    # run to run the same bits (block sums added in a fixed order)
+    assert np.array_equal(cp.asnumpy(feature_variance(X_dev, mean)), got)
+    assert tolerance(X_dev, 1e-4, cp) == pytest.approx(expected.mean() * 1e-4, rel=1e-10)
+    assert tolerance(X_dev, 0.0, cp) == 0.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [5000, 50000])
 @pytest.mark.parametrize("name", UPDATES)

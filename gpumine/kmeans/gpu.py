@@ -34,6 +34,7 @@ __all__ = [
     "assign_gemm",
     "assign_tiled",
     "column_buffer",
+    "feature_variance",
     "finish_centers",
     "graphs_enabled",
     "hybrid",
@@ -60,6 +61,7 @@ __all__ = [
 
 _BLOCK = BLOCK
 _DEFAULT_SHARED = 48 * 1024
+_MAX_GRID_Y = 65535
 TILE_SIZES = _TILE_SIZES = (1, 2, 4, 8, 16, 32)
 _IRREGULAR_GROUP = 256  # seed 000's work-group size, a parameter of its kernel
 _PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
@@ -681,6 +683,29 @@ def relocate_empty_clusters(X, sample_weight, centers_old, sums, weights, labels
            (XT, sample_weight, labels, np.int64(n), np.int32(d), np.int32(k),
             far.astype(cp.int64, copy=False), np.int32(n_empty), distances.max(),
             cp.empty(n_empty, dtype=cp.int32), sums, weights))
+
+
+@declares(_STEP, "squared_deviations", _TYPES, (_BLOCK,))
+def feature_variance(X, mean):
+    """Per-feature variance of X about ``mean`` (float64, (d,)), accumulated in double.
+
+    A (blocks, d) grid of block sums added in a fixed order: the same value run to run,
+    and fast where CuPy's ``var(axis=0)`` of a (n, d) column-major view gives each feature
+    one block (4M x 8: 31 ms against well under 1 ms, record
+    ``fit-timing-2026-11-24-*.json``). Nothing is read back.
+    """
+    cp = cupy_module()
+    XT = column_buffer(X)
+    n, d = X.shape
+    blocks = max(1, min(_blocks(n), -(-device_attribute("MultiProcessorCount") * 8 // d)))
+    partial = cp.empty((d, blocks), dtype=cp.float64)
+    mean = cp.ascontiguousarray(mean, dtype=cp.float64)
+    kernel = get_kernel(_STEP, "squared_deviations", X.dtype, _BLOCK)
+    for j0 in range(0, d, _MAX_GRID_Y):  # features in grid.y, at most 65535 per launch
+        j1 = min(d, j0 + _MAX_GRID_Y)
+        launch(kernel, (blocks, j1 - j0), _BLOCK, (XT[j0:j1], mean[j0:j1], np.int64(n),
+                                                   partial[j0:j1]))
+    return partial.sum(axis=1) / n
 
 
 @declares(_STEP, "inertia_partial", (("float", "float"), ("double", "double")), (_BLOCK,))

@@ -103,12 +103,21 @@ class LloydResult:
     n_distinct: int | None = None
 
 
-def tolerance(X, tol: float, xp=np) -> float:
-    """``tol`` times the mean per-feature variance of X (0 stays 0)."""
+def tolerance(X, tol: float, xp=np, mean=None) -> float:
+    """``tol`` times the mean per-feature variance of X (0 stays 0).
+
+    On a GPU backend the variance is accumulated in double about ``mean`` (X's float64
+    mean, computed here if not given) by :func:`gpumine.kmeans.gpu.feature_variance`, as
+    the chunked fit accumulates it.
+    """
     if tol == 0:
         return 0.0
     if xp is not np:
-        return float(xp.var(X, axis=0).mean()) * tol  # sync: 8 bytes, once per fit
+        from gpumine.kmeans.gpu import feature_variance
+
+        if mean is None:
+            mean = X.mean(axis=0, dtype=xp.float64)
+        return float(feature_variance(X, mean).mean()) * tol  # sync: 8 bytes, once per fit
     if X.flags.f_contiguous and not X.flags.c_contiguous:
         # column-major: one feature at a time, so the temporary is one column, not all of X
         return float(np.mean([float(xp.var(X[:, j])) for j in range(X.shape[1])])) * tol
@@ -527,11 +536,16 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     """
     if center_dtype is None:
         center_dtype = np.float64 if xp is np else X.dtype
-    scaled_tol = tolerance(X, tol, xp)
     # NumPy: scikit-learn's mean. Other backends: accumulated in float64 and rounded once to
     # X's dtype, as the chunked fit's (its float64 chunk means merged), so that a streamed fit
     # centres its data as the in-memory fit does (CuPy's float32 mean accumulates in float32).
-    x_mean = X.mean(axis=0) if xp is np else X.mean(axis=0, dtype=xp.float64).astype(X.dtype)
+    if xp is np:
+        scaled_tol = tolerance(X, tol, xp)
+        x_mean = X.mean(axis=0)
+    else:
+        mean64 = X.mean(axis=0, dtype=xp.float64)
+        scaled_tol = tolerance(X, tol, xp, mean=mean64)
+        x_mean = mean64.astype(X.dtype)
     X -= x_mean
     try:
         update = bind_update(update, X, sample_weight)  # per-fit state, e.g. hybrid's host copy
