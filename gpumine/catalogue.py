@@ -73,6 +73,14 @@ BUILTIN_STRATEGIES = (
                     "rounding bound re-assigned directly; labels equal 'tiled' bit for bit",
     ),
     Strategy(
+        kind="kmeans.assign", name="hamerly", backend="gpu",
+        target=f"{_KMEANS}.bounds:hamerly", paper="Hamerly 2010", max_dims=32,
+        description="exact: per point an upper bound to its centre and a lower bound to the "
+                    "others, moved by the centres' shifts; points whose bounds (widened by "
+                    "the rounding error) still separate are skipped, the rest scanned as "
+                    "'tiled' does; labels equal 'tiled' bit for bit (d <= 32)",
+    ),
+    Strategy(
         kind="kmeans.assign", name="tc-fast", backend="gpu",
         target=f"{_KMEANS}.tensor_cores:assign_tc_fast",
         description="NOT exact (opt-in): TF32 tensor-core labels without the re-check; "

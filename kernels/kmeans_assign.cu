@@ -58,12 +58,7 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
     }
     for (int k0 = 0; k0 < k; k0 += KT) {
         const int kc = min(KT, k - k0);
-        __syncthreads();
-        for (int t = threadIdx.x; t < KT * DMAX; t += blockDim.x) {
-            const int c = t / DMAX, j = t - c * DMAX;
-            tile[t] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j] : T(0);
-        }
-        __syncthreads();
+        stage_padded_tile<T, KT, DMAX>(centers, k0, kc, d, tile);
 #pragma unroll
         for (int c = 0; c < KT; ++c) {
             T center[DMAX];

@@ -18,6 +18,20 @@ __device__ __forceinline__ T padded_squared_distance(const T (&x)[DMAX], const T
     return acc;
 }
 
+// Stage centres k0 .. k0 + kc - 1 into `tile` (KT rows of DMAX, zero-padded past kc and
+// d) for the register-held loops; every thread of the block calls it (it synchronizes
+// before, so the previous tile is no longer read, and after).
+template <typename T, int KT, int DMAX>
+__device__ __forceinline__ void stage_padded_tile(const T* __restrict__ centers, int k0, int kc,
+                                                  int d, T* tile) {
+    __syncthreads();
+    for (int t = threadIdx.x; t < KT * DMAX; t += blockDim.x) {
+        const int c = t / DMAX, j = t - c * DMAX;
+        tile[t] = (c < kc && j < d) ? centers[(index_t)(k0 + c) * d + j] : T(0);
+    }
+    __syncthreads();
+}
+
 // Seed paper 002 §5.5's loop for point i (X column-major, XT[j * n + i]): the centroids
 // stream through `tile` (KT * dt elements of shared memory) in portions of KT centroids x
 // dt features; KT running distances stay in registers. Every thread of the block must

@@ -58,8 +58,8 @@ def test_bad_X(data, match):
     ({"init": "nope"},
      "unknown kmeans.init strategy 'nope'; known: k-means\\+\\+, k-means\\|\\|, random"),
     ({"assign": "nope"},
-     "unknown kmeans.assign strategy 'nope'; known: gemm, numba, numpy, tc-exact, tc-fast, "
-     "tiled"),
+     "unknown kmeans.assign strategy 'nope'; known: gemm, hamerly, numba, numpy, tc-exact, "
+     "tc-fast, tiled"),
     ({"update": "nope"}, "unknown kmeans.update strategy 'nope'"),
 ])
 def test_bad_parameters(params, match):

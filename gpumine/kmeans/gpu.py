@@ -28,6 +28,7 @@ from gpumine.kernels import (
 )
 
 __all__ = [
+    "ASSIGN_DIMS",
     "TILE_SIZES",
     "FusedLoop",
     "LoopBuffers",
@@ -92,9 +93,9 @@ _KPP_SHARED = 40 * 1024    # candidate coordinates kept in shared memory up to t
 # Template arguments of the declared instantiations (@declares on each launcher; the nvcc
 # compile test in CI builds them, no GPU needed).
 _REGISTER_DIMS = (4, 8, 16, 32)
-# The assignment's specializations: finer, since its work is k x DMAX per point (d = 18
-# runs as 20 features instead of 32).
-_ASSIGN_DIMS = (4, 8, 12, 16, 20, 24, 32)
+#: The register-held assignments' specializations (``assign_registers``, Hamerly's scan):
+#: finer, since their work is k x DMAX per point (d = 18 runs as 20 features instead of 32).
+ASSIGN_DIMS = (4, 8, 12, 16, 20, 24, 32)
 _TYPES = ("float", "double")
 
 
@@ -112,7 +113,7 @@ def _points_per_thread(dmax: int, n: int) -> int:
     return 2 if dmax >= 8 and n >= _PAIRED_MIN_ROWS else 1
 
 
-_ASSIGN_SHAPES = tuple((dmax, ppt) for dmax in _ASSIGN_DIMS
+_ASSIGN_SHAPES = tuple((dmax, ppt) for dmax in ASSIGN_DIMS
                        for ppt in ((1, 2) if dmax >= 8 else (1,)))
 #: (candidates, DMAX) of the k-means++ kernel: register-held points up to 16 candidates.
 _KPP_SHAPES = tuple((mt, dmax) for mt in _KPP_TRIALS
@@ -181,8 +182,8 @@ def assign_tiled(X, centers, labels, changed=None):
     tile, dt = tiled_shape(k, d, X.dtype.itemsize)
     itemsize = X.dtype.itemsize
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
-    if d <= _ASSIGN_DIMS[-1]:
-        dmax = next(m for m in _ASSIGN_DIMS if m >= d)
+    if d <= ASSIGN_DIMS[-1]:
+        dmax = next(m for m in ASSIGN_DIMS if m >= d)
         ppt = _points_per_thread(dmax, n)
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax, ppt)
         launch(kernel, _blocks(n, _BLOCK * ppt), _BLOCK,
@@ -552,7 +553,7 @@ class FusedStatus(NamedTuple):
     n_distinct: int
 
 
-@declares(_LOOP, "lloyd_loop", _TYPES, _ASSIGN_DIMS, (_BLOCK,))
+@declares(_LOOP, "lloyd_loop", _TYPES, ASSIGN_DIMS, (_BLOCK,))
 class FusedLoop:
     """The device Lloyd loop as one cooperative kernel (``kernels/kmeans_loop.cu``).
 
@@ -591,7 +592,7 @@ class FusedLoop:
         self.weights = zeros[2 * k * d:2 * k * (d + 1)].reshape(2, k)
         self.changed = zeros[2 * k * (d + 1):].view(cp.uint64)  # 0.0 is all zero bits
         self._zeros = zeros
-        dmax = next(m for m in _ASSIGN_DIMS if m >= d)
+        dmax = next(m for m in ASSIGN_DIMS if m >= d)
         self._kernel = get_kernel(_LOOP, "lloyd_loop", X.dtype, dmax, _BLOCK,
                                   cooperative=True)
         self._shared = FusedLoop.shared_bytes(k, d, X.dtype.itemsize)
@@ -604,7 +605,7 @@ class FusedLoop:
     @staticmethod
     def shared_bytes(k: int, d: int, itemsize: int) -> int:
         """Dynamic shared memory of a block: the padded centres and the block's sums."""
-        dmax = next(m for m in _ASSIGN_DIMS if m >= d)
+        dmax = next(m for m in ASSIGN_DIMS if m >= d)
         return k * (dmax + _odd_stride(d) + 1) * itemsize
 
     @staticmethod
@@ -615,7 +616,7 @@ class FusedLoop:
         (``GPUMINE_FUSED=0``, or ``GPUMINE_DEBUG``)."""
         n, d = X.shape
         return (assign is assign_tiled and update is update_atomic
-                and d <= _ASSIGN_DIMS[-1] and n <= FUSED_MAX_SAMPLES
+                and d <= ASSIGN_DIMS[-1] and n <= FUSED_MAX_SAMPLES
                 and (FusedLoop.shared_bytes(n_clusters, d, X.dtype.itemsize)
                      <= _DEFAULT_SHARED - _LOOP_STATIC_SHARED)
                 and not os.environ.get("GPUMINE_DEBUG")

@@ -13,6 +13,9 @@ the registry (:mod:`gpumine.registry`), called through three contracts:
   ``labels_old`` when it counts them (seed 000's kernels do). An update object
   with a ``bind(X, sample_weight)`` method is bound once per fit and the
   callable it returns is used (per-fit state, e.g. the hybrid scheme's host copy).
+  An assign object with ``bind(X)`` is bound once per device run (e.g. Hamerly's
+  bounds, :mod:`gpumine.kmeans.bounds`); a bound one with ``reset()`` is told when
+  labels were moved outside the assignment (an empty cluster relocated).
 
 ``X`` is a validated, finite (n_samples, n_features) array of float32 or float64
 on the backend of ``xp``; it may be row-major or a transposed view of a
@@ -362,6 +365,7 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
         return _lloyd_fused(X, sample_weight, centers_init, assign=assign, max_iter=max_iter,
                             tol=tol, xp=xp)
     n_clusters, n_features = centers_init.shape
+    assign = assign.bind(X) if hasattr(assign, "bind") else assign  # per-run state (bounds)
     centers = xp.empty_like(centers_init)
     centers_new = centers_init.copy()  # each iteration starts by taking the previous result
     labels = xp.full(X.shape[0], -1, dtype=xp.int32)
@@ -408,6 +412,8 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                 # Rare: relocation on the device (no sync), then averaging again.
                 gpu.relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels,
                                             n_empty)
+                if hasattr(assign, "reset"):  # labels moved outside the assignment
+                    assign.reset()
                 gpu.finish_centers(sums, weights, centers, centers_new, buffers, count=False)
                 center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
             if verbose:

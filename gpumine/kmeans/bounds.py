@@ -1,0 +1,160 @@
+"""``assign="hamerly"``: exact labels that skip the points whose centre cannot have changed.
+
+Hamerly's algorithm (G. Hamerly, "Making k-means even faster", SDM 2010) keeps, per
+point, an upper bound ``u`` on the distance to its centre and a lower bound ``l`` on the
+distance to every other centre. When the centres move by ``delta_j``, ``u`` grows by its
+centre's move and ``l`` shrinks by the largest move of another centre (the triangle
+inequality); a point whose ``u`` is still below ``l`` keeps its label without a single
+distance computed. Late in a fit almost every point is skipped, so an iteration costs
+reading and writing the bounds (8 bytes a point) instead of ``n k d`` distance terms.
+
+Exactness: the labels must equal ``assign="tiled"``'s bit for bit, and tiled compares
+direct distances ``D_hat`` rounded in the data's precision, ``|D_hat - D| <= kappa D + eta``
+(``kappa`` is :func:`gpumine.kmeans.tensor_cores.error_bound`'s ``kappa_d``, ``eta`` a floor
+for underflow). A point is skipped only when ``(1 + kappa) u^2 + eta < (1 - kappa) l^2 - eta``:
+then tiled's ``D_hat`` of its centre is strictly below every other, and tiled picks it. The
+other points are scanned against all centres with tiled's register loop (the same values,
+the same label, ties to the lowest index), and their new bounds come from the best and
+second-best ``D_hat`` widened by the same error terms. Bounds are kept in float32 rounded
+outward; the derivation is in ``kernels/kmeans_bounds.cu``.
+
+The strategy binds to a fit (``bind(X)``, as the engine binds update strategies): the bounds
+belong to one run. Called unbound -- ``predict``, a streamed chunk -- it is ``tiled``. A
+relocation of empty clusters moves labels outside the assignment; the engine then calls
+``reset()`` and the next call scans every point.
+
+Examples
+--------
+>>> from gpumine import GPUKMeans
+>>> GPUKMeans(200, assign="hamerly", device="gpu")      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpumine.backend import cupy_module
+from gpumine.exceptions import IncompatibleStrategy
+from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
+from gpumine.kmeans.gpu import (
+    ASSIGN_DIMS,
+    TILE_SIZES,
+    assign_tiled,
+    column_buffer,
+    kernel_pointer,
+    tiled_shape,
+)
+from gpumine.kmeans.tensor_cores import error_bound
+
+__all__ = ["MAX_FEATURES", "BoundAssign", "hamerly"]
+
+_SOURCE = "kmeans_bounds.cu"
+_TYPES = ("float", "double")
+#: Features the bounds' scan holds in registers, at most (the catalogue's max_dims).
+MAX_FEATURES = ASSIGN_DIMS[-1]
+#: Blocks per SM of the filter and scan grids (both stride over their points).
+_BLOCKS_PER_SM = 8
+
+
+def _bound(d: int, dtype) -> np.ndarray:
+    """``[kappa, eta]``: the direct distance's relative error and an absolute floor."""
+    tiny = np.finfo(np.dtype(dtype)).tiny  # the smallest normal number
+    return np.array([error_bound(d, dtype)[1], 4.0 * (d + 1) * float(tiny)], dtype=np.float64)
+
+
+class _Hamerly:
+    """The strategy object: unbound, ``assign_tiled``; :meth:`bind` gives a fit's state."""
+
+    counts_changes = True
+    graph_safe = True
+
+    def __call__(self, X, centers, labels, changed=None):
+        assign_tiled(X, centers, labels, changed)
+
+    def bind(self, X):
+        """A :class:`BoundAssign` holding this run's bounds for X."""
+        return BoundAssign(X)
+
+
+hamerly = _Hamerly()
+
+
+@declares(_SOURCE, "bounds_shifts", _TYPES, (BLOCK,))
+@declares(_SOURCE, "bounds_filter", _TYPES)
+@declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_DIMS)
+class BoundAssign:
+    """Hamerly's assignment bound to one run over X (module docstring).
+
+    Each call is three launches and no host sync: the centres' moves (one block), the
+    bounds test of every point (skipped points get moved bounds, the others a queue), and
+    the scan of the queued points (a fixed grid reading the queue's length on the device).
+    Buffers are allocated on the first call, never during a captured one.
+
+    Parameters
+    ----------
+    X : cupy.ndarray (n_samples, n_features), a view of a (d, n) column-major buffer
+    """
+
+    counts_changes = True
+    graph_safe = True
+
+    def __init__(self, X):
+        n, d = X.shape
+        if d > MAX_FEATURES:
+            raise IncompatibleStrategy(
+                f"assign='hamerly' holds a point in registers: at most {MAX_FEATURES} "
+                f"features, got {d}; use 'tiled' or 'tc-exact'")
+        cp = cupy_module()
+        self.X = X
+        self._XT = column_buffer(X)
+        self.upper = cp.empty(n, dtype=cp.float32)
+        self.lower = cp.empty(n, dtype=cp.float32)
+        self._queue = cp.empty(n, dtype=cp.int64)
+        # [request, force, queue size]: a fresh run requests a full scan
+        self._flags = cp.asarray(np.array([1, 0, 0], dtype=np.int32))
+        self._bound = cp.asarray(_bound(d, X.dtype))
+        self._k = None
+
+    def _allocate(self, k: int, d: int) -> None:
+        cp = cupy_module()
+        self._previous = cp.zeros((k, d), dtype=self.X.dtype)
+        self._shift = cp.empty(k, dtype=cp.float64)
+        self._stats = cp.empty(3, dtype=cp.float64)
+        self._k = k
+        self.reset()
+
+    def reset(self) -> None:
+        """Scan every point in the next call (labels were moved outside the assignment)."""
+        self._flags[:1].fill(1)
+
+    def __call__(self, X, centers, labels, changed=None):
+        if X is not self.X:  # another array than the run's: no bounds for it
+            assign_tiled(X, centers, labels, changed)
+            return
+        cp = cupy_module()
+        n, d = X.shape
+        k = centers.shape[0]
+        if k != self._k:
+            self._allocate(k, d)
+        centers = cp.ascontiguousarray(centers, dtype=X.dtype)
+        request, force, queue_size = (self._flags[0:1], self._flags[1:2],
+                                      self._flags[2:3].view(cp.uint32))
+        launch(get_kernel(_SOURCE, "bounds_shifts", X.dtype, BLOCK), 1, BLOCK,
+               (centers, self._previous, np.int32(k), np.int32(d), self._shift, self._stats,
+                request, force))
+        queue_size.data.memset_async(0, 4)
+        grid = max(1, min(-(-n // BLOCK), device_attribute("MultiProcessorCount")
+                          * _BLOCKS_PER_SM))
+        launch(get_kernel(_SOURCE, "bounds_filter", X.dtype), grid, BLOCK,
+               (labels, self._shift, self._stats, force, self._bound, np.int64(n), self.upper,
+                self.lower, queue_size, self._queue))
+        tile, _ = tiled_shape(k, d, X.dtype.itemsize)
+        dmax = next(m for m in ASSIGN_DIMS if m >= d)
+        launch(get_kernel(_SOURCE, "bounds_scan", X.dtype, tile, dmax), grid, BLOCK,
+               (self._XT, centers, self._bound, np.int64(n), np.int32(d), np.int32(k),
+                queue_size, self._queue, labels, self.upper, self.lower,
+                kernel_pointer(changed)), shared_mem=tile * dmax * X.dtype.itemsize)
+
+    def scanned(self) -> int:
+        """Points the last call scanned (a diagnostic: a host sync, for tests and benchmarks)."""
+        return int(self._flags[2:3].get()[0])  # sync: the diagnostic's one readback

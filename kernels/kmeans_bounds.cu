@@ -1,0 +1,174 @@
+// Hamerly's bounds (assign="hamerly", Hamerly 2010): exact labels that skip the distance
+// computations of points whose nearest centre cannot have changed. X is column-major:
+// feature j of point i at XT[j * n + i].
+//
+// Per point, an upper bound u on the true distance to its centre a and a lower bound l on
+// the true distance to every other centre (Euclidean, not squared, so that a centre's move
+// by delta changes them by at most delta: u += delta_a, l -= max_{j != a} delta_j). The
+// labels must be assign_tiled's bit for bit, and tiled compares direct distances D^ in T,
+// which satisfy |D^ - D| <= kappa D + eta (kappa: gpumine.kmeans.tensor_cores's kappa_d;
+// eta: an absolute floor for underflow). So a point is skipped only when
+//     (1 + kappa) u^2 + eta < (1 - kappa) l^2 - eta,
+// for then D^_a <= (1 + kappa) D_a + eta < (1 - kappa) D_j - eta <= D^_j for every j != a
+// and tiled picks a, strictly. Every other point is queued and scanned against all centres
+// with assign_registers' arithmetic (the same values, the same label), which also gives new
+// bounds from its best and second-best D^ (u^2 = (D^_1 + eta) / (1 - kappa),
+// l^2 = (D^_2 - eta) / (1 + kappa)). Bounds are kept in float, rounded outward, and every
+// double computation gets a relative slack of 2^-40 on top.
+#include "common.cuh"
+#include "kmeans_direct.cuh"
+
+// A bound widened by the slack (up: u, down: l) and rounded outward to float.
+__device__ __forceinline__ float bound_up(double v) {
+    return __double2float_ru(v * (1.0 + 0x1p-40));
+}
+__device__ __forceinline__ float bound_down(double v) {
+    return v <= 0.0 ? 0.0f : __double2float_rd(v * (1.0 - 0x1p-40));
+}
+
+// How far each centre moved (true Euclidean distance, rounded up), the largest and
+// second-largest move and the index of the largest, and the new centres copied into
+// `previous`. One block. With *request set (a fresh fit, or labels moved outside the
+// assignment, e.g. an empty cluster relocated) it only copies, sets *force for the filter
+// (every point scanned) and clears the request.
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+bounds_shifts(const T* __restrict__ centers,      // IN  (k, d) this call's centres
+              T* __restrict__ previous,           // INOUT (k, d) the last call's, then these
+              int k, int d,                       // IN
+              double* __restrict__ shift,         // OUT (k) each centre's move, rounded up
+              double* __restrict__ stats,         // OUT (3) largest, second largest, argmax
+              int* __restrict__ request,          // INOUT (1) full scan requested; cleared
+              int* __restrict__ force)            // OUT (1) this call scans every point
+{
+    __shared__ ValueIndex reduce_pair[BLOCK / kWarpSize];
+    __shared__ double reduce_value[BLOCK / kWarpSize];
+    const bool full = *request != 0;
+    ValueIndex largest = {-1.0, 0x7fffffff};
+    for (int c = threadIdx.x; c < k; c += BLOCK) {
+        double moved2 = 0.0;
+        for (int j = 0; j < d; ++j) {
+            const index_t e = (index_t)c * d + j;
+            const double diff = (double)centers[e] - (double)previous[e];
+            moved2 += diff * diff;
+            previous[e] = centers[e];
+        }
+        const double moved = full ? 0.0 : sqrt(moved2) * (1.0 + 0x1p-40);
+        shift[c] = moved;
+        largest = ArgMax()(largest, ValueIndex{moved, c});
+    }
+    largest = block_all_reduce<BLOCK>(largest, reduce_pair, ArgMax());
+    double second = -1.0;
+    for (int c = threadIdx.x; c < k; c += BLOCK)
+        if (c != largest.index) second = fmax(second, shift[c]);
+    second = block_all_reduce<BLOCK>(second, reduce_value, FMax());
+    __syncthreads();  // every thread has read *request
+    if (threadIdx.x == 0) {
+        stats[0] = fmax(largest.value, 0.0);
+        stats[1] = fmax(second, 0.0);
+        stats[2] = (double)largest.index;
+        *force = full ? 1 : 0;
+        *request = 0;
+    }
+}
+
+// The bounds test of every point: skipped points keep their label and get their moved
+// bounds; the others are appended to `queue` (a warp reserves its slots with one atomic).
+template <typename T>
+__global__ void bounds_filter(const int* __restrict__ labels,     // IN  (n)
+                              const double* __restrict__ shift,   // IN  (k)
+                              const double* __restrict__ stats,   // IN  (3) bounds_shifts
+                              const int* __restrict__ force,      // IN  (1)
+                              const double* __restrict__ bound,   // IN  (2) kappa, eta
+                              index_t n,                          // IN
+                              float* __restrict__ upper,          // INOUT (n)
+                              float* __restrict__ lower,          // INOUT (n)
+                              unsigned* __restrict__ queue_size,  // INOUT (1) zeroed before
+                              index_t* __restrict__ queue)        // OUT (n)
+{
+    const bool full = *force != 0;
+    const double kappa = bound[0], eta = bound[1];
+    const int far = (int)stats[2];
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
+         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the warp
+        const index_t i = base + threadIdx.x;
+        bool scan = false;
+        if (i < n) {
+            scan = full;
+            if (!full) {
+                const int a = labels[i];
+                const double u = (double)upper[i] + shift[a];
+                const double l = (double)lower[i] - (a == far ? stats[1] : stats[0]);
+                scan = !((1.0 + kappa) * u * u + eta < (1.0 - kappa) * l * l - eta && l > 0.0);
+                if (!scan) {
+                    upper[i] = bound_up(u);
+                    lower[i] = bound_down(l);
+                }
+            }
+        }
+        const unsigned ballot = __ballot_sync(0xffffffffu, scan);
+        if (ballot == 0u) continue;
+        const int lane = threadIdx.x & 31;
+        unsigned first = 0;
+        if (lane == 0) first = atomicAdd(queue_size, (unsigned)__popc(ballot));
+        first = __shfl_sync(0xffffffffu, first, 0);
+        if (scan) queue[first + __popc(ballot & ((1u << lane) - 1u))] = i;
+    }
+}
+
+// The queued points, a thread each, against every centre: assign_registers' loop (centres
+// staged KT at a time, the point in registers, the same values and label), keeping the
+// second-best distance too for the new lower bound. A fixed grid strides over *queue_size
+// in chunks of a block (no host read of the count). Shared memory: KT * DMAX elements.
+template <typename T, int KT, int DMAX>
+__global__ void bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
+                            const T* __restrict__ centers,             // IN  (k, d)
+                            const double* __restrict__ bound,          // IN  (2) kappa, eta
+                            index_t n, int d, int k,                   // IN  d <= DMAX
+                            const unsigned* __restrict__ queue_size,   // IN  (1)
+                            const index_t* __restrict__ queue,         // IN  queued rows
+                            int* __restrict__ labels,                  // INOUT (n)
+                            float* __restrict__ upper,                 // OUT (n) queued rows
+                            float* __restrict__ lower,                 // OUT (n) queued rows
+                            unsigned long long* changed)               // INOUT (1) or null
+{
+    extern __shared__ unsigned char shared_raw[];
+    T* tile = reinterpret_cast<T*>(shared_raw);
+    const double kappa = bound[0], eta = bound[1];
+    const index_t size = *queue_size;
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < size;
+         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the block
+        const index_t q = base + threadIdx.x;
+        const bool active = q < size;
+        const index_t i = active ? queue[q] : 0;
+        T x[DMAX];
+#pragma unroll
+        for (int j = 0; j < DMAX; ++j) x[j] = (active && j < d) ? XT[(index_t)j * n + i] : T(0);
+        T best = max_value<T>(), second = max_value<T>();
+        int best_index = 0;
+        for (int k0 = 0; k0 < k; k0 += KT) {
+            const int kc = min(KT, k - k0);
+            stage_padded_tile<T, KT, DMAX>(centers, k0, kc, d, tile);
+#pragma unroll
+            for (int c = 0; c < KT; ++c) {
+                const T acc = padded_squared_distance<T, DMAX>(x, tile + c * DMAX);
+                if (c < kc) {
+                    if (acc < best) {
+                        second = best;
+                        best = acc;
+                        best_index = k0 + c;
+                    } else if (acc < second) {
+                        second = acc;
+                    }
+                }
+            }
+        }
+        if (active) {
+            upper[i] = bound_up(sqrt(((double)best + eta) / (1.0 - kappa)));
+            // k = 1: no other centre, the bound stays infinite
+            lower[i] = k == 1 ? __int_as_float(0x7f800000)
+                              : bound_down(sqrt(fmax((double)second - eta, 0.0) / (1.0 + kappa)));
+        }
+        store_label(labels, i, active, best_index, changed);
+    }
+}

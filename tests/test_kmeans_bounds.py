@@ -1,0 +1,130 @@
+"""assign="hamerly": Hamerly's bounds skip points, and the labels stay tiled's bit for bit.
+
+The CPU test checks the bound's constants; the rest (marked ``gpu``) compare every call
+and whole fits with ``assign="tiled"`` on near-ties, data far from the origin, empty
+clusters and edge shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpumine import GPUKMeans, registry
+from gpumine.kmeans.bounds import _bound
+
+
+def test_bound_constants():
+    kappa32, eta32 = _bound(8, np.float32)
+    kappa64, eta64 = _bound(8, np.float64)
+    assert 1e-7 < kappa32 < 1e-5 and kappa64 < 1e-14
+    assert 0 < eta64 < eta32 < 1e-35
+
+
+def test_listed_as_exact_with_its_limit():
+    strategy = registry.get_strategy("kmeans.assign", "hamerly")
+    assert "exact" in strategy.description and strategy.max_dims == 32
+
+
+# -- GPU --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cp():
+    from gpumine.backend import cupy_module
+
+    return cupy_module()
+
+
+def _columns(cp, X):
+    return cp.ascontiguousarray(cp.asarray(X).T).T
+
+
+def _tiled(cp, X, C):
+    labels = cp.full(X.shape[0], -7, dtype=cp.int32)
+    registry.load_strategy("kmeans.assign", "tiled")(X, C, labels)
+    return cp.asnumpy(labels)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k", "offset"), [
+    (1, 1, 1, 0.0), (300, 1, 2, 0.0), (5000, 2, 1, 0.0), (4099, 3, 64, 1e4),
+    (20_000, 8, 200, 0.0), (17_695, 18, 128, -3e5), (6000, 32, 40, 0.0), (2000, 5, 2000, 0.0)])
+def test_every_call_equals_tiled_as_centres_move(cp, n, d, k, offset, dtype, rng):
+    """A sequence of calls with centres moving by shrinking steps (as in a fit): each call's
+    labels and changed count equal tiled's for the same centres; later calls scan fewer."""
+    from gpumine.kmeans.bounds import BoundAssign
+
+    X = _columns(cp, (rng.normal(size=(n, d)) + offset).astype(dtype))
+    C = X[rng.choice(n, k, replace=n < k)].copy() if k <= n else cp.asarray(
+        rng.normal(size=(k, d)) + offset, dtype=dtype)
+    bound = BoundAssign(X)
+    labels = cp.full(n, -1, dtype=cp.int32)
+    scanned = []
+    for step in range(8):
+        C = C + cp.asarray(rng.normal(scale=0.3 * 0.3**step, size=C.shape), dtype=dtype)
+        before = cp.asnumpy(labels)
+        changed = cp.zeros(1, dtype=cp.uint64)
+        bound(X, C, labels, changed=changed)
+        expected = _tiled(cp, X, C)
+        got = cp.asnumpy(labels)
+        assert np.array_equal(got, expected), f"step {step}: {np.sum(got != expected)} differ"
+        assert int(changed.get()[0]) == int(np.sum(before != expected))
+        scanned.append(bound.scanned())
+    assert scanned[0] == n  # the first call scans everything
+    if n >= 1000 and k > 1:
+        assert scanned[-1] < n // 2, scanned  # and late calls skip most points
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
+def test_near_ties_far_from_the_origin(cp, offset, dtype, rng):
+    """Points on cell faces of a centre lattice, nudged by a few ulps: the bounds must not
+    skip a point whose computed distances are within rounding of each other."""
+    from gpumine.kmeans.bounds import BoundAssign
+
+    d, k = 4, 64
+    C = rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset
+    a, b = rng.randint(0, k, size=(2, 20000))
+    t = 0.5 + rng.randint(-3, 4, size=(20000, 1)) * np.finfo(dtype).eps
+    X = _columns(cp, (C[a] * t + C[b] * (1 - t)).astype(dtype))
+    bound = BoundAssign(X)
+    labels = cp.full(X.shape[0], -1, dtype=cp.int32)
+    centers = cp.asarray(C, dtype=dtype)
+    for step in range(4):  # moves of a few ulps, then none
+        if step < 3:
+            centers = centers + cp.asarray(rng.randint(-2, 3, size=C.shape)
+                                           * np.finfo(dtype).eps * max(1.0, abs(offset)),
+                                           dtype=dtype)
+        bound(X, centers, labels)
+        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, centers)), step
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k"), [(30_000, 2, 100), (20_000, 24, 50), (700, 3, 300)])
+def test_fit_equals_fit_with_tiled(cp, n, d, k, dtype, rng):
+    # update="sort" is bit-reproducible, so the whole fits must match exactly; k = 300 of 700
+    # points makes empty clusters (relocation, then a full scan after reset)
+    centres = rng.normal(scale=5.0, size=(max(2, k // 3), d))
+    X = cp.asarray((centres[rng.randint(0, len(centres), n)]
+                    + rng.normal(size=(n, d))).astype(dtype))
+    fits = [GPUKMeans(k, assign=name, update="sort", init="random", n_init=2, random_state=4,
+                      max_iter=60, tol=0.0, device="gpu").fit(X) for name in ("tiled", "hamerly")]
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
+    assert fits[0].n_iter_ == fits[1].n_iter_
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                  cp.asnumpy(fits[1].cluster_centers_))
+    assert fits[1].inertia_ == fits[0].inertia_
+
+
+@pytest.mark.gpu
+def test_wide_data_is_refused_and_predict_runs_unbound(cp, rng):
+    from gpumine.exceptions import IncompatibleStrategy
+    from gpumine.kmeans.bounds import BoundAssign
+
+    with pytest.raises(IncompatibleStrategy, match="at most 32 features"):
+        BoundAssign(_columns(cp, rng.normal(size=(10, 33))))
+    X = cp.asarray(rng.normal(size=(5000, 6)).astype(np.float32))
+    model = GPUKMeans(9, assign="hamerly", random_state=0, device="gpu").fit(X)
+    np.testing.assert_array_equal(cp.asnumpy(model.predict(X)), cp.asnumpy(model.labels_))
