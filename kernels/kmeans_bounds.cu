@@ -10,7 +10,9 @@
 // eta: an absolute floor for underflow). So a point is skipped only when
 //     (1 + kappa) u^2 + eta < (1 - kappa) l^2 - eta,
 // for then D^_a <= (1 + kappa) D_a + eta < (1 - kappa) D_j - eta <= D^_j for every j != a
-// and tiled picks a, strictly. Every other point is queued and scanned against all centres
+// and tiled picks a, strictly. A point that fails the test gets u tightened to its true
+// distance to a (Hamerly's second test) and is tested again. Every other point is queued and
+// scanned against all centres
 // with assign_registers' arithmetic (the same values, the same label), which also gives new
 // bounds from its best and second-best D^ (u^2 = (D^_1 + eta) / (1 - kappa),
 // l^2 = (D^_2 - eta) / (1 + kappa)). Bounds are kept in float, rounded outward, and every
@@ -74,8 +76,14 @@ bounds_shifts(const T* __restrict__ centers,      // IN  (k, d) this call's cent
 
 // The bounds test of every point: skipped points keep their label and get their moved
 // bounds; the others are appended to `queue` (a warp reserves its slots with one atomic).
+// A point that fails the test first gets its upper bound tightened to its true distance
+// to its own centre (Hamerly's second test; computed in double from the T values, whose
+// error the 2^-40 slack covers) and is skipped if that separates it.
 template <typename T>
-__global__ void bounds_filter(const int* __restrict__ labels,     // IN  (n)
+__global__ void bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
+                              const T* __restrict__ centers,      // IN  (k, d)
+                              int d,                              // IN
+                              const int* __restrict__ labels,     // IN  (n)
                               const double* __restrict__ shift,   // IN  (k)
                               const double* __restrict__ stats,   // IN  (3) bounds_shifts
                               const int* __restrict__ force,      // IN  (1)
@@ -97,9 +105,20 @@ __global__ void bounds_filter(const int* __restrict__ labels,     // IN  (n)
             scan = full;
             if (!full) {
                 const int a = labels[i];
-                const double u = (double)upper[i] + shift[a];
+                double u = (double)upper[i] + shift[a];
                 const double l = (double)lower[i] - (a == far ? stats[1] : stats[0]);
-                scan = !((1.0 + kappa) * u * u + eta < (1.0 - kappa) * l * l - eta && l > 0.0);
+                const double l_test = (1.0 - kappa) * l * l - eta;
+                scan = !((1.0 + kappa) * u * u + eta < l_test && l > 0.0);
+                if (scan && l > 0.0) {
+                    double distance2 = 0.0;
+                    for (int j = 0; j < d; ++j) {
+                        const double diff = (double)XT[(index_t)j * n + i]
+                                            - (double)centers[(index_t)a * d + j];
+                        distance2 += diff * diff;
+                    }
+                    u = sqrt(distance2) * (1.0 + 0x1p-40);
+                    scan = !((1.0 + kappa) * u * u + eta < l_test);
+                }
                 if (!scan) {
                     upper[i] = bound_up(u);
                     lower[i] = bound_down(l);

@@ -5,7 +5,8 @@ point, an upper bound ``u`` on the distance to its centre and a lower bound ``l`
 distance to every other centre. When the centres move by ``delta_j``, ``u`` grows by its
 centre's move and ``l`` shrinks by the largest move of another centre (the triangle
 inequality); a point whose ``u`` is still below ``l`` keeps its label without a single
-distance computed. Late in a fit almost every point is skipped, so an iteration costs
+distance computed, and one whose ``u``, tightened to the distance to its own centre (d
+terms), is then below ``l`` keeps it after one. Late in a fit almost every point is skipped, so an iteration costs
 reading and writing the bounds (8 bytes a point) instead of ``n k d`` distance terms.
 
 Exactness: the labels must equal ``assign="tiled"``'s bit for bit, and tiled compares
@@ -146,7 +147,8 @@ class BoundAssign:
         grid = max(1, min(-(-n // BLOCK), device_attribute("MultiProcessorCount")
                           * _BLOCKS_PER_SM))
         launch(get_kernel(_SOURCE, "bounds_filter", X.dtype), grid, BLOCK,
-               (labels, self._shift, self._stats, force, self._bound, np.int64(n), self.upper,
+               (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
+                self._bound, np.int64(n), self.upper,
                 self.lower, queue_size, self._queue))
         tile, _ = tiled_shape(k, d, X.dtype.itemsize)
         dmax = next(m for m in ASSIGN_DIMS if m >= d)
