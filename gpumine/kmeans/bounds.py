@@ -6,8 +6,8 @@ distance to every other centre. When the centres move by ``delta_j``, ``u`` grow
 centre's move and ``l`` shrinks by the largest move of another centre (the triangle
 inequality); a point whose ``u`` is still below ``l`` keeps its label without a single
 distance computed, and one whose ``u``, tightened to the distance to its own centre (d
-terms), is then below ``l`` keeps it after one. Late in a fit almost every point is skipped, so an iteration costs
-reading and writing the bounds (8 bytes a point) instead of ``n k d`` distance terms.
+terms), is then below ``l`` keeps it after one. Late in a fit most points are skipped, so
+an iteration costs little more than reading and writing the bounds (8 bytes a point).
 
 Exactness: the labels must equal ``assign="tiled"``'s bit for bit, and tiled compares
 direct distances ``D_hat`` rounded in the data's precision, ``|D_hat - D| <= kappa D + eta``
