@@ -75,12 +75,14 @@ bounds_shifts(const T* __restrict__ centers,      // IN  (k, d) this call's cent
 }
 
 // The bounds test of every point: skipped points keep their label and get their moved
-// bounds; the others are appended to `queue` (a warp reserves its slots with one atomic).
+// bounds; the others are appended to `queue` (a block reserves its slots with one atomic
+// per BLOCK points: one per warp on the one counter measured slower than the test itself).
 // A point that fails the test first gets its upper bound tightened to its true distance
 // to its own centre (Hamerly's second test; computed in double from the T values, whose
 // error the 2^-40 slack covers) and is skipped if that separates it.
-template <typename T>
-__global__ void bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                               const T* __restrict__ centers,      // IN  (k, d)
                               int d,                              // IN
                               const int* __restrict__ labels,     // IN  (n)
@@ -94,9 +96,12 @@ __global__ void bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                               unsigned* __restrict__ queue_size,  // INOUT (1) zeroed before
                               index_t* __restrict__ queue)        // OUT (n)
 {
+    __shared__ unsigned warp_first[BLOCK / kWarpSize];
+    __shared__ unsigned block_first;
     const bool full = *force != 0;
     const double kappa = bound[0], eta = bound[1];
     const int far = (int)stats[2];
+    const int lane = threadIdx.x & (kWarpSize - 1), warp = threadIdx.x / kWarpSize;
     for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
          base += (index_t)gridDim.x * blockDim.x) {  // uniform across the warp
         const index_t i = base + threadIdx.x;
@@ -126,12 +131,21 @@ __global__ void bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
             }
         }
         const unsigned ballot = __ballot_sync(0xffffffffu, scan);
-        if (ballot == 0u) continue;
-        const int lane = threadIdx.x & 31;
-        unsigned first = 0;
-        if (lane == 0) first = atomicAdd(queue_size, (unsigned)__popc(ballot));
-        first = __shfl_sync(0xffffffffu, first, 0);
-        if (scan) queue[first + __popc(ballot & ((1u << lane) - 1u))] = i;
+        if (lane == 0) warp_first[warp] = (unsigned)__popc(ballot);
+        __syncthreads();
+        if (threadIdx.x == 0) {  // the warps' counts into offsets, and the block's slots
+            unsigned total = 0;
+            for (int w = 0; w < BLOCK / kWarpSize; ++w) {
+                const unsigned count = warp_first[w];
+                warp_first[w] = total;
+                total += count;
+            }
+            block_first = total ? atomicAdd(queue_size, total) : 0u;
+        }
+        __syncthreads();
+        if (scan)
+            queue[block_first + warp_first[warp] + __popc(ballot & ((1u << lane) - 1u))] = i;
+        __syncthreads();  // the offsets are read before the next points overwrite them
     }
 }
 

@@ -81,7 +81,7 @@ hamerly = _Hamerly()
 
 
 @declares(_SOURCE, "bounds_shifts", _TYPES, (BLOCK,))
-@declares(_SOURCE, "bounds_filter", _TYPES)
+@declares(_SOURCE, "bounds_filter", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_DIMS)
 class BoundAssign:
     """Hamerly's assignment bound to one run over X (module docstring).
@@ -146,7 +146,7 @@ class BoundAssign:
         queue_size.data.memset_async(0, 4)
         grid = max(1, min(-(-n // BLOCK), device_attribute("MultiProcessorCount")
                           * _BLOCKS_PER_SM))
-        launch(get_kernel(_SOURCE, "bounds_filter", X.dtype), grid, BLOCK,
+        launch(get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK), grid, BLOCK,
                (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
                 self._bound, np.int64(n), self.upper,
                 self.lower, queue_size, self._queue))
