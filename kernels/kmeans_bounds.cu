@@ -149,59 +149,73 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
     }
 }
 
-// The queued points, a thread each, against every centre: assign_registers' loop (centres
-// staged KT at a time, the point in registers, the same values and label), keeping the
+// The queued points, PPT a thread, against every centre: assign_registers' loop (centres
+// staged KT at a time, the points in registers, the same values and label), keeping the
 // second-best distance too for the new lower bound. A fixed grid strides over *queue_size
-// in chunks of a block (no host read of the count). Shared memory: KT * DMAX elements.
-template <typename T, int KT, int DMAX>
-__global__ void bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
-                            const T* __restrict__ centers,             // IN  (k, d)
-                            const double* __restrict__ bound,          // IN  (2) kappa, eta
-                            index_t n, int d, int k,                   // IN  d <= DMAX
-                            const unsigned* __restrict__ queue_size,   // IN  (1)
-                            const index_t* __restrict__ queue,         // IN  queued rows
-                            int* __restrict__ labels,                  // INOUT (n)
-                            float* __restrict__ upper,                 // OUT (n) queued rows
-                            float* __restrict__ lower,                 // OUT (n) queued rows
-                            unsigned long long* changed)               // INOUT (1) or null
+// in chunks of BLOCK * PPT (no host read of the count). Shared memory: KT * DMAX elements.
+template <typename T, int KT, int DMAX, int PPT>
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
+bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
+            const T* __restrict__ centers,             // IN  (k, d)
+            const double* __restrict__ bound,          // IN  (2) kappa, eta
+            index_t n, int d, int k,                   // IN  d <= DMAX
+            const unsigned* __restrict__ queue_size,   // IN  (1)
+            const index_t* __restrict__ queue,         // IN  queued rows
+            int* __restrict__ labels,                  // INOUT (n)
+            float* __restrict__ upper,                 // OUT (n) queued rows
+            float* __restrict__ lower,                 // OUT (n) queued rows
+            unsigned long long* changed)               // INOUT (1) or null
 {
     extern __shared__ unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
     const double kappa = bound[0], eta = bound[1];
     const index_t size = *queue_size;
-    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < size;
-         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the block
-        const index_t q = base + threadIdx.x;
-        const bool active = q < size;
-        const index_t i = active ? queue[q] : 0;
-        T x[DMAX];
+    for (index_t base = (index_t)blockIdx.x * blockDim.x * PPT; base < size;
+         base += (index_t)gridDim.x * blockDim.x * PPT) {  // uniform across the block
+        T x[PPT][DMAX], best[PPT], second[PPT];
+        int best_index[PPT];
+        index_t row[PPT];
 #pragma unroll
-        for (int j = 0; j < DMAX; ++j) x[j] = (active && j < d) ? XT[(index_t)j * n + i] : T(0);
-        T best = max_value<T>(), second = max_value<T>();
-        int best_index = 0;
+        for (int p = 0; p < PPT; ++p) {
+            const index_t q = base + (index_t)p * blockDim.x + threadIdx.x;
+            row[p] = q < size ? queue[q] : -1;
+#pragma unroll
+            for (int j = 0; j < DMAX; ++j)
+                x[p][j] = (row[p] >= 0 && j < d) ? XT[(index_t)j * n + row[p]] : T(0);
+            best[p] = second[p] = max_value<T>();
+            best_index[p] = 0;
+        }
         for (int k0 = 0; k0 < k; k0 += KT) {
             const int kc = min(KT, k - k0);
             stage_padded_tile<T, KT, DMAX>(centers, k0, kc, d, tile);
 #pragma unroll
             for (int c = 0; c < KT; ++c) {
-                const T acc = padded_squared_distance<T, DMAX>(x, tile + c * DMAX);
-                if (c < kc) {
-                    if (acc < best) {
-                        second = best;
-                        best = acc;
-                        best_index = k0 + c;
-                    } else if (acc < second) {
-                        second = acc;
+                if (c < kc) {  // uniform: padded centres must not become the second best
+                    T center[DMAX];
+#pragma unroll
+                    for (int j = 0; j < DMAX; ++j) center[j] = tile[c * DMAX + j];
+#pragma unroll
+                    for (int p = 0; p < PPT; ++p) {
+                        const T acc = padded_squared_distance<T, DMAX>(x[p], center);
+                        second[p] = min(second[p], max(best[p], acc));
+                        if (acc < best[p]) {
+                            best[p] = acc;
+                            best_index[p] = k0 + c;
+                        }
                     }
                 }
             }
         }
-        if (active) {
-            upper[i] = bound_up(sqrt(((double)best + eta) / (1.0 - kappa)));
-            // k = 1: no other centre, the bound stays infinite
-            lower[i] = k == 1 ? __int_as_float(0x7f800000)
-                              : bound_down(sqrt(fmax((double)second - eta, 0.0) / (1.0 + kappa)));
+#pragma unroll
+        for (int p = 0; p < PPT; ++p) {
+            const bool active = row[p] >= 0;
+            if (active) {
+                upper[row[p]] = bound_up(sqrt(((double)best[p] + eta) / (1.0 - kappa)));
+                // k = 1: no other centre, the bound stays infinite
+                lower[row[p]] = k == 1 ? __int_as_float(0x7f800000)
+                    : bound_down(sqrt(fmax((double)second[p] - eta, 0.0) / (1.0 + kappa)));
+            }
+            store_label(labels, active ? row[p] : 0, active, best_index[p], changed);
         }
-        store_label(labels, i, active, best_index, changed);
     }
 }

@@ -39,10 +39,12 @@ from gpumine.exceptions import IncompatibleStrategy
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
 from gpumine.kmeans.gpu import (
     ASSIGN_DIMS,
+    ASSIGN_SHAPES,
     TILE_SIZES,
     assign_tiled,
     column_buffer,
     kernel_pointer,
+    points_per_thread,
     tiled_shape,
 )
 from gpumine.kmeans.tensor_cores import error_bound
@@ -82,7 +84,7 @@ hamerly = _Hamerly()
 
 @declares(_SOURCE, "bounds_shifts", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_filter", _TYPES, (BLOCK,))
-@declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_DIMS)
+@declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_SHAPES)
 class BoundAssign:
     """Hamerly's assignment bound to one run over X (module docstring).
 
@@ -152,7 +154,8 @@ class BoundAssign:
                 self.lower, queue_size, self._queue))
         tile, _ = tiled_shape(k, d, X.dtype.itemsize)
         dmax = next(m for m in ASSIGN_DIMS if m >= d)
-        launch(get_kernel(_SOURCE, "bounds_scan", X.dtype, tile, dmax), grid, BLOCK,
+        ppt = points_per_thread(dmax, n)
+        launch(get_kernel(_SOURCE, "bounds_scan", X.dtype, tile, dmax, ppt), grid, BLOCK,
                (self._XT, centers, self._bound, np.int64(n), np.int32(d), np.int32(k),
                 queue_size, self._queue, labels, self.upper, self.lower,
                 kernel_pointer(changed)), shared_mem=tile * dmax * X.dtype.itemsize)

@@ -29,6 +29,7 @@ from gpumine.kernels import (
 
 __all__ = [
     "ASSIGN_DIMS",
+    "ASSIGN_SHAPES",
     "TILE_SIZES",
     "FusedLoop",
     "LoopBuffers",
@@ -42,6 +43,7 @@ __all__ = [
     "inertia",
     "kernel_pointer",
     "kmeans_plusplus",
+    "points_per_thread",
     "relocate_empty_clusters",
     "tiled_shape",
     "update_atomic",
@@ -103,7 +105,7 @@ _TYPES = ("float", "double")
 _PAIRED_MIN_ROWS = 1 << 19
 
 
-def _points_per_thread(dmax: int, n: int) -> int:
+def points_per_thread(dmax: int, n: int) -> int:
     """Points per thread of ``assign_registers`` (its PPT): a centre read from shared memory
     into registers serves that many distances. Measured on the H100 (record
     ``assign-ppt-2026-11-24-434712c.json``, per call, one against two points per thread):
@@ -113,7 +115,8 @@ def _points_per_thread(dmax: int, n: int) -> int:
     return 2 if dmax >= 8 and n >= _PAIRED_MIN_ROWS else 1
 
 
-_ASSIGN_SHAPES = tuple((dmax, ppt) for dmax in ASSIGN_DIMS
+#: (DMAX, points per thread) of the register-held assignment kernels.
+ASSIGN_SHAPES = tuple((dmax, ppt) for dmax in ASSIGN_DIMS
                        for ppt in ((1, 2) if dmax >= 8 else (1,)))
 #: (candidates, DMAX) of the k-means++ kernel: register-held points up to 16 candidates.
 _KPP_SHAPES = tuple((mt, dmax) for mt in _KPP_TRIALS
@@ -166,7 +169,7 @@ def tiled_shape(k: int, d: int, itemsize: int) -> tuple[int, int]:
 
 
 @declares(_ASSIGN, "assign_tiled", _TYPES, _TILE_SIZES)
-@declares(_ASSIGN, "assign_registers", _TYPES, _TILE_SIZES, _ASSIGN_SHAPES)
+@declares(_ASSIGN, "assign_registers", _TYPES, _TILE_SIZES, ASSIGN_SHAPES)
 def assign_tiled(X, centers, labels, changed=None):
     """Seed 002 §5.5: one thread per point, centroids through shared memory in portions.
 
@@ -184,7 +187,7 @@ def assign_tiled(X, centers, labels, changed=None):
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     if d <= ASSIGN_DIMS[-1]:
         dmax = next(m for m in ASSIGN_DIMS if m >= d)
-        ppt = _points_per_thread(dmax, n)
+        ppt = points_per_thread(dmax, n)
         kernel = get_kernel(_ASSIGN, "assign_registers", X.dtype, tile, dmax, ppt)
         launch(kernel, _blocks(n, _BLOCK * ppt), _BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), labels,
