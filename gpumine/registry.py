@@ -347,6 +347,19 @@ _AUTO_DEFAULTS = {
 TC_MIN_SAMPLES, TC_MIN_FEATURES, TC_MIN_WORK = 500_000, 32, 32768
 
 
+#: ``"auto"`` runs ``tiled``'s GPU picks as ``hamerly`` (the same labels) from this many rows
+#: on, for d <= 32: measured on the H100 (benchmarks/results/hamerly-ab-2026-11-24-*.json),
+#: whole default fits 4M x 8, k = 200 in 138 against 179 ms, 1M x 4, k = 400 in 61 against
+#: 89, 4M x 2, k = 100 in 28 against 34; slower on 50k x 32, k = 2048 (+3 %) and at the
+#: Corel size, where the fused loop runs.
+HAMERLY_MIN_SAMPLES = 1 << 19
+
+
+def _bounds_pay(n_samples: int | None, n_features: int | None) -> bool:
+    return (None not in (n_samples, n_features) and n_samples >= HAMERLY_MIN_SAMPLES
+            and n_features <= 32)
+
+
 def _numba_installed() -> bool:
     """Whether the compiled CPU strategies can run (``gpumine[fast]``)."""
     return importlib.util.find_spec("numba") is not None
@@ -366,7 +379,9 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend, except
     the GPU assignment of a large wide problem (``n_samples >= TC_MIN_SAMPLES``,
     ``n_features >= TC_MIN_FEATURES`` and ``n_features * n_clusters >= TC_MIN_WORK``),
-    which takes ``tc-exact`` (same labels as ``tiled``, faster there), and the CPU
+    which takes ``tc-exact`` (same labels as ``tiled``, faster there), the GPU assignment
+    of other problems of at least ``HAMERLY_MIN_SAMPLES`` rows and d <= 32, which takes
+    ``hamerly`` (the same labels again, faster over a whole fit), and the CPU
     assignment and update, which take the compiled ``numba`` strategies when Numba is
     installed.
 
@@ -383,6 +398,9 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
         if (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(
                 n_samples, n_features, n_clusters):
             default = "tc-exact"
+        elif (kind, backend) == ("kmeans.assign", "gpu") and _bounds_pay(n_samples,
+                                                                         n_features):
+            default = "hamerly"
         if (kind in ("kmeans.assign", "kmeans.update") and backend == "cpu"
                 and _numba_installed()):
             default = "numba"
@@ -451,6 +469,14 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
         if choice is not None:
             (names["assign"], names["update"]), why = choice
             reasons = {key: reasons.get(key, why) for key in names}
+            if (assign == "auto" and names["assign"] == "tiled" and backend == "gpu"
+                    and _bounds_pay(n_samples, n_features)):
+                # The table times 10 iterations from one init, before bounds pay; hamerly
+                # gives tiled's labels and is faster over whole fits of this size.
+                names["assign"] = "hamerly"
+                reasons["assign"] = (f"{why}: 'tiled', run as 'hamerly' (the same labels; "
+                                     f"faster over whole fits from {HAMERLY_MIN_SAMPLES} "
+                                     "rows)")
     why_fixed = ("no measured table for this device" if table is None
                  else "no measured cell near this problem")
     for key in ("assign", "update"):

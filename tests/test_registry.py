@@ -50,15 +50,22 @@ def test_unknown_kind_and_name():
 
 
 @pytest.mark.parametrize(("d", "k", "expected"), [
-    (8, 100_000, "tiled"), (31, 4096, "tiled"), (32, 1023, "tiled"), (32, 1024, "tc-exact"),
-    (128, 256, "tc-exact"), (4096, 8, "tc-exact"), (16, 2048, "tiled")])
-def test_auto_assign_picks_tensor_cores_on_wide_problems(d, k, expected):
+    (8, 100_000, "hamerly"), (31, 4096, "hamerly"), (32, 1023, "hamerly"),
+    (32, 1024, "tc-exact"), (128, 256, "tc-exact"), (4096, 8, "tc-exact"), (16, 2048, "hamerly"),
+    (33, 16, "tiled")])
+def test_auto_assign_picks_tensor_cores_or_bounds_on_large_problems(d, k, expected):
     sizes = dict(n_samples=10**6, n_features=d, n_clusters=k)
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == expected
     cpu_default = "numba" if cpu_fast.available() else "numpy"
     assert registry.resolve_strategy("kmeans.assign", "auto", "cpu", **sizes).name == cpu_default
-    sizes["n_samples"] = 50_000  # too few rows: the re-check's fixed cost does not pay
+    sizes["n_samples"] = 50_000  # too few rows: the re-check's and the bounds' costs do not pay
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == "tiled"
+    sizes["n_samples"] = registry.HAMERLY_MIN_SAMPLES
+    assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == expected
+    sizes["n_samples"] = registry.HAMERLY_MIN_SAMPLES - 1
+    # one row fewer: the bounds no longer pay (tc-exact's threshold is lower)
+    assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == {
+        "hamerly": "tiled"}.get(expected, expected)
 
 
 @pytest.mark.parametrize("field", [

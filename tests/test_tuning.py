@@ -93,6 +93,24 @@ def test_a_table_pick_that_cannot_run_is_skipped(cache):
     assert reasons["assign"].startswith("measured on cpu: fastest of 1 pairs")
 
 
+def test_a_gpu_table_pick_of_tiled_runs_as_hamerly_on_large_problems(cache):
+    tuning.table_path("gpu-x").parent.mkdir(parents=True)
+    tuning.table_path("gpu-x").write_text(json.dumps(_table(
+        (2_000_000, 8, 128, "float32", {"tiled/atomic": 0.1, "tc-exact/atomic": 1.0}),
+        (200_000, 8, 128, "float32", {"tiled/atomic": 0.1, "tc-exact/atomic": 1.0}))))
+    sizes = dict(n_features=8, n_clusters=100, dtype="float32", device_name="gpu-x")
+    assign, update, reasons = registry.resolve_kmeans_pair(
+        "auto", "auto", "gpu", n_samples=1_000_000, **sizes)
+    assert (assign.name, update.name) == ("hamerly", "atomic")
+    assert "run as 'hamerly'" in reasons["assign"]
+    assign, _, _ = registry.resolve_kmeans_pair("auto", "auto", "gpu", n_samples=200_000,
+                                                **sizes)
+    assert assign.name == "tiled"  # too few rows for the bounds to pay
+    assign, _, reasons = registry.resolve_kmeans_pair("tiled", "auto", "gpu",
+                                                      n_samples=1_000_000, **sizes)
+    assert assign.name == "tiled" and reasons["assign"] == "given"
+
+
 def test_a_table_pick_of_numba_without_numba_is_skipped(cache, monkeypatch):
     tuning.table_path("cpu").parent.mkdir(parents=True)
     tuning.table_path("cpu").write_text(json.dumps(_table(
