@@ -74,13 +74,25 @@ def _read(path: str, mtime: float) -> dict | None:
     return table if isinstance(table, dict) and isinstance(table.get("cells"), list) else None
 
 
+@functools.cache
+def _candidates(device_name: str, *environment: str | None) -> tuple[str, str]:
+    """The user's and the shipped table paths of a device (per environment: a fit asks
+    each time, and building the paths cost more than the lookups)."""
+    return (str(table_path(device_name)),
+            str(shipped_dir() / f"{device_slug(device_name)}.json"))
+
+
 def load_table(device_name: str) -> dict | None:
     """The table of ``device_name``: the user's, else the shipped one, else None."""
-    for path in (table_path(device_name), shipped_dir() / f"{device_slug(device_name)}.json"):
-        if path.is_file():
-            table = _read(str(path), path.stat().st_mtime)
-            if table is not None:
-                return table
+    for path in _candidates(device_name, *(os.environ.get(name) for name in
+                                           ("GPUMINE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"))):
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            continue
+        table = _read(path, mtime)
+        if table is not None:
+            return table
     return None
 
 

@@ -23,8 +23,10 @@ def _table(*cells, device="cpu"):
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUMINE_CACHE_DIR", str(tmp_path))
     tuning._read.cache_clear()
+    tuning._candidates.cache_clear()
     yield tmp_path
     tuning._read.cache_clear()
+    tuning._candidates.cache_clear()
 
 
 def test_choose_takes_the_nearest_cell_of_the_dtype_and_its_fastest_pair():
