@@ -108,14 +108,16 @@ def _reference_kpp(X, k, weight, seed, m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("unit", [False, True])
 @pytest.mark.parametrize(("n", "d", "k", "m"), [(3000, 4, 12, None), (2500, 40, 9, 20),
                                                 (777, 1, 30, 1)])
-def test_device_kmeans_plusplus_equals_the_greedy_reference(cp, n, d, k, m):
+def test_device_kmeans_plusplus_equals_the_greedy_reference(cp, n, d, k, m, unit):
     """The same centres as a direct float64 reference from the same uniforms: the one-pass
-    kernel's draw sums (per tile, per block, a lagging D^2) are the algorithm's."""
+    kernel's draw sums (per tile, per block, a lagging D^2) are the algorithm's. Unit
+    weights go to the kernel as null (not read): the same centres as weights of 1."""
     rng = np.random.RandomState(n + d)
     X = rng.normal(size=(n, d)) * rng.uniform(0.5, 3.0, size=d) + 50.0
-    weight = rng.uniform(0.2, 2.0, size=n)
+    weight = np.ones(n) if unit else rng.uniform(0.2, 2.0, size=n)
     trials = m if m is not None else 2 + int(np.log(k))
     for seed in range(4):
         expected = _reference_kpp(X, k, weight, seed, trials)
