@@ -1,0 +1,131 @@
+"""Fits of m Lloyd iterations from one init: gpumine's assignments against flash-kmeans.
+
+Usage (repository root, on a machine with a CUDA GPU, CuPy and PyTorch; flash-kmeans when
+importable)::
+
+    python benchmarks/fit_vs_flash.py --out benchmarks/results [--iterations 20 100]
+
+For each shape of the issue "Exact labels at tensor-core speed" (uniform data, MT19937
+seed 5489, the first k points as centres), in one process: ``GPUKMeans(k, init=C,
+max_iter=m, tol=0).fit(X)`` from device data with ``assign`` = tiled / tc-exact / hamerly
+(where it takes d) and ``"auto"``, and flash-kmeans' ``batch_kmeans_Euclid`` for m
+iterations from the same centres (TF32, not exact); the host-timed wall time of each, the
+share of final labels (of the first million rows) equal to an FP64 assignment to each fit's
+own final centres, and
+what ``"auto"`` picked. Per-iteration figures of steady-state steps are in
+``tc_assign.py``; this measures what a user waits for over a fit, where Hamerly's bounds
+pay in the later iterations.
+
+Writes ``fit-vs-flash-<date>-<commit>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import time
+
+import numpy as np
+from fit_timing import save  # the script's folder is on sys.path
+
+from gpumine.bench.record import commit
+
+#: Rows whose labels are checked against an FP64 assignment (the first ones; all of X at
+#: 10M x 1024 centres would take longer in float64 than the fits).
+_CHECKED = 1_000_000
+SHAPES = [(1_000_000, 4, 400), (4_000_000, 8, 200), (4_000_000, 2, 100), (50_000, 32, 2048),
+          (10_000_000, 32, 1024), (1_000_000, 128, 1024)]
+
+
+def _wall(cp, run) -> tuple[float, object]:
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    result = run()
+    cp.cuda.Device().synchronize()
+    return time.perf_counter() - start, result
+
+
+def measure(cp, n, d, k, iterations) -> dict:
+    import torch
+
+    from gpumine import GPUKMeans
+    from gpumine.bench.peers import fp64_labels
+    from gpumine.datasets import make_uniform
+
+    host = make_uniform(n, d, random_state=5489).astype(np.float32)
+    X = cp.asarray(host)
+    C = X[:k].copy()
+    row = {"n": n, "d": d, "k": k, "seconds": {}, "labels_equal_fp64": {}, "auto": None}
+    names = ["tiled", "tc-exact", "auto"] + (["hamerly"] if d <= 32 else [])
+    for m in iterations:
+        for name in names:
+            def run(name=name, m=m):
+                return GPUKMeans(k, init=C, n_init=1, max_iter=m, tol=0.0, assign=name,
+                                 device="gpu").fit(X)
+            run()  # compile and warm
+            seconds, model = _wall(cp, run)
+            row["seconds"][f"{name}/{m}"] = seconds
+            reference = fp64_labels(cp, X[:_CHECKED], model.cluster_centers_)
+            row["labels_equal_fp64"][f"{name}/{m}"] = float(
+                (model.labels_[:_CHECKED] == reference).mean())
+            if name == "auto":
+                row["auto"] = model.strategies_["assign"]
+            print(n, d, k, name, m, f"{seconds:.4f}", flush=True)
+        try:
+            import flash_kmeans
+        except ImportError as exc:
+            row["flash_skipped"] = str(exc)
+            continue
+        X_rows = torch.as_tensor(host, device="cuda")
+        C_rows = torch.as_tensor(cp.asnumpy(C), device="cuda")
+
+        def flash(m=m):
+            return flash_kmeans.batch_kmeans_Euclid(X_rows[None], k, max_iters=m, tol=-1.0,
+                                                    init_centroids=C_rows[None])
+        flash()
+        seconds, (labels, centres, _) = _wall(cp, flash)
+        row["seconds"][f"flash-kmeans/{m}"] = seconds
+        reference = fp64_labels(cp, X[:_CHECKED], cp.asarray(centres[0].float().contiguous()))
+        got = cp.asarray(labels[0][:_CHECKED].to(dtype=torch.int32).contiguous())
+        row["labels_equal_fp64"][f"flash-kmeans/{m}"] = float((got == reference).mean())
+        print(n, d, k, "flash-kmeans", m, f"{seconds:.4f}", flush=True)
+        del X_rows, C_rows
+    for m in iterations:
+        flash = row["seconds"].get(f"flash-kmeans/{m}")
+        if flash:
+            row[f"auto_over_flash/{m}"] = row["seconds"][f"auto/{m}"] / flash
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--iterations", type=int, nargs="+", default=[20, 100])
+    parser.add_argument("--shapes", type=int, default=len(SHAPES),
+                        help="the first N shapes only")
+    args = parser.parse_args()
+    from gpumine.backend import cupy_module
+
+    cp = cupy_module()
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"]
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "device": name.decode() if isinstance(name, bytes) else name,
+              "cupy": cp.__version__, "numpy": np.__version__, "commit": commit(),
+              "iterations": args.iterations, "shapes": []}
+    try:
+        import flash_kmeans
+        import torch
+        record["torch"] = torch.__version__
+        record["flash_kmeans"] = getattr(flash_kmeans, "__version__", "unknown")
+    except ImportError as exc:
+        record["peer_import_error"] = str(exc)
+    for n, d, k in SHAPES[:args.shapes]:
+        record["shapes"].append(measure(cp, n, d, k, args.iterations))
+        cp.get_default_memory_pool().free_all_blocks()
+    save(args.out, "fit-vs-flash", record)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
