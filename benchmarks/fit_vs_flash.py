@@ -57,6 +57,13 @@ def measure(cp, n, d, k, iterations) -> dict:
     C = X[:k].copy()
     row = {"n": n, "d": d, "k": k, "seconds": {}, "labels_equal_fp64": {}, "auto": None}
     names = ["tiled", "tc-exact", "auto"] + (["hamerly"] if d <= 32 else [])
+    try:
+        import flash_kmeans
+    except ImportError as exc:
+        flash_kmeans = None
+        row["flash_skipped"] = str(exc)
+    X_rows = torch.as_tensor(host, device="cuda")
+    C_rows = torch.as_tensor(cp.asnumpy(C), device="cuda")
     for m in iterations:
         for name in names:
             def run(name=name, m=m):
@@ -71,13 +78,8 @@ def measure(cp, n, d, k, iterations) -> dict:
             if name == "auto":
                 row["auto"] = model.strategies_["assign"]
             print(n, d, k, name, m, f"{seconds:.4f}", flush=True)
-        try:
-            import flash_kmeans
-        except ImportError as exc:
-            row["flash_skipped"] = str(exc)
+        if flash_kmeans is None:
             continue
-        X_rows = torch.as_tensor(host, device="cuda")
-        C_rows = torch.as_tensor(cp.asnumpy(C), device="cuda")
 
         def flash(m=m):
             return flash_kmeans.batch_kmeans_Euclid(X_rows[None], k, max_iters=m, tol=-1.0,
@@ -89,7 +91,6 @@ def measure(cp, n, d, k, iterations) -> dict:
         got = cp.asarray(labels[0][:_CHECKED].to(dtype=torch.int32).contiguous())
         row["labels_equal_fp64"][f"flash-kmeans/{m}"] = float((got == reference).mean())
         print(n, d, k, "flash-kmeans", m, f"{seconds:.4f}", flush=True)
-        del X_rows, C_rows
     for m in iterations:
         flash = row["seconds"].get(f"flash-kmeans/{m}")
         if flash:
