@@ -35,8 +35,7 @@ def check_init_array(init, dtype):
         else:
             xp = np
         centers = xp.array(init, dtype=dtype, order="C", copy=True)
-        # sync (device centres): one flag, once per fit
-        if not bool(xp.isfinite(centers).all()):
+        if not bool(xp.isfinite(centers).all()):  # sync (device centres): one flag, per fit
             raise InvalidInputError("init array: Input contains NaN or infinity.")
         return centers
     if device:

@@ -776,10 +776,10 @@ def kmeans_plusplus(X, n_clusters, *, sample_weight, random_state, n_local_trial
     partial = cp.empty((2, grid, trials), dtype=cp.float64)
     centers = cp.empty((n_clusters, d), dtype=X.dtype)
     chosen = cp.empty(n_clusters, dtype=cp.int64)
-    # sync: one flag, once per init. Unit weights (a fit without sample_weight) go in as
-    # null, which the kernel reads as 1 without loading them: n values less per centre
-    # (4M x 8, k = 200: 3.2 GB over the init, ~1.2 ms of ~40).
-    unit = bool((sample_weight == 1).all())
+    # Unit weights (a fit without sample_weight) go in as null, which the kernel reads as 1
+    # without loading them: n values less per centre (4M x 8, k = 200: 3.2 GB over the
+    # init; k-means++ 40.1 -> 38.3 ms, records fit-timing-2026-11-24-{58fb0bf,9d2de8a}).
+    unit = bool((sample_weight == 1).all())  # sync: one flag, once per init
     _launch_shared(kernel, grid, _BLOCK,
                    (XT, _null() if unit else sample_weight, np.int64(n), np.int32(d),
                     np.int32(n_clusters),
