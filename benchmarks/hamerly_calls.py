@@ -16,14 +16,14 @@ import os
 
 os.environ["GPUMINE_GRAPHS"] = "0"
 
-import cupy as cp  # noqa: E402
-import numpy as np  # noqa: E402
+import cupy as cp
+import numpy as np
 
-from gpumine import GPUKMeans  # noqa: E402
-from gpumine.datasets import make_uniform  # noqa: E402
-from gpumine.kernels import BLOCK, device_attribute, get_kernel, launch  # noqa: E402
-from gpumine.kmeans import bounds  # noqa: E402
-from gpumine.kmeans.gpu import (  # noqa: E402
+from gpumine import GPUKMeans
+from gpumine.datasets import make_uniform
+from gpumine.kernels import BLOCK, device_attribute, get_kernel, launch
+from gpumine.kmeans import bounds
+from gpumine.kmeans.gpu import (
     ASSIGN_DIMS,
     kernel_pointer,
     points_per_thread,
