@@ -1,5 +1,7 @@
-"""The per-iteration overhead of gpumine.dask.GPUKMeans: the share of an iteration's wall
-time not spent in the busiest worker's own tasks (scheduling, transfers, the driver).
+"""The per-iteration overhead of gpumine.dask.GPUKMeans, per engine: the share of an
+iteration's wall time not spent in the busiest worker's own work (scheduling, transfers, the
+driver for ``engine="graph"``; the exchange through the actor for ``"collective"``), and the
+fit's wall time.
 
 Usage: ``python benchmarks/dask_overhead.py --out benchmarks/results`` (any machine; a
 two-worker ``distributed.LocalCluster`` of CPU workers). Writes
@@ -14,6 +16,7 @@ import json
 import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -37,10 +40,14 @@ def main() -> None:
         rng = np.random.default_rng(0)
         for n, d, k in [(200_000, 8, 8), (2_000_000, 8, 8), (2_000_000, 32, 64)]:
             X = da.from_array(rng.normal(size=(n, d)), chunks=(n // 4, d)).persist()
-            model = GPUKMeans(k, random_state=0, max_iter=20, tol=0).fit(X)
-            rows.append({"n": n, "d": d, "k": k, "partitions": 4, "n_iter": model.n_iter_,
-                         "iteration_overhead_share": model.iteration_overhead_})
-            print(rows[-1], flush=True)
+            init = GPUKMeans(k, random_state=0, max_iter=1).fit(X).cluster_centers_
+            for engine in ("graph", "collective"):
+                start = time.perf_counter()
+                model = GPUKMeans(k, init=init, max_iter=20, tol=0, engine=engine).fit(X)
+                rows.append({"n": n, "d": d, "k": k, "partitions": 4, "engine": engine,
+                             "n_iter": model.n_iter_, "fit_seconds": time.perf_counter() - start,
+                             "iteration_overhead_share": model.iteration_overhead_})
+                print(rows[-1], flush=True)
     record = {"date": datetime.date.today().isoformat(), "commit": commit,
               "host": platform.node(), "cpu_count": os.cpu_count(),
               "python": platform.python_version(), "dask": dask.__version__,

@@ -31,16 +31,34 @@ def _blobs(seed, n=6000, d=3, k=5):
     return X
 
 
-def test_distributed_fit_equals_the_in_memory_fit(client):
+def test_graph_engine_fit_equals_the_in_memory_fit(client):
     X = _blobs(0)
     init = X[np.random.default_rng(1).choice(len(X), 5, replace=False)]
     memory = InMemory(5, init=init, device="cpu").fit(X)
-    model = GPUKMeans(5, init=init).fit(da.from_array(X, chunks=(1300, 3)))
+    model = GPUKMeans(5, init=init, engine="graph").fit(da.from_array(X, chunks=(1300, 3)))
     np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
     assert model.n_iter_ == memory.n_iter_ > 2
     np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-12)
     assert model.inertia_ == pytest.approx(memory.inertia_, rel=1e-10)
     assert 0.0 <= model.iteration_overhead_ <= 1.0
+
+
+@pytest.mark.parametrize(("n", "k", "chunks"), [(6000, 5, 1300), (700, 40, 200)])
+def test_collective_engine_equals_the_in_memory_fit(client, n, k, chunks):
+    """One long-lived task per worker exchanging sums through the actor: the in-memory
+    result, with empty clusters relocated across the workers' partitions (k = 40 of 700)."""
+    X = _blobs(0, n=n, k=min(k, 5))
+    init = X[np.random.default_rng(1).choice(len(X), k, replace=False)]
+    memory = InMemory(k, init=init, device="cpu").fit(X)
+    data = da.from_array(X, chunks=(chunks, 3))
+    model = GPUKMeans(k, init=init, engine="collective").fit(data)
+    np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
+    assert model.n_iter_ == memory.n_iter_ > 2
+    np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-12)
+    assert model.inertia_ == pytest.approx(memory.inertia_, rel=1e-10)
+    assert 0.0 <= model.iteration_overhead_ <= 1.0
+    again = GPUKMeans(k, init=init, engine="collective").fit(data)
+    np.testing.assert_array_equal(again.cluster_centers_, model.cluster_centers_)
 
 
 def test_dataframe_with_unknown_chunks_and_lazy_predict(client):
@@ -78,6 +96,49 @@ def test_bad_input(client):
         GPUKMeans(101).fit(X)
     with pytest.raises(InvalidInputError, match="dask array or dataframe"):
         GPUKMeans(2).fit(np.zeros((10, 2)))
+    with pytest.raises(InvalidParameterError, match="engine must be"):
+        GPUKMeans(2, engine="mpi").fit(X)
+
+
+def test_a_worker_killed_mid_collective_fit_starts_the_loop_again_with_the_same_result():
+    """The long-lived loop loses a worker: the driver breaks the exchange, Dask recomputes
+    the lost partitions, and the loop runs again from the same centres on what is left."""
+    import os
+    import threading
+    import time
+
+    X = _blobs(5, n=400_000, d=4, k=12)
+    init = X[np.random.default_rng(6).choice(len(X), 12, replace=False)]
+    expected = InMemory(12, init=init, device="cpu", tol=0).fit(X)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        data = da.from_array(X, chunks=(50_000, 4)).persist()
+        result, times = {}, {}
+
+        def fit():
+            result["model"] = GPUKMeans(12, init=init, tol=0, engine="collective").fit(data)
+            times["end"] = time.perf_counter()
+
+        thread = threading.Thread(target=fit)
+        thread.start()
+        deadline = time.perf_counter() + 120
+        while not any(str(key).startswith("gpumine-lloyd") for keys in
+                      client.processing().values() for key in keys):
+            assert time.perf_counter() < deadline and thread.is_alive(), "the loop never ran"
+            time.sleep(0.01)
+        time.sleep(0.1)  # the loop runs for seconds: it is mid-fit now
+        victim = sorted(client.scheduler_info()["workers"])[1]
+        times["kill"] = time.perf_counter()
+        try:
+            client.run(os._exit, 1, workers=[victim])
+        except Exception:  # the worker dies before it can answer
+            pass
+        thread.join(timeout=300)
+        assert "model" in result and times["kill"] < times["end"], "the kill came too late"
+    model = result["model"]
+    assert model.n_iter_ == expected.n_iter_
+    np.testing.assert_allclose(model.cluster_centers_, expected.cluster_centers_, rtol=1e-12)
 
 
 def test_a_worker_killed_mid_fit_is_retried_and_the_result_is_the_same():
@@ -98,7 +159,7 @@ def test_a_worker_killed_mid_fit_is_retried_and_the_result_is_the_same():
 
         def fit():
             times["start"] = time.perf_counter()
-            result["model"] = GPUKMeans(12, init=init, tol=0).fit(data)
+            result["model"] = GPUKMeans(12, init=init, tol=0, engine="graph").fit(data)
             times["end"] = time.perf_counter()
 
         thread = threading.Thread(target=fit)

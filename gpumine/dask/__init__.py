@@ -2,8 +2,9 @@
 
 ``pip install "gpumine[dask]"``. :class:`GPUKMeans` takes the in-memory estimator's
 parameters and gives its fitted attributes; the partitions stay on their workers
-(persisted once), and what comes to the driver is small: k x (d + 1) sums and a
-labels fingerprint per partition each iteration, and k-means||'s candidates.
+(persisted once). With a ``distributed.Client`` one long-lived task per worker runs the
+Lloyd loop, the workers exchanging k x (d + 1) sums each iteration through an actor
+(:mod:`gpumine.dask.collective`); otherwise each iteration is one Dask computation.
 WaveCluster on Dask collections is not built yet.
 """
 

@@ -1,18 +1,22 @@
 """``gpumine.dask.GPUKMeans``: Lloyd's algorithm over the partitions of a Dask collection.
 
-Every iteration is one Dask computation: each partition (a block of rows, persisted
-on its worker) is assigned against the centres by the fit's ``assign`` strategy and
-returns its weighted sums and weights (float64, k x (d + 1) values) and a fingerprint
-of its labels; the driver adds the partials in partition order and runs the in-memory
-loop's relocation, averaging and stopping rule (:mod:`gpumine.kmeans.lloyd`). Tasks
-are pure functions of persisted blocks, so a lost worker's tasks are recomputed by
-Dask and the result does not change. From the same initial centres the fit gives the
-in-memory estimator's labels, ``n_iter_`` and centres up to float64 rounding of the
-summation order (tested with a two-worker ``LocalCluster``).
+With a ``distributed.Client`` (``engine="auto"`` or ``"collective"``) one long-lived task
+per worker runs the whole loop on the partitions that worker holds and the workers exchange
+their k x (d + 1) partial sums each iteration through a Dask actor
+(:mod:`gpumine.dask.collective`), as cuML's multi-node k-means does: no graph and no
+scheduler round trip per iteration. With ``engine="graph"`` (any Dask scheduler) every
+iteration is one Dask computation: each partition (a block of rows, persisted on its
+worker) is assigned against the centres by the fit's ``assign`` strategy and returns its
+weighted sums and weights (float64) and a fingerprint of its labels; the driver adds the
+partials in partition order. Either way the in-memory loop's relocation, averaging and
+stopping rule (:mod:`gpumine.kmeans.lloyd`) decide, and from the same initial centres the
+fit gives the in-memory estimator's labels, ``n_iter_`` and centres up to float64 rounding
+of the summation order (tested with a two-worker ``LocalCluster``). A lost worker: the
+graph engine's tasks are pure functions of persisted blocks, recomputed by Dask; the
+collective loop is started again from the same centres.
 
-The cost of this design is a Dask graph per iteration; ``iteration_overhead_`` records
-the measured share of each iteration spent outside the partitions' own work (what a
-long-lived task per worker exchanging sums through a collective would save).
+``iteration_overhead_`` records the measured share of each iteration spent outside the
+busiest worker's own work (benchmarks/dask_overhead.py compares the engines).
 
 Init: ``"k-means||"`` (default, Bahmani et al. 2012, as dask-ml and cuML): each round
 is one computation over the partitions, each drawing its points with a generator
@@ -169,6 +173,12 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         Where each partition's assignment runs, on its worker.
     assign, update : str, default="auto"
         The strategies each partition runs (``gpumine strategies``).
+    engine : {"auto", "graph", "collective"}, default="auto"
+        ``"collective"``: one long-lived task per worker runs the whole loop on its
+        partitions, the workers exchanging their sums each iteration through a Dask actor
+        (:mod:`gpumine.dask.collective`); needs a ``distributed.Client``. ``"graph"``: one
+        Dask computation per iteration, the driver adding the partitions' sums (any Dask
+        scheduler). ``"auto"``: collective with a ``distributed.Client``, else graph.
 
     Attributes
     ----------
@@ -196,7 +206,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-4,
                  random_state=None, oversampling=2.0, init_rounds=5, device="cpu",
-                 assign="auto", update="auto"):
+                 assign="auto", update="auto", engine="auto"):
         self.n_clusters = n_clusters
         self.init = init
         self.max_iter = max_iter
@@ -207,6 +217,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         self.device = device
         self.assign = assign
         self.update = update
+        self.engine = engine
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "cluster_centers_")
@@ -218,6 +229,9 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
                 raise InvalidParameterError(f"{name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.tol, numbers.Real) or self.tol < 0:
             raise InvalidParameterError(f"tol must be a number >= 0, got {self.tol!r}")
+        if self.engine not in ("auto", "graph", "collective"):
+            raise InvalidParameterError(
+                f"engine must be 'auto', 'graph' or 'collective', got {self.engine!r}")
         if isinstance(self.init, str) and self.init != "k-means||":
             raise InvalidParameterError(
                 f"init must be 'k-means||' or an array of centres, got {self.init!r}")
@@ -277,6 +291,32 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
                                         f"not match ({self.n_clusters}, {n_features}).")
             centers = centers - x_mean
         centers = centers.astype(np.float64)
+        client = _client() if self.engine != "graph" else None
+        if self.engine == "collective" and client is None:
+            raise InvalidParameterError("engine='collective' needs a distributed.Client "
+                                        "(its workers run the loop)")
+        if client is not None:
+            from gpumine.dask import collective
+
+            centers, n_iter, overheads = collective.run(
+                client, X, centers, x_mean, device=self.device, assign=assign, update=update,
+                max_iter=self.max_iter, tol=tol, partial=_partial, farthest=_farthest)
+        else:
+            centers, n_iter, overheads = self._graph_loop(dask, blocks, sizes, centers, x_mean,
+                                                          assign, update, tol, n_features)
+        self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats
+        self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
+        self.n_iter_ = n_iter
+        self.n_features_in_ = n_features
+        self.inertia_ = float(sum(dask.compute(*[
+            dask.delayed(_inertia)(b, centers, x_mean, self.device, assign) for b in blocks])))
+        self._x_mean, self._centred, self._assign_name = x_mean, centers, assign
+        self.labels_ = self._lazy_labels(X)
+        return self
+
+    def _graph_loop(self, dask, blocks, sizes, centers, x_mean, assign, update, tol,
+                    n_features):
+        """Lloyd's loop as one Dask computation per iteration (``engine="graph"``)."""
         fingerprints, overheads = None, []
         for iteration in range(self.max_iter):
             start = time.perf_counter()
@@ -304,15 +344,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
             if stop:
                 break
-        self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats
-        self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
-        self.n_iter_ = iteration + 1
-        self.n_features_in_ = n_features
-        self.inertia_ = float(sum(dask.compute(*[
-            dask.delayed(_inertia)(b, centers, x_mean, self.device, assign) for b in blocks])))
-        self._x_mean, self._centred, self._assign_name = x_mean, centers, assign
-        self.labels_ = self._lazy_labels(X)
-        return self
+        return centers, iteration + 1, overheads
 
     def _kmeans_parallel(self, dask, blocks, sizes, x_mean, random_state):
         """k-means|| over the partitions (module docstring), then k-means++ on the candidates."""
@@ -388,6 +420,18 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             raise InvalidInputError(f"X has {X.shape[1]} features, the fit saw "
                                     f"{self.n_features_in_}")
         return self._lazy_labels(X.astype(self.cluster_centers_.dtype))
+
+
+def _client():
+    """The current ``distributed.Client``, or None (no distributed, or no client)."""
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
 
 
 def _merge_stats(stats):

@@ -1,0 +1,215 @@
+"""The long-lived Lloyd loop of ``gpumine.dask.GPUKMeans(engine="collective")``.
+
+One task per worker runs every iteration on the partitions that worker holds, as cuML's
+multi-node k-means does: no Dask graph per iteration. Each iteration the tasks exchange
+their k x (d + 1) partial sums, weights and labels' fingerprints through an
+:class:`AllGather` actor -- a Dask actor, so the calls go from worker to worker, not
+through the scheduler -- and every task adds the ranks' parts in rank order and takes the
+same decisions (relocation, averaging, stopping rule) on the same numbers. Rank 0 returns
+the centres.
+
+A lost worker: Dask reruns its task elsewhere (its partitions recomputed from their
+lineage); the rerun starts again at step 0, which the actor sees as a restart and fails
+every waiting task, and the driver runs the whole loop again from the same initial
+centres (the same result, :func:`run`). Partition order within a rank and rank order are
+fixed, so a fit is the same run to run; against the in-memory fit the centres differ only
+by the summation order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import numpy as np
+
+from gpumine.exceptions import GpumineError, InvalidParameterError
+from gpumine.kmeans.lloyd import average_centers, stopping_rule
+
+__all__ = ["AllGather", "run"]
+
+#: Whole-loop attempts before a fit gives up (a worker lost mid-fit costs one).
+ATTEMPTS = 3
+
+
+class AllGather:
+    """A Dask actor: step by step, every rank's payload, handed to every rank in rank order.
+
+    A rank that sends a step it has sent before was restarted (its worker was lost): the
+    gather is broken and every waiting and later call raises, so the driver can start over.
+    """
+
+    def __init__(self, parties: int):
+        self.parties = parties
+        self.rounds: dict = {}
+        self.sent: dict = {}
+        self.broken: str | None = None
+
+    async def exchange(self, step: int, rank: int, payload):
+        if self.broken is None and step <= self.sent.get(rank, -1):
+            self.broken = f"rank {rank} sent step {step} again: its task was restarted"
+            for record in self.rounds.values():
+                record["event"].set()
+        if self.broken is not None:
+            raise GpumineError(self.broken)
+        self.sent[rank] = step
+        record = self.rounds.setdefault(step, {"parts": {}, "event": asyncio.Event(),
+                                               "taken": 0})
+        record["parts"][rank] = payload
+        if len(record["parts"]) == self.parties:
+            record["event"].set()
+        await record["event"].wait()
+        if self.broken is not None:
+            raise GpumineError(self.broken)
+        parts = [record["parts"][r] for r in range(self.parties)]
+        record["taken"] += 1
+        if record["taken"] == self.parties:
+            del self.rounds[step]
+        return parts
+
+    async def fail(self, reason: str) -> None:
+        """Break the gather from outside (the driver saw a worker go)."""
+        self.broken = reason
+        for record in self.rounds.values():
+            record["event"].set()
+
+
+def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update, max_iter,
+          tol, partial, farthest):
+    """One worker's task: the Lloyd loop over its partitions (``blocks``, rows ``offsets``)."""
+    k, d = centers.shape
+    step, fingerprints, overheads = 0, None, []
+
+    def exchange(payload):
+        nonlocal step
+        parts = gather.exchange(step, rank, payload).result()
+        step += 1
+        return parts
+
+    iteration = 0
+    for iteration in range(max_iter):
+        start = time.perf_counter()
+        own = [partial(b, centers, x_mean, device, assign, update) for b in blocks]
+        busy = time.perf_counter() - start
+        sums, weights = np.zeros((k, d)), np.zeros(k)  # host accumulators (sync: none)
+        for part_sums, part_weights, *_ in own:
+            sums += part_sums
+            weights += part_weights
+        parts = exchange((sums, weights, [p[2] for p in own], busy))
+        wall = time.perf_counter() - start
+        overheads.append(max(0.0, 1.0 - max(p[3] for p in parts) / wall))
+        sums, weights = np.zeros((k, d)), np.zeros(k)
+        for part_sums, part_weights, _, _ in parts:  # rank order: a fixed sum order
+            sums += part_sums
+            weights += part_weights
+        empty = np.flatnonzero(weights == 0)  # host NumPy (sync: none)
+        if empty.size:  # the in-memory rule: the farthest points, ties to the lowest row
+            found = [(dist, offset + row, point, label)
+                     for b, offset in zip(blocks, offsets, strict=True)
+                     for dist, row, point, label in farthest(b, centers, x_mean, device,
+                                                              assign, empty.size)]
+            everywhere = sorted((item for part in exchange(found) for item in part),
+                                key=lambda item: (-item[0], item[1]))
+            if everywhere and everywhere[0][0] > 0:
+                for new, (_, _, point, old) in zip(empty.tolist(), everywhere, strict=False):
+                    sums[old] -= point
+                    sums[new] = point
+                    weights[new] = 1.0
+                    weights[old] -= 1.0
+        new = average_centers(sums, weights, np.float64)
+        shift = float(((new - centers) ** 2).sum())
+        centers = new
+        now = [fp for part in parts for fp in part[2]]
+        unchanged = now == fingerprints
+        fingerprints = now
+        stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
+        if stop:
+            break
+    return (centers, iteration + 1, overheads) if rank == 0 else None
+
+
+def run(client, X, centers, x_mean, *, device, assign, update, max_iter, tol, partial,
+        farthest):
+    """The collective loop over persisted dask array ``X`` from ``centers`` (centred).
+
+    Returns ``(centers, n_iter, overheads)``: the final centred centres, the iterations,
+    and each iteration's share of wall time not spent in the busiest rank's own work.
+    """
+    from distributed import futures_of, wait
+
+    blocks = futures_of(X)
+    if len(blocks) != X.numblocks[0]:
+        raise InvalidParameterError("engine='collective' needs X persisted on a distributed "
+                                    "cluster (a distributed.Client)")
+    order = sorted(blocks, key=lambda f: f.key[1:])  # (name, i, 0): partition order
+    sizes = [int(rows) for rows in X.chunks[0]]
+    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+    last_error = None
+    for _ in range(ATTEMPTS):
+        wait(order)
+        by_worker = _placement(client.who_has(order), order, sizes,
+                               sorted(client.scheduler_info()["workers"]))
+        workers = sorted(by_worker)
+        gather_future = client.submit(AllGather, len(workers), actor=True,
+                                      workers=[workers[0]],
+                                      key=f"gpumine-allgather-{uuid.uuid4().hex}")
+        gather = gather_future.result()
+        tasks = [client.submit(_loop, gather, rank, [order[i] for i in by_worker[w]],
+                               [offsets[i] for i in by_worker[w]], centers, x_mean, device,
+                               assign, update, max_iter, tol, partial, farthest,
+                               workers=[w], allow_other_workers=True, pure=False,
+                               key=f"gpumine-lloyd-{uuid.uuid4().hex}-{rank}")
+                 for rank, w in enumerate(workers)]
+        try:
+            # Watch the tasks and the workers: a task of a lost worker is rerun elsewhere,
+            # possibly behind a task that waits for it, so a lost worker breaks the gather.
+            while not all(task.done() for task in tasks):
+                lost = set(workers) - set(client.scheduler_info()["workers"])
+                if lost or any(task.status == "error" for task in tasks):
+                    _break(gather, f"workers lost: {sorted(lost)}" if lost else "a task failed")
+                    wait(tasks)
+                    break
+                time.sleep(_POLL_SECONDS)
+            return client.gather(tasks)[0]
+        except Exception as exc:  # a lost worker, or the gather broken by a restart
+            last_error = exc
+        finally:
+            client.cancel([*tasks, gather_future])
+    raise GpumineError(f"the collective Lloyd loop failed {ATTEMPTS} times; last: "
+                       f"{last_error!r}")
+
+
+def _placement(holders, order, sizes, workers) -> dict:
+    """Which worker's task takes which partitions: each its own, then partitions moved from
+    the most to the least loaded worker (by rows) while that narrows the gap -- a task runs
+    every iteration on its partitions, so the busiest sets the pace. A moved partition is
+    copied once, when its task starts."""
+    by_worker: dict = {w: [] for w in workers}
+    for index, future in enumerate(order):
+        held = [w for w in sorted(holders.get(future.key, ())) if w in by_worker]
+        by_worker[held[0] if held else workers[index % len(workers)]].append(index)
+    load = {w: sum(sizes[i] for i in parts) for w, parts in by_worker.items()}
+    while True:
+        most, least = max(load, key=load.get), min(load, key=load.get)
+        movable = [i for i in by_worker[most] if load[most] - sizes[i] > load[least]]
+        if not movable:
+            break
+        index = min(movable, key=lambda i: abs(load[most] - load[least] - 2 * sizes[i]))
+        by_worker[most].remove(index)
+        by_worker[least].append(index)
+        load[most] -= sizes[index]
+        load[least] += sizes[index]
+    return {w: sorted(parts) for w, parts in by_worker.items() if parts}
+
+
+#: How often the driver looks at the tasks and the workers (seconds).
+_POLL_SECONDS = 0.05
+
+
+def _break(gather, reason: str) -> None:
+    """Fail every waiting and later exchange of ``gather`` (its worker may be gone too)."""
+    try:
+        gather.fail(reason).result()
+    except Exception:  # the actor's worker was the one lost: its callers fail by themselves
+        pass
