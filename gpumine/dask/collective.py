@@ -168,8 +168,12 @@ def run(client, X, centers, x_mean, *, device, assign, update, max_iter, tol, pa
                 lost = set(workers) - set(client.scheduler_info()["workers"])
                 if lost or any(task.status == "error" for task in tasks):
                     _break(gather, f"workers lost: {sorted(lost)}" if lost else "a task failed")
-                    wait(tasks)
-                    break
+                    try:  # the tasks fail once the exchange is broken; those that do not
+                        wait(tasks, timeout=_BREAK_SECONDS)  # (on a lost actor) are cancelled
+                    except Exception:  # a timeout
+                        pass
+                    raise GpumineError(f"the loop was broken: {sorted(lost)} lost"
+                                       if lost else "a task of the loop failed")
                 time.sleep(_POLL_SECONDS)
             return client.gather(tasks)[0]
         except Exception as exc:  # a lost worker, or the gather broken by a restart
@@ -203,13 +207,14 @@ def _placement(holders, order, sizes, workers) -> dict:
     return {w: sorted(parts) for w, parts in by_worker.items() if parts}
 
 
-#: How often the driver looks at the tasks and the workers (seconds).
-_POLL_SECONDS = 0.05
+#: How often the driver looks at the tasks and the workers, and how long it waits for the
+#: tasks to fail once it has broken their exchange (seconds).
+_POLL_SECONDS, _BREAK_SECONDS = 0.05, 30.0
 
 
 def _break(gather, reason: str) -> None:
     """Fail every waiting and later exchange of ``gather`` (its worker may be gone too)."""
     try:
-        gather.fail(reason).result()
+        gather.fail(reason).result(timeout=_BREAK_SECONDS)
     except Exception:  # the actor's worker was the one lost: its callers fail by themselves
         pass
