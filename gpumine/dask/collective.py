@@ -8,12 +8,14 @@ through the scheduler -- and every task adds the ranks' parts in rank order and 
 same decisions (relocation, averaging, stopping rule) on the same numbers. Rank 0 returns
 the centres.
 
-A lost worker: Dask reruns its task elsewhere (its partitions recomputed from their
-lineage); the rerun starts again at step 0, which the actor sees as a restart and fails
-every waiting task, and the driver runs the whole loop again from the same initial
-centres (the same result, :func:`run`). Partition order within a rank and rank order are
-fixed, so a fit is the same run to run; against the in-memory fit the centres differ only
-by the summation order.
+A lost worker: the driver sees it go and breaks the exchange (every waiting task fails),
+Dask recomputes the lost partitions from their lineage, and the driver runs the whole loop
+again from the same initial centres (the same result, :func:`run`); a rerun task that
+sends a step again also breaks it. Losing the worker that holds the actor leaves the other
+tasks waiting on it: each exchange waits at most a minute (or ten times the task's own
+iteration), then the task fails and the driver starts again (70 s to recover in a trial).
+Partition order within a rank and rank order are fixed, so a fit is the same run to run;
+against the in-memory fit the centres differ only by the summation order.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ __all__ = ["AllGather", "run"]
 
 #: Whole-loop attempts before a fit gives up (a worker lost mid-fit costs one).
 ATTEMPTS = 3
+#: The least time a task waits for the other ranks in one exchange (seconds); at least ten
+#: times its own iteration's work.
+_EXCHANGE_SECONDS = 60.0
 
 
 class AllGather:
@@ -81,9 +86,12 @@ def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update
     k, d = centers.shape
     step, fingerprints, overheads = 0, None, []
 
-    def exchange(payload):
+    def exchange(payload, busy=0.0):
         nonlocal step
-        parts = gather.exchange(step, rank, payload).result()
+        # bounded: a task left waiting on a lost actor must free its worker's thread for the
+        # driver's next attempt
+        parts = gather.exchange(step, rank, payload).result(
+            timeout=max(_EXCHANGE_SECONDS, 10.0 * busy))
         step += 1
         return parts
 
@@ -96,7 +104,7 @@ def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update
         for part_sums, part_weights, *_ in own:
             sums += part_sums
             weights += part_weights
-        parts = exchange((sums, weights, [p[2] for p in own], busy))
+        parts = exchange((sums, weights, [p[2] for p in own], busy), busy)
         wall = time.perf_counter() - start
         overheads.append(max(0.0, 1.0 - max(p[3] for p in parts) / wall))
         sums, weights = np.zeros((k, d)), np.zeros(k)
@@ -147,21 +155,22 @@ def run(client, X, centers, x_mean, *, device, assign, update, max_iter, tol, pa
     offsets = np.cumsum([0, *sizes[:-1]]).tolist()
     last_error = None
     for _ in range(ATTEMPTS):
-        wait(order)
-        by_worker = _placement(client.who_has(order), order, sizes,
-                               sorted(client.scheduler_info()["workers"]))
-        workers = sorted(by_worker)
-        gather_future = client.submit(AllGather, len(workers), actor=True,
-                                      workers=[workers[0]],
-                                      key=f"gpumine-allgather-{uuid.uuid4().hex}")
-        gather = gather_future.result()
-        tasks = [client.submit(_loop, gather, rank, [order[i] for i in by_worker[w]],
-                               [offsets[i] for i in by_worker[w]], centers, x_mean, device,
-                               assign, update, max_iter, tol, partial, farthest,
-                               workers=[w], allow_other_workers=True, pure=False,
-                               key=f"gpumine-lloyd-{uuid.uuid4().hex}-{rank}")
-                 for rank, w in enumerate(workers)]
+        tasks, gather_future = [], None
         try:
+            wait(order)
+            by_worker = _placement(client.who_has(order), order, sizes,
+                                   sorted(client.scheduler_info()["workers"]))
+            workers = sorted(by_worker)
+            gather_future = client.submit(AllGather, len(workers), actor=True,
+                                          workers=[workers[0]],
+                                          key=f"gpumine-allgather-{uuid.uuid4().hex}")
+            gather = gather_future.result()
+            tasks = [client.submit(_loop, gather, rank, [order[i] for i in by_worker[w]],
+                                   [offsets[i] for i in by_worker[w]], centers, x_mean, device,
+                                   assign, update, max_iter, tol, partial, farthest,
+                                   workers=[w], allow_other_workers=True, pure=False,
+                                   key=f"gpumine-lloyd-{uuid.uuid4().hex}-{rank}")
+                     for rank, w in enumerate(workers)]
             # Watch the tasks and the workers: a task of a lost worker is rerun elsewhere,
             # possibly behind a task that waits for it, so a lost worker breaks the gather.
             while not all(task.done() for task in tasks):
@@ -169,17 +178,20 @@ def run(client, X, centers, x_mean, *, device, assign, update, max_iter, tol, pa
                 if lost or any(task.status == "error" for task in tasks):
                     _break(gather, f"workers lost: {sorted(lost)}" if lost else "a task failed")
                     try:  # the tasks fail once the exchange is broken; those that do not
-                        wait(tasks, timeout=_BREAK_SECONDS)  # (on a lost actor) are cancelled
+                        wait(tasks, timeout=_BREAK_SECONDS)  # (on a lost actor) are released
                     except Exception:  # a timeout
                         pass
                     raise GpumineError(f"the loop was broken: {sorted(lost)} lost"
                                        if lost else "a task of the loop failed")
                 time.sleep(_POLL_SECONDS)
             return client.gather(tasks)[0]
-        except Exception as exc:  # a lost worker, or the gather broken by a restart
+        except Exception as exc:  # a lost worker, the gather broken by a restart, ...
             last_error = exc
         finally:
-            client.cancel([*tasks, gather_future])
+            # released, not cancelled: cancelling tasks whose inputs were lost with a worker
+            # cancelled those inputs (the persisted partitions) too
+            for future in (*tasks, *([gather_future] if gather_future is not None else [])):
+                future.release()
     raise GpumineError(f"the collective Lloyd loop failed {ATTEMPTS} times; last: "
                        f"{last_error!r}")
 

@@ -1,6 +1,6 @@
 """``gpumine.dask.GPUKMeans``: Lloyd's algorithm over the partitions of a Dask collection.
 
-With a ``distributed.Client`` (``engine="auto"`` or ``"collective"``) one long-lived task
+With ``engine="collective"`` (a ``distributed.Client``) one long-lived task
 per worker runs the whole loop on the partitions that worker holds and the workers exchange
 their k x (d + 1) partial sums each iteration through a Dask actor
 (:mod:`gpumine.dask.collective`), as cuML's multi-node k-means does: no graph and no
@@ -13,7 +13,8 @@ stopping rule (:mod:`gpumine.kmeans.lloyd`) decide, and from the same initial ce
 fit gives the in-memory estimator's labels, ``n_iter_`` and centres up to float64 rounding
 of the summation order (tested with a two-worker ``LocalCluster``). A lost worker: the
 graph engine's tasks are pure functions of persisted blocks, recomputed by Dask; the
-collective loop is started again from the same centres.
+collective loop is started again from the same centres (after the exchange's bounded wait
+when the lost worker held its actor).
 
 ``iteration_overhead_`` records the measured share of each iteration spent outside the
 busiest worker's own work (benchmarks/dask_overhead.py compares the engines).
@@ -173,12 +174,15 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         Where each partition's assignment runs, on its worker.
     assign, update : str, default="auto"
         The strategies each partition runs (``gpumine strategies``).
-    engine : {"auto", "graph", "collective"}, default="auto"
-        ``"collective"``: one long-lived task per worker runs the whole loop on its
-        partitions, the workers exchanging their sums each iteration through a Dask actor
-        (:mod:`gpumine.dask.collective`); needs a ``distributed.Client``. ``"graph"``: one
-        Dask computation per iteration, the driver adding the partitions' sums (any Dask
-        scheduler). ``"auto"``: collective with a ``distributed.Client``, else graph.
+    engine : {"graph", "collective", "auto"}, default="graph"
+        ``"graph"``: one Dask computation per iteration, the driver adding the partitions'
+        sums (any Dask scheduler; a lost worker's tasks are recomputed). ``"collective"``:
+        one long-lived task per worker runs the whole loop on its partitions, the workers
+        exchanging their sums each iteration through a Dask actor
+        (:mod:`gpumine.dask.collective`; needs a ``distributed.Client``): less overhead per
+        iteration; a lost worker restarts the loop from the same centres (the worker holding
+        the actor: once the exchange's wait, a minute or more, runs out).
+        ``"auto"``: collective with a client, else graph.
 
     Attributes
     ----------
@@ -206,7 +210,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-4,
                  random_state=None, oversampling=2.0, init_rounds=5, device="cpu",
-                 assign="auto", update="auto", engine="auto"):
+                 assign="auto", update="auto", engine="graph"):
         self.n_clusters = n_clusters
         self.init = init
         self.max_iter = max_iter
