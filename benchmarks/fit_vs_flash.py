@@ -22,13 +22,10 @@ Writes ``fit-vs-flash-<date>-<commit>.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import time
 
 import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
-
-from gpumine.bench.record import commit
 
 #: Rows whose labels are checked against an FP64 assignment (the first ones; all of X at
 #: 10M x 1024 centres would take longer in float64 than the fits).
@@ -105,22 +102,14 @@ def main() -> int:
     parser.add_argument("--shapes", type=int, default=len(SHAPES),
                         help="the first N shapes only")
     args = parser.parse_args()
-    from gpumine.backend import cupy_module
+    from gpumine.backend import get_backend
+    from gpumine.bench.peers import peer_versions
+    from gpumine.bench.record import context
 
-    cp = cupy_module()
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = props["name"]
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "device": name.decode() if isinstance(name, bytes) else name,
-              "cupy": cp.__version__, "numpy": np.__version__, "commit": commit(),
-              "iterations": args.iterations, "shapes": []}
-    try:
-        import flash_kmeans
-        import torch
-        record["torch"] = torch.__version__
-        record["flash_kmeans"] = getattr(flash_kmeans, "__version__", "unknown")
-    except ImportError as exc:
-        record["peer_import_error"] = str(exc)
+    backend = get_backend("gpu")
+    cp = backend.xp
+    record = {**context(backend), **peer_versions(), "iterations": args.iterations,
+              "shapes": []}
     for n, d, k in SHAPES[:args.shapes]:
         record["shapes"].append(measure(cp, n, d, k, args.iterations))
         cp.get_default_memory_pool().free_all_blocks()

@@ -20,14 +20,10 @@ Writes ``tc-assign-<date>-<commit>.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 from functools import partial
 
-import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
 from gpu_check import device_time
-
-from gpumine.bench.record import commit
 
 SHAPES = [(1_000_000, 4, 400), (4_000_000, 8, 200), (4_000_000, 2, 100), (50_000, 32, 2048),
           (1_000_000, 128, 1024), (10_000_000, 32, 1024)]
@@ -104,22 +100,13 @@ def main() -> int:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    from gpumine.backend import cupy_module
+    from gpumine.backend import get_backend
+    from gpumine.bench.peers import peer_versions
+    from gpumine.bench.record import context
 
-    cp = cupy_module()
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = props["name"]
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "device": name.decode() if isinstance(name, bytes) else name,
-              "cupy": cp.__version__, "numpy": np.__version__, "commit": commit(),
-              "cuda_runtime": cp.cuda.runtime.runtimeGetVersion()}
-    try:
-        import torch
-        record["torch"] = torch.__version__
-        import flash_kmeans
-        record["flash_kmeans"] = getattr(flash_kmeans, "__version__", "unknown")
-    except ImportError as exc:
-        record["peer_import_error"] = str(exc)
+    backend = get_backend("gpu")
+    cp = backend.xp
+    record = {**context(backend), **peer_versions()}
     bandwidth = copy_bandwidth(cp)
     record["copy_bandwidth_bytes_per_s"] = bandwidth
     record["shapes"] = []

@@ -51,8 +51,7 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
 #pragma unroll
     for (int p = 0; p < PPT; ++p) {
         const index_t i = first + (index_t)p * blockDim.x;
-#pragma unroll
-        for (int j = 0; j < DMAX; ++j) x[p][j] = (i < n && j < d) ? XT[(index_t)j * n + i] : T(0);
+        load_padded_point<T, DMAX>(XT, n, d, i, i < n, x[p]);
         best[p] = max_value<T>();
         best_index[p] = 0;
     }

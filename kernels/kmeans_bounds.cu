@@ -179,9 +179,7 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
         for (int p = 0; p < PPT; ++p) {
             const index_t q = base + (index_t)p * blockDim.x + threadIdx.x;
             row[p] = q < size ? queue[q] : -1;
-#pragma unroll
-            for (int j = 0; j < DMAX; ++j)
-                x[p][j] = (row[p] >= 0 && j < d) ? XT[(index_t)j * n + row[p]] : T(0);
+            load_padded_point<T, DMAX>(XT, n, d, row[p], row[p] >= 0, x[p]);
             best[p] = second[p] = max_value<T>();
             best_index[p] = 0;
         }

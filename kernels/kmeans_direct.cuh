@@ -18,6 +18,15 @@ __device__ __forceinline__ T padded_squared_distance(const T (&x)[DMAX], const T
     return acc;
 }
 
+// Point i's features into registers, zero-padded past d (and all zero when !active): the
+// register-held loops' point, loaded once before the centres are walked.
+template <typename T, int DMAX>
+__device__ __forceinline__ void load_padded_point(const T* __restrict__ XT, index_t n, int d,
+                                                  index_t i, bool active, T (&x)[DMAX]) {
+#pragma unroll
+    for (int j = 0; j < DMAX; ++j) x[j] = (active && j < d) ? XT[(index_t)j * n + i] : T(0);
+}
+
 // Stage centres k0 .. k0 + kc - 1 into `tile` (KT rows of DMAX, zero-padded past kc and
 // d) for the register-held loops; every thread of the block calls it (it synchronizes
 // before, so the previous tile is no longer read, and after).

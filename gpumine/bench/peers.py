@@ -13,7 +13,7 @@ import numpy as np
 
 from gpumine.exceptions import MissingDependency
 
-__all__ = ["fp64_labels", "gpumine_step", "peer_steps", "torch_step"]
+__all__ = ["fp64_labels", "gpumine_step", "peer_steps", "peer_versions", "torch_step"]
 
 
 def gpumine_step(backend, X, centers, assign, update):
@@ -91,6 +91,17 @@ def _fastkmeans_step(module, X_rows, centers):
         step.labels = model.predict(host)
 
     return step
+
+
+def peer_versions() -> dict:
+    """The GPU peers' versions for a record (``torch``, ``flash_kmeans``), or why not."""
+    try:
+        torch = importlib.import_module("torch")
+        flash_kmeans = importlib.import_module("flash_kmeans")
+    except ImportError as exc:
+        return {"peer_import_error": str(exc)}
+    return {"torch": torch.__version__,
+            "flash_kmeans": getattr(flash_kmeans, "__version__", "unknown")}
 
 
 def peer_steps(X_host, centers_host, device: str) -> tuple[dict, dict]:

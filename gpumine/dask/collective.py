@@ -100,14 +100,14 @@ def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update
         start = time.perf_counter()
         own = [partial(b, centers, x_mean, device, assign, update) for b in blocks]
         busy = time.perf_counter() - start
-        sums, weights = np.zeros((k, d)), np.zeros(k)  # host accumulators (sync: none)
+        sums, weights = np.zeros((k, d)), np.zeros(k)  # sync: none -- host NumPy, k (d + 1)
         for part_sums, part_weights, *_ in own:
             sums += part_sums
             weights += part_weights
         parts = exchange((sums, weights, [p[2] for p in own], busy), busy)
         wall = time.perf_counter() - start
         overheads.append(max(0.0, 1.0 - max(p[3] for p in parts) / wall))
-        sums, weights = np.zeros((k, d)), np.zeros(k)
+        sums, weights = np.zeros((k, d)), np.zeros(k)  # sync: none -- host NumPy, k (d + 1)
         for part_sums, part_weights, _, _ in parts:  # rank order: a fixed sum order
             sums += part_sums
             weights += part_weights
