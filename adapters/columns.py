@@ -480,7 +480,10 @@ def validate_input(estimator, X, *, reset: bool, backend, dtype=_FLOATS, copy: b
         if backend.is_gpu:
             _check_finite_device(columns, backend)
         return Columns(columns, None, device_bytes=device_bytes)
-    columns = as_columns(data, backend=backend, dtype=dtype, copy=copy)
+    if frame is not None:  # the input was dispatched above: convert the table directly
+        columns = _columnar(frame, backend, dtype, "error", None, False)
+    else:
+        columns = _cupy_input(data, backend, dtype, copy)
     names = getattr(estimator, "feature_names_in_", None)
     columns.feature_names = None if names is None else list(names)
     return columns

@@ -168,6 +168,20 @@ def test_estimators_fit_dataframes_and_arrow_like_numpy(rng):
         GPUKMeans(3, device="cpu").fit(frame.assign(p=np.where(frame.index == 4, np.nan, 1.0)))
 
 
+def test_a_fit_dispatches_its_input_once(rng, monkeypatch):
+    """One look at the input's type per fit: the table found is converted as it is."""
+    from gpumine.adapters import columns as columns_module
+
+    seen = []
+    as_table = columns_module._as_table
+    monkeypatch.setattr(columns_module, "_as_table", lambda data: seen.append(1) or as_table(data))
+    frame = pd.DataFrame(rng.normal(size=(200, 2)), columns=["a", "b"])
+    for estimator in (GPUKMeans(2, device="cpu"), WaveCluster(device="cpu")):
+        seen.clear()
+        estimator.fit(frame)
+        assert len(seen) == 1, type(estimator).__name__
+
+
 def test_validated_columns_pass_through_predict(rng):
     frame = _frame(rng)
     model = GPUKMeans(4, random_state=0, device="cpu").fit(frame)
