@@ -96,6 +96,10 @@ class Columns:
         Bytes copied on the host before the final copy into ``X``'s buffer.
     device_bytes : int
         Bytes copied from the host to the GPU.
+    means : cupy.ndarray of shape (n_features,), float64, or None
+        Device data checked for NaN/inf by its column means
+        (:mod:`gpumine.adapters.column_stats`): those means, which a fit can centre by
+        without a pass of its own; None elsewhere.
     """
 
     X: object
@@ -103,6 +107,7 @@ class Columns:
     kept_rows: np.ndarray | None = None
     host_bytes_copied: int = 0
     device_bytes: int = 0
+    means: object = None
 
     @property
     def n_samples(self) -> int:
@@ -337,11 +342,11 @@ def _cupy_input(X, backend, dtype, copy=False) -> Columns:
     converted = X.dtype not in allowed
     if converted:
         X = X.astype(allowed[0])
-    _check_finite_device(X, backend)
     columns = backend.to_device_columns(X)
+    means = _check_finite_device(columns, backend)
     if copy and not converted and columns.data.ptr == X.data.ptr:
         columns = columns.copy(order="F")  # the caller will write to it (copy_x)
-    return Columns(columns, None)
+    return Columns(columns, None, means=means)
 
 
 def _check_same_device(X, backend):
@@ -355,9 +360,22 @@ def _check_same_device(X, backend):
 
 
 def _check_finite_device(X, backend):
-    # sync: one boolean, the price of rejecting NaN/inf before the fit starts
+    """Reject NaN/inf in device data; return its float64 column means (None if they overflow).
+
+    The means' pass is the check (:mod:`gpumine.adapters.column_stats`): finite means prove
+    finite data. Non-finite means come from a NaN/inf, or from finite float64 data whose sum
+    overflowed; an elementwise test tells the two apart.
+    """
+    from gpumine.adapters.column_stats import column_means
+
+    means = column_means(X)
+    # sync: 8 bytes a feature, the price of rejecting NaN/inf before the fit starts
+    if np.isfinite(backend.to_host(means)).all():
+        return means
+    # sync: one boolean, only when a sum is not finite
     if not bool(backend.xp.isfinite(X).all()):
         raise InvalidInputError("Input X contains NaN or infinity.")
+    return None
 
 
 def _check_numpy(X, dtype, copy, finite=True) -> np.ndarray:
@@ -477,9 +495,8 @@ def validate_input(estimator, X, *, reset: bool, backend, dtype=_FLOATS, copy: b
     if frame is None and not is_device_array(X):
         device_bytes = data.nbytes if backend.is_gpu else 0
         columns = backend.to_device_columns(data)
-        if backend.is_gpu:
-            _check_finite_device(columns, backend)
-        return Columns(columns, None, device_bytes=device_bytes)
+        means = _check_finite_device(columns, backend) if backend.is_gpu else None
+        return Columns(columns, None, device_bytes=device_bytes, means=means)
     if frame is not None:  # the input was dispatched above: convert the table directly
         columns = _columnar(frame, backend, dtype, "error", None, False)
     else:

@@ -48,14 +48,21 @@ class GpumineEstimator(ClusterMixin, BaseEstimator):
         """The backend to run on (``"auto"``: the GPU when one answers)."""
         return get_backend(self.device)
 
-    def _validate_X(self, X, *, reset, backend, copy=False, before_copy=None):
-        """X validated and on ``backend`` (column-major there), via :mod:`gpumine.adapters`.
+    def _validate(self, X, *, reset, backend, copy=False, before_copy=None):
+        """X validated and on ``backend`` (column-major there), via :mod:`gpumine.adapters`:
+        a :class:`gpumine.adapters.Columns` (``.X``, and ``.means`` when the device check
+        computed them).
 
         ``before_copy(n_samples, n_features)`` runs once the shape is known and before
         any data moves, so that parameter errors come before a transfer.
         """
         return validate_input(self, X, reset=reset, backend=backend, dtype=self._input_dtype,
-                              copy=copy, before_copy=before_copy).X
+                              copy=copy, before_copy=before_copy)
+
+    def _validate_X(self, X, *, reset, backend, copy=False, before_copy=None):
+        """:meth:`_validate`'s array alone."""
+        return self._validate(X, reset=reset, backend=backend, copy=copy,
+                              before_copy=before_copy).X
 
     def _checked_fit(self, X, sample_weight):
         """``self._fit(X, sample_weight)``; on any error the estimator is put back as it was."""

@@ -124,6 +124,7 @@ def kmeans_section(cp, args) -> dict:
     out["corel_lloyd_iteration_s"] = ((out["corel_fit_60_iter_device_s"]
                                        - out["corel_fit_10_iter_device_s"])
                                       / (fits[60] - fits[10]))
+    out["corel_lloyd_iteration_device_s"] = corel_fused_iteration(cp, C, start_centres)
     out["corel_fit_profile"] = profile(lambda: GPUKMeans(128, init=start_centres, max_iter=10,
                                                          tol=0, device="gpu").fit(C))
     out["corel_fit_10_iter_kmeanspp_device_s"], _ = wall(
@@ -158,6 +159,33 @@ def profile(fn, calls=20, top=15) -> list:
 def events(cp, fn, repeats=50) -> float:
     """Median seconds of ``fn`` between CUDA events (device time, launches included)."""
     return measure(fn, get_backend("gpu"), repeats=repeats, budget_seconds=None).seconds
+
+
+def corel_fused_iteration(cp, C, start_centres, repeats=15) -> float:
+    """Device seconds per Lloyd iteration of a small fit (the fused loop, one launch per fit):
+    CUDA events around one launch of 10 and one of 30 iterations from the same start (and its
+    status readback), medians of ``repeats``, the difference over 20. The fits' difference
+    above measures the same through two ~1.5 ms host medians; this has no host in it."""
+    from gpumine.kmeans import gpu
+
+    ones = cp.ones(C.shape[0], C.dtype)
+    centres = cp.asarray(start_centres)
+
+    def seconds(iterations):
+        times = []
+        for _ in range(repeats):
+            loop = gpu.FusedLoop(C, ones, centres)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            status = loop.run(0, iterations, 0.0)
+            end.record()
+            end.synchronize()
+            assert status.done == iterations and status.finished  # no early convergence
+            times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+        return float(np.median(times))
+
+    seconds(10)  # warm-up
+    return (seconds(30) - seconds(10)) / 20
 
 
 def corel_step_breakdown(cp, C, start_centres) -> dict:

@@ -145,6 +145,28 @@ def test_copy_x(copy_x, rng):
     np.testing.assert_allclose(X, original, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["numpy", "fortran", "pandas", "arrow", "columns"])
+def test_copy_x_leaves_every_input_as_it_was(kind, rng):
+    """The fit's own copy is not shifted back; nothing the caller holds is left centred
+    (validated Columns are the caller's buffer: shifted back)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from gpumine.adapters import as_columns
+    from gpumine.backend import get_backend
+
+    X = rng.uniform(size=(300, 2)) + 5
+    data = {"numpy": lambda: X.copy(), "fortran": lambda: np.asfortranarray(X),
+            "pandas": lambda: pd.DataFrame(X, columns=["a", "b"]),
+            "arrow": lambda: pa.table({"a": X[:, 0], "b": X[:, 1]}),
+            "columns": lambda: as_columns(X.copy(), backend=get_backend("cpu"))}[kind]()
+    reference = GPUKMeans(3, random_state=0, device="cpu").fit(X)
+    model = GPUKMeans(3, random_state=0, device="cpu").fit(data)
+    held = data.X if kind == "columns" else np.asarray(data)
+    np.testing.assert_allclose(held, X, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(model.labels_, reference.labels_)
+
+
 def test_verbose_prints_iterations(capsys, rng):
     X = rng.uniform(size=(300, 2))
     GPUKMeans(3, verbose=1, random_state=0, device="cpu").fit(X)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpumine import GPUKMeans, registry
-from gpumine.exceptions import InvalidParameterError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.lloyd import bind_update
 
 pytestmark = pytest.mark.gpu
@@ -93,6 +93,43 @@ def test_feature_variance_and_tolerance_equal_numpy(cp, n, d, offset, dtype, rng
     assert np.array_equal(cp.asnumpy(feature_variance(X_dev, mean)), got)
     assert tolerance(X_dev, 1e-4, cp) == pytest.approx(expected.mean() * 1e-4, rel=1e-10)
     assert tolerance(X_dev, 0.0, cp) == 0.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n", "d", "offset"), [(1, 1, 0.0), (257, 1, 0.0), (4_000_001, 3, 1e4),
+                                                (1000, 70_000, -5.0), (17_695, 18, 0.0)])
+def test_column_means_equal_numpy(cp, n, d, offset, dtype, rng):
+    """The validation's column means (its NaN/inf check and the fit's centring mean)."""
+    from gpumine.adapters.column_stats import column_means
+
+    X = (rng.normal(size=(n, d)) * 3.0 + offset).astype(dtype)
+    expected = X.astype(np.float64).mean(axis=0)
+    out = cp.full(d, cp.nan)  # poisoned: a launch that skipped a feature leaves NaN
+    for layout in (_device_columns(cp, X), cp.asarray(X)):  # column-major, and C order
+        out[...] = column_means(layout)
+        got = cp.asnumpy(out)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * (1 + abs(offset)))
+        assert np.array_equal(cp.asnumpy(column_means(layout)), got)  # the same bits again
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_the_column_means_check_rejects_nan_and_inf_and_not_overflow(cp, bad):
+    """A NaN/inf anywhere (one value in the last row of the last feature, past a block) is
+    refused; finite float64 data whose sums overflow is not (it comes without means)."""
+    from gpumine.adapters import as_columns
+    from gpumine.backend import get_backend
+
+    X = np.random.default_rng(0).normal(size=(70_001, 3))
+    X[-1, -1] = bad
+    with pytest.raises(InvalidInputError, match="NaN or infinity"):
+        GPUKMeans(2, device="gpu").fit(cp.asarray(X))
+    with pytest.raises(InvalidInputError, match="NaN or infinity"):
+        GPUKMeans(2, device="gpu").fit(X)  # host data: checked on the device after the copy
+    X[-1, -1] = 0.0
+    checked = as_columns(cp.asarray(X), backend=get_backend("gpu"))
+    np.testing.assert_allclose(cp.asnumpy(checked.means), X.mean(axis=0), rtol=1e-12)
+    huge = np.full((1000, 2), 1.5e308)  # finite; the float64 sum of a column is not
+    assert as_columns(cp.asarray(huge), backend=get_backend("gpu")).means is None
 
 
 @pytest.mark.slow

@@ -82,7 +82,8 @@ def test_quality_on_the_other_shapes_with_defaults(shared_datasets, record_prope
 def test_fitted_attributes_and_predict():
     X, _ = _blobs_with_noise(2, 5)
     wc = WaveCluster(device="cpu").fit(X)
-    assert wc.labels_.dtype == np.int64 and wc.labels_.min() == -1
+    assert wc.labels_.dtype == np.int32 and wc.labels_.min() == -1  # KMeans's label type
+    assert wc.grid_labels_.dtype == np.int32 and wc.predict(X).dtype == np.int32
     sizes = np.bincount(wc.labels_[wc.labels_ >= 0])
     assert len(sizes) == wc.n_clusters_ and np.all(np.diff(sizes) <= 0)  # ids by size
     np.testing.assert_array_equal(wc.predict(X), wc.labels_)

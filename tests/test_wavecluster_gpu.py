@@ -187,7 +187,7 @@ def test_weights_none_equal_ones_on_device(cp):
 
 
 @pytest.mark.parametrize("blobs", [3, 225])  # labels cross the bus as int8, then int16
-def test_host_fit_labels_come_back_as_int64(cp, blobs):
+def test_labels_are_int32_on_every_path(cp, blobs):
     rng = np.random.default_rng(0)
     side = int(np.ceil(np.sqrt(blobs)))
     lattice = np.stack(np.meshgrid(np.arange(side), np.arange(side)), -1).reshape(-1, 2)
@@ -197,9 +197,13 @@ def test_host_fit_labels_come_back_as_int64(cp, blobs):
     cpu = WaveCluster(device="cpu", min_cluster_size=10).fit(X)
     gpu = WaveCluster(device="gpu", min_cluster_size=10).fit(X)
     assert (cpu.labels_ == -1).any() and (cpu.n_clusters_ > 127) == (blobs > 127)
-    assert gpu.labels_.dtype == np.int64 and gpu.grid_labels_.dtype == np.int64
+    assert gpu.labels_.dtype == np.int32 and gpu.grid_labels_.dtype == np.int32
     np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
     np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)
+    device = WaveCluster(device="gpu", min_cluster_size=10).fit(cp.asarray(X))
+    assert device.labels_.dtype == cp.int32 and device.grid_labels_.dtype == cp.int32
+    assert device.predict(cp.asarray(X)).dtype == cp.int32 and gpu.predict(X).dtype == np.int32
+    np.testing.assert_array_equal(cp.asnumpy(device.labels_), cpu.labels_)
 
 
 def test_pinned_staging_copies_exactly(cp, monkeypatch):
@@ -256,7 +260,7 @@ def test_streamed_fit_on_the_gpu_equals_the_in_memory_one(cp, tmp_path):
     memory = WaveCluster(device="gpu").fit(X)
     np.testing.assert_array_equal(memory.labels_, WaveCluster(device="cpu").fit(X).labels_)
     streamed = WaveCluster(device="gpu", batch_rows=7_000).fit(X)
-    assert isinstance(streamed.labels_, np.ndarray) and streamed.labels_.dtype == np.int64
+    assert isinstance(streamed.labels_, np.ndarray) and streamed.labels_.dtype == np.int32
     np.testing.assert_array_equal(streamed.labels_, memory.labels_)
     np.testing.assert_array_equal(streamed.grid_labels_, memory.grid_labels_)
     assert streamed.threshold_ == memory.threshold_ and streamed.n_clusters_ >= 2

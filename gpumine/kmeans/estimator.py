@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
 from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_chunks, is_dataset
+from gpumine.adapters.columns import Columns
 from gpumine.adapters.estimator import GpumineEstimator
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import chunked, lloyd
@@ -231,7 +232,11 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
             return self._fit_streamed(X, sample_weight)
         backend = self._backend()
         device_input = is_device_array(X)
-        X = self._validate_X(X, reset=True, backend=backend, copy=self.copy_x)
+        # copy_x gives the fit a copy of its own, except of already validated Columns (a
+        # caller's buffer, e.g. the command line's): only a caller's X is shifted back
+        owned = self.copy_x and not isinstance(X, Columns)
+        columns = self._validate(X, reset=True, backend=backend, copy=self.copy_x)
+        X = columns.X
         n_samples, n_features = X.shape
         if n_samples < self.n_clusters:
             raise InvalidInputError(
@@ -248,7 +253,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
             X, sample_weight, n_clusters=self.n_clusters,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
             assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
-            random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp)
+            random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp,
+            mean=columns.means, restore_x=not owned)
         self._set_fitted(result, backend, device_input, init_name, assign, update)
         self.strategy_reasons_ = reasons
         return self

@@ -12,10 +12,12 @@ whose label changed.
 from __future__ import annotations
 
 import os
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
+from gpumine.adapters.column_stats import divided_row_sums
 from gpumine.backend import cupy_module
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import (
@@ -536,6 +538,21 @@ class LoopBuffers:
         return shift, int(empty), int(changed)
 
 
+_THREAD = threading.local()
+
+
+def _pinned_status():
+    """This thread's pinned host record for :class:`FusedLoop`'s readback, made once per
+    thread (a pinned allocation per fit cost more than the small fits' kernels): each
+    launch reads it back and copies it out (``tolist``) before the thread's next launch."""
+    import cupyx
+
+    status = getattr(_THREAD, "fused_status", None)
+    if status is None:
+        status = _THREAD.fused_status = cupyx.empty_pinned(_FUSED_STATUS, dtype=np.float64)
+    return status
+
+
 class FusedStatus(NamedTuple):
     """What a launch of :class:`FusedLoop` reports (its one readback)."""
 
@@ -576,8 +593,6 @@ class FusedLoop:
     """
 
     def __init__(self, X, sample_weight, centers_init):
-        import cupyx
-
         cp = cupy_module()
         self.X, self.sample_weight = X, sample_weight
         self._XT = column_buffer(X)
@@ -603,7 +618,7 @@ class FusedLoop:
                                 _blocks(n, _BLOCK)))
         scratch = cp.empty(_FUSED_STATUS + 2 * self._grid, dtype=cp.float64)
         self.status, self._block_status = scratch[:_FUSED_STATUS], scratch[_FUSED_STATUS:]
-        self._status_host = cupyx.empty_pinned(_FUSED_STATUS, dtype=np.float64)
+        self._status_host = _pinned_status()
 
     @staticmethod
     def shared_bytes(k: int, d: int, itemsize: int) -> int:
@@ -709,7 +724,7 @@ def feature_variance(X, mean):
         j1 = min(d, j0 + _MAX_GRID_Y)
         launch(kernel, (blocks, j1 - j0), _BLOCK, (XT[j0:j1], mean[j0:j1], np.int64(n),
                                                    partial[j0:j1]))
-    return partial.sum(axis=1) / n
+    return divided_row_sums(partial, n)
 
 
 @declares(_STEP, "inertia_partial", (("float", "float"), ("double", "double")), (_BLOCK,))

@@ -119,8 +119,11 @@ def tolerance(X, tol: float, xp=np, mean=None) -> float:
         from gpumine.kmeans.gpu import feature_variance
 
         if mean is None:
-            mean = X.mean(axis=0, dtype=xp.float64)
-        return float(feature_variance(X, mean).mean()) * tol  # sync: 8 bytes, once per fit
+            from gpumine.adapters.column_stats import column_means
+
+            mean = column_means(X)
+        # sync: 8 bytes a feature, once per fit (NumPy's mean of them, as the CPU path's)
+        return float(np.mean(feature_variance(X, mean).get())) * tol
     if X.flags.f_contiguous and not X.flags.c_contiguous:
         # column-major: one feature at a time, so the temporary is one column, not all of X
         return float(np.mean([float(xp.var(X[:, j])) for j in range(X.shape[1])])) * tol
@@ -440,7 +443,7 @@ def _lloyd_fused(X, sample_weight, centers_init, *, assign, max_iter, tol, xp) -
     from gpumine.kmeans import gpu
 
     loop = gpu.FusedLoop(X, sample_weight, centers_init)
-    buffers = gpu.LoopBuffers()
+    buffers = None  # the relocation's buffers, made only when the host relocates (rare)
     done, strict_convergence = 0, False
     while done < max_iter:
         status = loop.run(done, max_iter, tol)
@@ -454,6 +457,7 @@ def _lloyd_fused(X, sample_weight, centers_init, *, assign, max_iter, tol, xp) -
         sums, weights = loop.sums[parity], loop.weights[parity]
         gpu.relocate_empty_clusters(X, sample_weight, loop.centers[parity], sums, weights,
                                     loop.labels, status.n_empty)
+        buffers = buffers or gpu.LoopBuffers()
         gpu.finish_centers(sums, weights, loop.centers[parity], centers_new, buffers,
                            count=False)
         center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
@@ -510,7 +514,8 @@ def is_same_clustering(labels1, labels2, n_clusters: int, xp=np) -> bool:
 
 def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: Callable,
               update: Callable, max_iter: int, tol: float, random_state,
-              verbose: int = 0, xp=np, center_dtype=None) -> LloydResult:
+              verbose: int = 0, xp=np, center_dtype=None, mean=None,
+              restore_x: bool = True) -> LloydResult:
     """Fit k-means: centre X, run ``n_init`` Lloyd runs, keep the best, shift back.
 
     Parameters
@@ -534,6 +539,13 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     center_dtype : dtype, optional
         What the centres are iterated in; default float64 on NumPy (the exact
         reference, see the module docstring), X's dtype on other backends.
+    mean : array of shape (n_features,), float64, optional
+        Other backends: X's column means when the caller has them (the validation's
+        NaN/inf check computes them, :mod:`gpumine.adapters.column_stats`); computed
+        here otherwise. Ignored on NumPy.
+    restore_x : bool, default=True
+        Shift X back after the fit; False when X is the fit's own copy (``copy_x``),
+        which nobody reads afterwards: one pass over X less.
 
     Returns
     -------
@@ -549,7 +561,9 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
         scaled_tol = tolerance(X, tol, xp)
         x_mean = X.mean(axis=0)
     else:
-        mean64 = X.mean(axis=0, dtype=xp.float64)
+        from gpumine.adapters.column_stats import column_means
+
+        mean64 = mean if mean is not None else column_means(X)
         scaled_tol = tolerance(X, tol, xp, mean=mean64)
         x_mean = mean64.astype(X.dtype)
     X -= x_mean
@@ -564,7 +578,8 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
                                   max_iter=max_iter, tol=scaled_tol, verbose=verbose, xp=xp)
             best = better_run(best, result, n_clusters, xp)
     finally:
-        X += x_mean
+        if restore_x:
+            X += x_mean
     best.centers += x_mean
     best.centers = best.centers.astype(X.dtype, copy=False)
     return best

@@ -104,7 +104,7 @@ def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
     cells, inside = quantize(X, bounds, grid_shape)
     coarse = coarse_cells(cells, wavelet, levels, grid_shape)
     labels = grid_labels[tuple(coarse.T)]
-    return np.where(inside, labels, -1).astype(np.int64)
+    return np.where(inside, labels, -1).astype(np.int32)
 
 
 def _on_host(values):
@@ -242,7 +242,7 @@ def cluster_ids(sizes, min_cluster_size):
     kept = np.flatnonzero(sizes >= max(min_cluster_size, np.finfo(float).tiny))
     kept = kept[kept > 0]
     order = kept[np.lexsort((kept, -sizes[kept]))]
-    remap = np.full(sizes.size, -1, dtype=np.int64)
+    remap = np.full(sizes.size, -1, dtype=np.int32)  # the labels' type (KMeans's int32)
     remap[order] = np.arange(order.size)
     return remap
 

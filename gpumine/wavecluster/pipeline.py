@@ -233,7 +233,7 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
     labels = [move(on_backend[point_component(X)]) for X, _ in chunks()]
     join = np if labels_to_host else xp
     return WaveClusterResult(
-        labels=join.concatenate(labels) if labels else join.empty(0, dtype=np.int64),
+        labels=join.concatenate(labels) if labels else join.empty(0, dtype=np.int32),
         grid_labels=move(on_backend[components]), grid_shape=tuple(grid_shape),
         bounds=np.asarray(bounds, dtype=np.float64),
         threshold=float(threshold),  # sync: none, a host number
