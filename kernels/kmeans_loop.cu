@@ -55,30 +55,46 @@ __device__ __forceinline__ void load_point(const T* __restrict__ XT, index_t n, 
 // adds), each computed as alone and compared in index order, so the result is the same
 // (measured: 10 Corel-size iterations 0.385 -> 0.360 ms on blobs, 0.340 -> 0.306 on normal
 // data; session-scratch-2026-11-24 record).
-template <typename T, int DMAX>
-__device__ __forceinline__ int nearest(const T (&x)[DMAX], const T* tile, int k) {
+//
+// With TPP threads per point (a group of TPP consecutive lanes holding the same point), lane r
+// of the group walks centres r, r + TPP, r + 2 TPP, ... and the group combines its minima by
+// (distance, index): the lowest index among the smallest distances, as the serial walk finds,
+// from the same per-centre sums. TPP lanes per point cut a point's chain of dependent work
+// TPP-fold: with one point per thread a Corel-size iteration was latency-bound (70 blocks,
+// 8 warps an SM; record loop-variants-2026-11-24-db0e0d2.json).
+template <typename T, int DMAX, int TPP>
+__device__ __forceinline__ int nearest(const T (&x)[DMAX], const T* tile, int k, int r) {
     constexpr int kTogether = 8;
     T best = max_value<T>();
-    int best_index = 0;
-    int c = 0;
-    for (; c + kTogether <= k; c += kTogether) {
+    int best_index = r;
+    int c = r;
+    for (; c + (kTogether - 1) * TPP < k; c += kTogether * TPP) {
         T distance[kTogether];
 #pragma unroll
         for (int u = 0; u < kTogether; ++u)
-            distance[u] = padded_squared_distance<T, DMAX>(x, tile + (c + u) * DMAX);
+            distance[u] = padded_squared_distance<T, DMAX>(x, tile + (c + u * TPP) * DMAX);
 #pragma unroll
         for (int u = 0; u < kTogether; ++u) {
             if (distance[u] < best) {
                 best = distance[u];
-                best_index = c + u;
+                best_index = c + u * TPP;
             }
         }
     }
-    for (; c < k; ++c) {
+    for (; c < k; c += TPP) {
         const T distance = padded_squared_distance<T, DMAX>(x, tile + c * DMAX);
         if (distance < best) {
             best = distance;
             best_index = c;
+        }
+    }
+#pragma unroll
+    for (int offset = TPP / 2; offset > 0; offset >>= 1) {  // the group's lexicographic min
+        const T other = __shfl_xor_sync(0xffffffffu, best, offset, TPP);
+        const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset, TPP);
+        if (other < best || (other == best && other_index < best_index)) {
+            best = other;
+            best_index = other_index;
         }
     }
     return best_index;
@@ -173,10 +189,11 @@ __device__ __noinline__ void relocate(cg::grid_group& grid, const T* __restrict_
 
 }  // namespace loop
 
-// One block per SM is all the loop needs (FUSED_MAX_SAMPLES / BLOCK blocks fit the
-// H100's SMs): min blocks 1 lets ptxas keep nearest()'s eight sums without spilling.
-template <typename T, int DMAX, int BLOCK>
-__global__ void __launch_bounds__(BLOCK, 1)
+// TPP threads per point (a power of two up to 32; see nearest()). With one thread a point,
+// one block per SM is all the loop needs and min blocks 1 lets ptxas keep nearest()'s eight
+// sums without spilling; with more, the grid needs two blocks an SM.
+template <typename T, int DMAX, int BLOCK, int TPP>
+__global__ void __launch_bounds__(BLOCK, TPP == 1 ? 1 : 2)
 lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
            const T* __restrict__ sample_weight,  // IN  (n)
            index_t n, int d, int k,              // IN  d <= DMAX
@@ -202,9 +219,14 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
     __shared__ int heaviest;
     __shared__ long long picked[kMaxRelocations];  // block 0: the relocated points
     __shared__ int empty_ids[kMaxRelocations];
+    static_assert(TPP >= 1 && TPP <= 32 && (TPP & (TPP - 1)) == 0, "TPP: a power of two <= 32");
     const int lane = threadIdx.x & 31;
     const index_t thread = (index_t)blockIdx.x * BLOCK + threadIdx.x;
     const index_t threads = (index_t)gridDim.x * BLOCK;
+    // point groups: every lane of a warp runs the same number of rounds (the shuffles in
+    // nearest() need all 32), a group past n computes on point 0 and writes nothing
+    const int r = threadIdx.x % TPP;
+    const index_t group = thread / TPP, groups = threads / TPP;
 
     for (int it = first_iter; it < max_iter; ++it) {
         const int p = it & 1;
@@ -221,17 +243,22 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
         for (int t = threadIdx.x; t < k * (stride + 1); t += BLOCK) acc[t] = T(0);
         __syncthreads();
         unsigned long long moved = 0;
-        for (index_t i = thread; i < n; i += threads) {
+        for (index_t start = 0; start < n; start += groups) {
+            const index_t i = start + group;
+            const bool active = i < n;
             T x[DMAX];
-            loop::load_point<T, DMAX>(XT, n, d, i, x);
-            const int best_index = loop::nearest<T, DMAX>(x, tile, k);
-            moved += labels[i] != best_index ? 1ull : 0ull;
-            labels[i] = best_index;
+            loop::load_point<T, DMAX>(XT, n, d, active ? i : 0, x);
+            const int best_index = loop::nearest<T, DMAX, TPP>(x, tile, k, r);
+            if (!active) continue;
             const T w = sample_weight[i];
-            atomicAdd(&acc_weights[best_index], w);
+            if (r == 0) {
+                moved += labels[i] != best_index ? 1ull : 0ull;
+                labels[i] = best_index;
+                atomicAdd(&acc_weights[best_index], w);
+            }
 #pragma unroll
-            for (int j = 0; j < DMAX; ++j)  // unrolled: x stays in registers
-                if (j < d) atomicAdd(&acc[best_index * stride + j], x[j] * w);
+            for (int j = 0; j < DMAX; ++j)  // unrolled: x stays in registers; lane r adds j = r mod TPP
+                if (j < d && j % TPP == r) atomicAdd(&acc[best_index * stride + j], x[j] * w);
         }
         for (int offset = 16; offset > 0; offset >>= 1)
             moved += __shfl_down_sync(0xffffffffu, moved, offset);
@@ -319,14 +346,19 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             for (int c = threadIdx.x; c < k; c += BLOCK) counts[c] = 0;
             __syncthreads();
             double total = 0.0;
-            for (index_t i = thread; i < n; i += threads) {
+            for (index_t start = 0; start < n; start += groups) {
+                const index_t i = start + group;
+                const bool active = i < n;
                 T x[DMAX];
-                loop::load_point<T, DMAX>(XT, n, d, i, x);
-                int label = labels[i];
+                loop::load_point<T, DMAX>(XT, n, d, active ? i : 0, x);
+                int label = 0;
                 if (n_changed != 0ull) {  // strict convergence: the labels are final
-                    label = loop::nearest<T, DMAX>(x, tile, k);
-                    labels[i] = label;
+                    label = loop::nearest<T, DMAX, TPP>(x, tile, k, r);
+                    if (active && r == 0) labels[i] = label;
+                } else if (active) {
+                    label = labels[i];
                 }
+                if (!active || r != 0) continue;
                 double distance = 0.0;  // the padding adds exact zeros
 #pragma unroll
                 for (int j = 0; j < DMAX; ++j) {

@@ -573,7 +573,17 @@ class FusedStatus(NamedTuple):
     n_distinct: int
 
 
-@declares(_LOOP, "lloyd_loop", _TYPES, ASSIGN_DIMS, (_BLOCK,))
+#: Threads per point of the fused loop (``kernels/kmeans_loop.cu``'s TPP): its lanes split
+#: the centres, then the features' sums. Measured choices are in :func:`_fused_tpp`.
+FUSED_TPP = (1, 2, 4, 8)
+
+
+def _fused_tpp(n: int, d: int) -> int:
+    """Threads per point: 4 (record loop-tpp-2026-11-24-*.json)."""
+    return int(os.environ.get("GPUMINE_FUSED_TPP", 4))
+
+
+@declares(_LOOP, "lloyd_loop", _TYPES, ASSIGN_DIMS, (_BLOCK,), FUSED_TPP)
 class FusedLoop:
     """The device Lloyd loop as one cooperative kernel (``kernels/kmeans_loop.cu``).
 
@@ -590,9 +600,12 @@ class FusedLoop:
     X : cupy.ndarray (n_samples, n_features), a view of a (d, n) column-major buffer
     sample_weight : cupy.ndarray (n_samples,), X's dtype
     centers_init : cupy.ndarray (n_clusters, n_features), X's dtype
+    threads_per_point : int, optional
+        One of :data:`FUSED_TPP` (the labels and sums are the same for each); default
+        :func:`_fused_tpp`'s.
     """
 
-    def __init__(self, X, sample_weight, centers_init):
+    def __init__(self, X, sample_weight, centers_init, threads_per_point=None):
         cp = cupy_module()
         self.X, self.sample_weight = X, sample_weight
         self._XT = column_buffer(X)
@@ -611,11 +624,15 @@ class FusedLoop:
         self.changed = zeros[2 * k * (d + 1):].view(cp.uint64)  # 0.0 is all zero bits
         self._zeros = zeros
         dmax = next(m for m in ASSIGN_DIMS if m >= d)
-        self._kernel = get_kernel(_LOOP, "lloyd_loop", X.dtype, dmax, _BLOCK,
+        tpp = threads_per_point or _fused_tpp(n, d)
+        if tpp not in FUSED_TPP:
+            raise InvalidParameterError(f"threads_per_point must be one of {FUSED_TPP}, "
+                                        f"got {tpp}")
+        self._kernel = get_kernel(_LOOP, "lloyd_loop", X.dtype, dmax, _BLOCK, tpp,
                                   cooperative=True)
         self._shared = FusedLoop.shared_bytes(k, d, X.dtype.itemsize)
         self._grid = max(1, min(resident_blocks(self._kernel, _BLOCK, self._shared),
-                                _blocks(n, _BLOCK)))
+                                _blocks(n * tpp, _BLOCK)))
         scratch = cp.empty(_FUSED_STATUS + 2 * self._grid, dtype=cp.float64)
         self.status, self._block_status = scratch[:_FUSED_STATUS], scratch[_FUSED_STATUS:]
         self._status_host = _pinned_status()
