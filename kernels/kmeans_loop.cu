@@ -7,9 +7,8 @@
 //     DMAX features, as assign_registers), each point's label by assign_registers'
 //     arithmetic (sum (x - c)^2 in T, features ascending, ties to the lowest index), the
 //     changed labels counted, and the point added into the block's shared sums (T) as
-//     update_atomic_shared does; the block's sums stored (as double) in its row of
-//     `partial`;
-//   grid barrier; sums[p] / weights[p] = the rows added in block order;
+//     update_atomic_shared does; the block's sums flushed into sums[p] / weights[p]
+//     (double atomics);
 //   grid barrier;
 //   relocation of empty clusters (rare; at most kMaxRelocations of them, else the kernel
 //     stops and the host relocates, as the launch loop does): the farthest points picked
@@ -202,11 +201,10 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
            double tol,                           // IN  scaled tolerance
            T* __restrict__ centers,              // INOUT (2, k, d): centers[first_iter & 1] in
            int* __restrict__ labels,             // INOUT (n) previous labels in
-           double* __restrict__ sums,            // INOUT (2, k, d) each iteration's, written
-           double* __restrict__ weights,         // INOUT (2, k) zero on entry (final counts)
+           double* __restrict__ sums,            // INOUT (2, k, d) zero on entry
+           double* __restrict__ weights,         // INOUT (2, k) zero on entry
            unsigned long long* __restrict__ changed,  // INOUT (2) zero on entry
            double* __restrict__ block_status,    // OUT (gridDim.x, 2) scratch
-           double* __restrict__ partial,         // OUT (gridDim.x, k * (d + 1)) scratch
            double* __restrict__ status)          // OUT (7)
 {
     cg::grid_group grid = cg::this_grid();
@@ -266,24 +264,14 @@ lloyd_loop(const T* __restrict__ XT,             // IN  (d, n) points, centred
             moved += __shfl_down_sync(0xffffffffu, moved, offset);
         if (lane == 0 && moved) atomicAdd(&changed[p], moved);
         __syncthreads();
-        // the block's sums out in the (k, d) + k layout, then every element added over the
-        // blocks in block order: plain stores and loads where one double atomic per block and
-        // element (70 x 2,432 at Corel size) cost most of an iteration (record
-        // loop-variants-2026-11-24-db0e0d2.json), and the same sums run to run
-        const int kd1 = k * (d + 1);
-        double* block_partial = partial + (index_t)blockIdx.x * kd1;
-        for (int t = threadIdx.x; t < kd1; t += BLOCK) {
+        for (int t = threadIdx.x; t < k * (d + 1); t += BLOCK) {  // the (k, d) + k layout
             const int c = t / d;
-            block_partial[t] = (double)(t < k * d ? acc[c * stride + (t - c * d)]
-                                                  : acc_weights[t - k * d]);
-        }
-        grid.sync();
-        for (index_t t = thread; t < kd1; t += threads) {
-            double total = 0.0;
-            for (int b = 0; b < (int)gridDim.x; ++b)
-                total += __ldcg(partial + (index_t)b * kd1 + t);
-            if (t < (index_t)k * d) S[t] = total;
-            else W[t - (index_t)k * d] = total;
+            const double value = (double)(t < k * d ? acc[c * stride + (t - c * d)]
+                                                    : acc_weights[t - k * d]);
+            if (value != 0.0) {
+                if (t < k * d) atomicAdd(&S[t], value);
+                else atomicAdd(&W[t - k * d], value);
+            }
         }
         grid.sync();
 

@@ -633,11 +633,8 @@ class FusedLoop:
         self._shared = FusedLoop.shared_bytes(k, d, X.dtype.itemsize)
         self._grid = max(1, min(resident_blocks(self._kernel, _BLOCK, self._shared),
                                 _blocks(n * tpp, _BLOCK)))
-        # the status, then the blocks' (2) slots and their partial sums (k (d + 1) each)
-        scratch = cp.empty(_FUSED_STATUS + self._grid * (2 + k * (d + 1)), dtype=cp.float64)
-        self.status = scratch[:_FUSED_STATUS]
-        self._block_status = scratch[_FUSED_STATUS:_FUSED_STATUS + 2 * self._grid]
-        self._partial = scratch[_FUSED_STATUS + 2 * self._grid:]
+        scratch = cp.empty(_FUSED_STATUS + 2 * self._grid, dtype=cp.float64)
+        self.status, self._block_status = scratch[:_FUSED_STATUS], scratch[_FUSED_STATUS:]
         self._status_host = _pinned_status()
 
     @staticmethod
@@ -668,7 +665,7 @@ class FusedLoop:
                (self._XT, self.sample_weight, np.int64(n), np.int32(d), np.int32(k),
                 np.int32(first_iter), np.int32(max_iter), np.float64(tol), self.centers,
                 self.labels, self.sums, self.weights, self.changed, self._block_status,
-                self._partial, self.status), shared_mem=self._shared)
+                self.status), shared_mem=self._shared)
         self.status.get(out=self._status_host)  # sync: 56 bytes, once per launch
         done, shift, empty, changed, inertia, distinct, finished = self._status_host.tolist()
         return FusedStatus(int(done), shift, int(empty), int(changed), finished == 1.0,
