@@ -15,7 +15,7 @@ from sklearn.cluster import kmeans_plusplus as sklearn_kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 
 from gpumine import GPUKMeans
-from gpumine.exceptions import InvalidInputError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.init import choice_without_replacement
 
 
@@ -313,6 +313,41 @@ def test_fused_loop_equals_launch_loop(cp, monkeypatch, case, dtype):
     X64, labels = cp.asnumpy(X).astype(np.float64), runs[0][0]
     direct = ((X64 - runs[0][1].astype(np.float64)[labels]) ** 2).sum()
     assert runs[0][3] == pytest.approx(direct, rel=1e-5, abs=1e-6 * X64.size)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "d", "k", "relocate"), [
+    (5_000, 8, 256, False), (2_001, 2, 3, False), (1_537, 4, 1, False), (3_000, 3, 5, True),
+    (900, 32, 40, False), (17_695, 18, 128, False)])
+def test_fused_loop_threads_per_point_give_the_same_fit(cp, n, d, k, relocate):
+    """Every threads-per-point variant of the fused loop (a group of lanes splitting the
+    centres, then the sums) gives one thread's labels, iterations and inertia, and its
+    centres to the rounding of the atomic sums; k below the group size and relocation too."""
+    from gpumine.kmeans import gpu
+
+    rng = np.random.default_rng(d * 1000 + k)
+    middles = rng.uniform(-10, 10, size=(k, d))
+    X = cp.asarray((middles[rng.integers(0, k, n)] + rng.normal(size=(n, d))).astype(np.float32))
+    X = cp.ascontiguousarray(X.T).T
+    init = X[:k].copy()
+    if relocate:
+        init[-2:] = 1e4  # two clusters empty after the first E-step
+    weight = cp.asarray(rng.uniform(0.5, 2.0, n).astype(np.float32))
+    runs = {}
+    for tpp in gpu.FUSED_TPP:
+        loop = gpu.FusedLoop(X, weight, init, threads_per_point=tpp)
+        status = loop.run(0, 30, 0.0)
+        assert status.finished
+        runs[tpp] = (cp.asnumpy(loop.labels), cp.asnumpy(loop.centers[status.done & 1]),
+                     status.done, status.inertia)
+    for tpp, (labels, centers, done, inertia) in runs.items():
+        np.testing.assert_array_equal(labels, runs[1][0], err_msg=f"tpp={tpp}")
+        assert done == runs[1][2]
+        np.testing.assert_allclose(centers, runs[1][1], rtol=1e-5, atol=1e-4)
+        assert inertia == pytest.approx(runs[1][3], rel=1e-6)
+    assert gpu._fused_tpp(n, d) in gpu.FUSED_TPP
+    with pytest.raises(InvalidParameterError, match="threads_per_point"):
+        gpu.FusedLoop(X, weight, init, threads_per_point=3)
 
 
 @pytest.mark.gpu

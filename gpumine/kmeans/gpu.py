@@ -579,8 +579,18 @@ FUSED_TPP = (1, 2, 4, 8)
 
 
 def _fused_tpp(n: int, d: int) -> int:
-    """Threads per point: 4 (record loop-tpp-2026-11-24-*.json)."""
-    return int(os.environ.get("GPUMINE_FUSED_TPP", 4))
+    """Threads per point of the fused loop: with d <= 8, the most of 4, 2, 1 that keeps
+    ``n * tpp`` within two thirds of one block per SM; else 1.
+
+    Measured per iteration on the H100 (``loop-partials-2026-11-24-83b469a.json``, same
+    process, same labels): 5,000 x 8, k = 256 20.9 -> 17.9 us (tpp 4); 2,000 x 2, k = 3
+    14.0 -> 11.7 (tpp 4); slower wherever one thread a point already spans half the SMs
+    (17,695 x 18: 25 -> 29 at tpp 2) and at d = 32 (bank conflicts and spills: 27 -> 64 at
+    tpp 4)."""
+    if d > 8:
+        return 1
+    room = device_attribute("MultiProcessorCount") * _BLOCK * 2 // 3
+    return next(t for t in (4, 2, 1) if n * t <= room)
 
 
 @declares(_LOOP, "lloyd_loop", _TYPES, ASSIGN_DIMS, (_BLOCK,), FUSED_TPP)
