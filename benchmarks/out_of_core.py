@@ -92,15 +92,16 @@ def main():
     cp.cuda.Device().synchronize()
     record["fit_s"] = time.perf_counter() - started
     chunked.chunk_step = real_step
-    chunks_per_pass = -(-rows // BLOCK_ROWS)
-    lloyd_passes = len(passes) / chunks_per_pass
+    lloyd_passes = int(model.n_iter_)  # one chunk_step per chunk per iteration
+    chunks_per_pass = len(passes) / lloyd_passes
     record.update({
         "n_iter": int(model.n_iter_), "inertia": float(model.inertia_),
         "labels_shape": list(model.labels_.shape),
         "labels_used": int(np.unique(model.labels_[:: max(1, rows // 10_000_000)]).size),
         "strategies": {k: str(v) for k, v in getattr(model, "strategies_", {}).items()},
         "lloyd_chunk_steps": len(passes), "lloyd_passes": lloyd_passes,
-        "lloyd_pass_s": ((passes[-1] - passes[0]) / max(1.0, lloyd_passes - 1)
+        # first to last chunk of the Lloyd passes: all of them but one chunk
+        "lloyd_pass_s": ((passes[-1] - passes[0]) / (lloyd_passes - 1 / chunks_per_pass)
                          if len(passes) > 1 else None),
     })
     if record["lloyd_pass_s"]:
