@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpumine.backend import cupy_module
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
 
 __all__ = ["column_means", "divided_row_sums"]
@@ -26,12 +27,6 @@ __all__ = ["column_means", "divided_row_sums"]
 _SOURCE = "columns.cu"
 _MAX_GRID_Y = 65535  # features per launch (grid.y)
 _ROW_BLOCK = 128
-
-
-def _cupy():
-    import cupy
-
-    return cupy
 
 
 @declares(_SOURCE, "column_sums", ("float", "double"), (BLOCK,))
@@ -49,7 +44,7 @@ def column_means(X):
     cupy.ndarray of shape (n_features,), float64
         NaN or infinite for a feature holding a NaN or an infinity.
     """
-    cp = _cupy()
+    cp = cupy_module()
     n, d = X.shape
     XT = X.T if X.T.flags.c_contiguous else cp.ascontiguousarray(X.T)
     blocks = max(1, min(-(-n // BLOCK), -(-device_attribute("MultiProcessorCount") * 8 // d)))
@@ -65,7 +60,7 @@ def column_means(X):
 def divided_row_sums(partial, divisor: float):
     """``partial.sum(axis=1) / divisor`` of a (rows, columns) float64 array, each row added
     left to right (the same value run to run); nothing is read back."""
-    cp = _cupy()
+    cp = cupy_module()
     rows, columns = partial.shape
     partial = cp.ascontiguousarray(partial)
     out = cp.empty(rows, dtype=cp.float64)

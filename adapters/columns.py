@@ -177,8 +177,9 @@ def _check_finite(name, chunks, nulls):
                            for v, m in zip(chunks, masks, strict=True)])
 
 
-def _arrow_column(name, column, nulls) -> _Column:
-    """Check an Arrow (chunked) column and expose its values as NumPy chunks."""
+def _arrow_column(name, column, nulls, scan=True) -> _Column:
+    """Check an Arrow (chunked) column and expose its values as NumPy chunks; ``scan=False``
+    leaves the NaN/inf scan to the caller (the device's, after the copy)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -212,7 +213,7 @@ def _arrow_column(name, column, nulls) -> _Column:
         else:
             masks.append(None)
         chunks.append(chunk.to_numpy(zero_copy_only=False))
-    missing = _merge_masks(chunks, masks, _check_finite(name, chunks, nulls))
+    missing = _merge_masks(chunks, masks, _check_finite(name, chunks, nulls) if scan else None)
     return _Column(name, chunks, missing, pa.types.is_float32(kind), host_bytes)
 
 
@@ -224,7 +225,7 @@ def _merge_masks(chunks, null_masks, nan_mask):
     return nulls if nan_mask is None else nulls | nan_mask
 
 
-def _pandas_column(name, series, nulls) -> _Column:
+def _pandas_column(name, series, nulls, scan=True) -> _Column:
     """Check a pandas column: NumPy-backed numbers are read in place, the rest through Arrow."""
     import pandas as pd
     import pyarrow as pa
@@ -235,7 +236,7 @@ def _pandas_column(name, series, nulls) -> _Column:
                                 "with sklearn's OneHotEncoder, or leave it out")
     if isinstance(dtype, np.dtype) and dtype.kind in "iuf":
         values = series.to_numpy(copy=False)
-        missing = _check_finite(name, [values], nulls)
+        missing = _check_finite(name, [values], nulls) if scan else None
         return _Column(name, [values], missing, dtype == np.float32, 0)
     if isinstance(dtype, np.dtype) and dtype.kind == "b":
         warnings.warn(f"{_describe(name)} is boolean: cast to float64", DataConversionWarning,
@@ -252,7 +253,7 @@ def _pandas_column(name, series, nulls) -> _Column:
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
         raise InvalidInputError(f"{_describe(name)} has dtype {dtype} with non-numeric values; "
                                 "select numeric columns only") from None
-    checked = _arrow_column(name, column, nulls)
+    checked = _arrow_column(name, column, nulls, scan)
     checked.host_bytes += column.nbytes
     return checked
 
@@ -273,12 +274,15 @@ def _columnar(frame, backend, dtype, nulls, out=None, allow_empty=False) -> Colu
         raise InvalidInputError(f"0 feature(s) (shape=({len(frame)}, 0)) while a minimum of 1 is "
                                 "required.")
     is_arrow = hasattr(frame, "column_names")
+    # Bound for the GPU with nulls="error", the NaN/inf scan is the device's, after the copy
+    # (_check_finite_device); the host scans the columns only when that fails, to name one.
+    deferred = backend.is_gpu and nulls == "error"
     checked = []
     for position, name in enumerate(names):
         if is_arrow:
-            checked.append(_arrow_column(name, frame.column(position), nulls))
+            checked.append(_arrow_column(name, frame.column(position), nulls, not deferred))
         else:
-            checked.append(_pandas_column(name, frame.iloc[:, position], nulls))
+            checked.append(_pandas_column(name, frame.iloc[:, position], nulls, not deferred))
     n_rows = len(frame)
     missing = None
     for column in checked:
@@ -299,7 +303,11 @@ def _columnar(frame, backend, dtype, nulls, out=None, allow_empty=False) -> Colu
         buffer = out[:, :n_samples]
     host_bytes = sum(c.host_bytes for c in checked)
     device_bytes = 0
-    for row, column in enumerate(checked):
+    staged = (backend.is_gpu and kept is None and n_samples > 0
+              and all(v.dtype == out_dtype for c in checked for v in c.chunks))
+    if staged:
+        device_bytes = _staged_columns(checked, buffer, backend)
+    for row, column in enumerate(checked if not staged else ()):
         start = out = 0
         for values in column.chunks:
             length = len(values)
@@ -317,8 +325,50 @@ def _columnar(frame, backend, dtype, nulls, out=None, allow_empty=False) -> Colu
                 target.set(np.ascontiguousarray(values))  # straight into the device buffer
             else:
                 target[...] = xp.asarray(values)  # one host-to-device copy, cast on the device
+    means = None
+    if deferred and n_samples > 0:
+        try:
+            means = _check_finite_device(buffer.T, backend)
+        except InvalidInputError:
+            for column in checked:  # the host's scan, to say which column (only on failure)
+                _check_finite(column.name, column.chunks, nulls)
+            raise
     feature_names = [str(n) for n in names] if all(isinstance(n, str) for n in names) else None
-    return Columns(buffer.T, feature_names, kept, host_bytes, device_bytes)
+    return Columns(buffer.T, feature_names, kept, host_bytes, device_bytes, means=means)
+
+
+def _staged_columns(checked, buffer, backend) -> int:
+    """The checked columns (each of ``buffer``'s dtype) into the (d, n) device ``buffer``
+    through one pinned buffer: host threads fill its rows, and each row goes up on a side
+    stream as soon as it is filled, while the next ones are being filled.
+
+    In place of one pageable ``set`` per column, which made the driver stage every column
+    through its own small pinned buffer, and left the copies to one thread. Returns the bytes
+    copied.
+    """
+    import cupyx
+
+    from gpumine.backend import host_pool
+
+    cp = backend.xp
+    d, n = buffer.shape
+    pinned = cupyx.empty_pinned((d, n), dtype=buffer.dtype)
+    stream = cp.cuda.Stream(non_blocking=True)
+    stream.wait_event(cp.cuda.get_current_stream().record())  # after buffer's allocation
+
+    def fill(row):
+        start = 0
+        for values in checked[row].chunks:
+            np.copyto(pinned[row, start:start + len(values)], values)
+            start += len(values)
+        return row
+
+    for row in host_pool().map(fill, range(d)):  # in row order, as the threads finish them
+        buffer[row].data.copy_from_host_async(pinned[row].ctypes.data, pinned[row].nbytes,
+                                              stream)
+    # sync: the pinned buffer returns to CuPy's pool on return, and the caller reads buffer
+    stream.synchronize()
+    return int(pinned.nbytes)
 
 
 def _output_dtype(all_float32: bool, dtype) -> np.dtype:

@@ -52,6 +52,7 @@ __all__ = [
     "get_backend",
     "gpu_available",
     "gpu_unavailable_reason",
+    "host_pool",
 ]
 
 DEVICES = ("auto", "cpu", "gpu")
@@ -192,6 +193,12 @@ def _host_pool():
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(_STAGING_THREADS, thread_name_prefix="gpumine-host")
+
+
+def host_pool():
+    """The host threads that fill and drain pinned staging buffers (one pool per process;
+    NumPy's copies release the GIL, so they run at once)."""
+    return _host_pool()
 
 
 def _slices(size: int):

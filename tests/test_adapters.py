@@ -454,6 +454,37 @@ def test_columnar_input_goes_straight_to_the_device(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_columns_go_up_through_pinned_rows_and_are_checked_there(rng, dtype):
+    """Columns of the output dtype (Arrow chunks too) are staged through one pinned buffer;
+    NaN/inf are found on the device after the copy, and the host then names the column."""
+    import pyarrow.dataset as ds
+
+    gpu = get_backend("gpu")
+    X = rng.normal(size=(300_001, 5)).astype(dtype)
+    table = pa.Table.from_batches(  # three chunks a column
+        [pa.record_batch({f"c{j}": X[a:b, j] for j in range(5)})
+         for a, b in ((0, 100_000), (100_000, 250_000), (250_000, 300_001))])
+    cols = as_columns(table, backend=gpu)
+    np.testing.assert_array_equal(cols.X.get(), X)
+    assert cols.device_bytes == X.nbytes
+    np.testing.assert_allclose(cols.means.get(), X.astype(np.float64).mean(axis=0), rtol=1e-9,
+                               atol=1e-12)
+    for bad, message in ((np.nan, "column 'c3' has 1 NaN values"),
+                         (np.inf, "column 'c3' has infinite values")):
+        broken = X.copy()
+        broken[299_999, 3] = bad
+        frame = pd.DataFrame(broken, columns=[f"c{j}" for j in range(5)])
+        with pytest.raises(InvalidInputError, match=message):
+            as_columns(frame, backend=gpu)
+        with pytest.raises(InvalidInputError, match=rf"batch 2 .*{message}"):
+            GPUKMeans(2, device="gpu", batch_rows=100_000).fit(
+                ds.dataset(pa.Table.from_pandas(frame)))
+    dropped = as_columns(pd.DataFrame({"a": [1.0, np.nan, 3.0]}), backend=gpu, nulls="drop")
+    assert dropped.X.get().ravel().tolist() == [1.0, 3.0]
+
+
+@pytest.mark.gpu
 def test_gpu_estimators_fit_arrow_and_parquet_columns(rng, tmp_path):
     centres = np.array([[0, 0], [6, 6], [0, 6]], dtype=float)
     X = centres[rng.randint(0, 3, 3000)] + rng.normal(0, 0.4, (3000, 2))
