@@ -479,7 +479,7 @@ def test_gpu_columns_go_up_through_pinned_rows_and_are_checked_there(rng, dtype)
             as_columns(frame, backend=gpu)
         with pytest.raises(InvalidInputError, match=rf"batch 2 .*{message}"):
             GPUKMeans(2, device="gpu", batch_rows=100_000).fit(
-                ds.dataset(pa.Table.from_pandas(frame)))
+                ds.dataset(pa.table({name: broken[:, j] for j, name in enumerate(frame)})))
     dropped = as_columns(pd.DataFrame({"a": [1.0, np.nan, 3.0]}), backend=gpu, nulls="drop")
     assert dropped.X.get().ravel().tolist() == [1.0, 3.0]
 
