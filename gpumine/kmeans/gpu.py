@@ -582,11 +582,10 @@ def _fused_tpp(n: int, d: int) -> int:
     """Threads per point of the fused loop: with d <= 8, the most of 4, 2, 1 that keeps
     ``n * tpp`` within two thirds of one block per SM; else 1.
 
-    Measured per iteration on the H100 (``loop-partials-2026-11-24-83b469a.json``, same
-    process, same labels): 5,000 x 8, k = 256 20.9 -> 17.9 us (tpp 4); 2,000 x 2, k = 3
-    14.0 -> 11.7 (tpp 4); slower wherever one thread a point already spans half the SMs
-    (17,695 x 18: 25 -> 29 at tpp 2) and at d = 32 (bank conflicts and spills: 27 -> 64 at
-    tpp 4)."""
+    Measured per iteration on the H100 (``loop-tpp-2026-11-24-a3f5be5.json``, same process,
+    same labels): 5,000 x 8, k = 256 20.9 -> 14.6 us at tpp 4; slower wherever one thread a
+    point already spans half the SMs (17,695 x 18: 25.3 -> 29.9 at tpp 4; 17,695 x 4, k = 16:
+    9.5 -> 10.3 at tpp 2) and at d = 32 (bank conflicts and spills: 26.6 -> 57.8 at tpp 4)."""
     if d > 8:
         return 1
     room = device_attribute("MultiProcessorCount") * _BLOCK * 2 // 3
