@@ -366,9 +366,8 @@ def _staged_columns(checked, buffer, backend) -> int:
     for row in host_pool().map(fill, range(d)):  # in row order, as the threads finish them
         buffer[row].data.copy_from_host_async(pinned[row].ctypes.data, pinned[row].nbytes,
                                               stream)
-    # sync: the pinned buffer returns to CuPy's pool on return, and the caller reads buffer
-    stream.synchronize()
-    return int(pinned.nbytes)
+    stream.synchronize()  # sync: the pinned buffer goes back to the pool; the caller reads X
+    return int(pinned.nbytes)  # sync: none, a host attribute
 
 
 def _output_dtype(all_float32: bool, dtype) -> np.dtype:
@@ -419,11 +418,10 @@ def _check_finite_device(X, backend):
     from gpumine.adapters.column_stats import column_means
 
     means = column_means(X)
-    # sync: 8 bytes a feature, the price of rejecting NaN/inf before the fit starts
-    if np.isfinite(backend.to_host(means)).all():
+    host_means = backend.to_host(means)  # sync: 8 bytes a feature, to reject NaN/inf up front
+    if np.isfinite(host_means).all():
         return means
-    # sync: one boolean, only when a sum is not finite
-    if not bool(backend.xp.isfinite(X).all()):
+    if not bool(backend.xp.isfinite(X).all()):  # sync: one boolean, only when a sum is not finite
         raise InvalidInputError("Input X contains NaN or infinity.")
     return None
 

@@ -179,7 +179,7 @@ def corel_fused_iteration(cp, C, start_centres, repeats=15) -> float:
             start.record()
             status = loop.run(0, iterations, 0.0)
             end.record()
-            end.synchronize()
+            end.synchronize()  # sync: the timed launch
             assert status.done == iterations and status.finished  # no early convergence
             times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
         return float(np.median(times))

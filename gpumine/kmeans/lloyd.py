@@ -122,8 +122,9 @@ def tolerance(X, tol: float, xp=np, mean=None) -> float:
             from gpumine.adapters.column_stats import column_means
 
             mean = column_means(X)
-        # sync: 8 bytes a feature, once per fit (NumPy's mean of them, as the CPU path's)
-        return float(np.mean(feature_variance(X, mean).get())) * tol
+        # NumPy's mean of the d variances, as the CPU path's
+        variances = feature_variance(X, mean).get()  # sync: 8 bytes a feature, once per fit
+        return float(np.mean(variances)) * tol  # sync: none, host values
     if X.flags.f_contiguous and not X.flags.c_contiguous:
         # column-major: one feature at a time, so the temporary is one column, not all of X
         return float(np.mean([float(xp.var(X[:, j])) for j in range(X.shape[1])])) * tol
