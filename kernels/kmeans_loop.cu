@@ -59,9 +59,10 @@ __device__ __forceinline__ void load_point(const T* __restrict__ XT, index_t n, 
 // With TPP threads per point (a group of TPP consecutive lanes holding the same point), lane r
 // of the group walks centres r, r + TPP, r + 2 TPP, ... and the group combines its minima by
 // (distance, index): the lowest index among the smallest distances, as the serial walk finds,
-// from the same per-centre sums. TPP lanes per point cut a point's chain of dependent work
-// TPP-fold: with one point per thread a Corel-size iteration was latency-bound (70 blocks,
-// 8 warps an SM; record loop-variants-2026-11-24-db0e0d2.json).
+// from the same per-centre sums. It pays where one thread a point leaves most SMs idle (5,000
+// x 8, k = 256: 20.9 -> 14.6 us an iteration at TPP 4); where one thread a point already
+// spans half the SMs (Corel size: 25.3 -> 29.9 us) or at d = 32 it is slower (record
+// loop-tpp-2026-11-24-a3f5be5.json; gpu._fused_tpp chooses).
 template <typename T, int DMAX, int TPP>
 __device__ __forceinline__ int nearest(const T (&x)[DMAX], const T* tile, int k, int r) {
     constexpr int kTogether = 8;
