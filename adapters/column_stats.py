@@ -9,10 +9,8 @@ Two launches and no CuPy reduction: at Corel size (17,695 x 18) on the H100 the 
 costs 88 us where CuPy's ``isfinite(X).all()`` and ``X.mean(axis=0, dtype=float64)`` cost
 72 and 46 (record ``session-scratch-2026-11-24-a1ef4bd.json``).
 
->>> import numpy as np
->>> from gpumine.adapters.column_stats import column_means  # doctest: +SKIP
->>> column_means(cupy.asarray(np.asfortranarray([[1.0, 2.0], [3.0, 6.0]]))).get()  # doctest: +SKIP
-array([2., 4.])
+``column_means(X)`` of a CuPy (n, d) array returns the d means on the device; reading them
+back is the caller's one sync (``_check_finite_device`` in ``adapters/columns.py``).
 """
 
 from __future__ import annotations
