@@ -6,7 +6,9 @@ order at every call, each chunk validated and on the backend. Two kinds:
 
 * :func:`dataset_chunks` -- a ``pyarrow.dataset.Dataset`` (a Parquet file, folder or
   list of files, with the columns and filter pyarrow expresses), read record batch by
-  record batch at every pass, so no more than a batch is ever in memory;
+  record batch at every pass, the next batch converted on a background thread while the
+  current one is used (:mod:`gpumine.adapters.read_ahead`), so no more than two batches
+  are ever in memory;
 * :func:`array_chunks` -- slices of an array already validated (what
   ``GPUKMeans(batch_rows=...)`` streams, so that small data exercises the same path).
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpumine.adapters.columns import as_columns
+from gpumine.adapters.read_ahead import ReadAheadStream, read_ahead
 from gpumine.adapters.sources import check_numeric
 from gpumine.exceptions import InvalidInputError
 
@@ -94,18 +97,18 @@ def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
         dtype = np.float32 if float32 else np.float64
     dtype = np.dtype(dtype)
 
-    def chunks():
-        first = 0
-        for index, batch in enumerate(dataset.to_batches(columns=names, batch_size=batch_rows)):
-            if batch.num_rows == 0:
-                continue
-            try:
-                X = as_columns(batch, backend=backend, dtype=dtype).X
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"batch {index} (rows {first} to "
-                                        f"{first + batch.num_rows - 1}): {exc}") from None
-            first += batch.num_rows
-            yield X, None
+    def convert(index, first, batch, out):
+        try:
+            return as_columns(batch, backend=backend, dtype=dtype, out=out).X, None
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"batch {index} (rows {first} to "
+                                    f"{first + batch.num_rows - 1}): {exc}") from None
+
+    stream = ReadAheadStream(backend)
+
+    def chunks():  # the next batch is read, checked and copied while this one is used
+        return read_ahead(dataset.to_batches(columns=names, batch_size=batch_rows), convert,
+                          backend=backend, width=len(names), dtype=dtype, stream=stream)
 
     return StreamedInput(chunks, len(names), names, dtype)
 

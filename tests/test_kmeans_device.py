@@ -420,6 +420,34 @@ def test_streamed_gpu_fit_with_a_float64_update_is_bit_equal_to_in_memory(cp, up
 
 
 @pytest.mark.gpu
+def test_a_parquet_dataset_read_ahead_on_the_gpu_equals_the_in_memory_fit(cp, tmp_path):
+    """A Parquet dataset streamed through the GPU, each batch read, checked and copied on the
+    read-ahead thread while the one before is computed (adapters/read_ahead.py): with
+    update="sort" the fit and predict equal the in-memory fit's bit for bit, batch after
+    batch of uneven sizes (files of 70,001 rows, batches of 32,768)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(12)
+    X = (rng.standard_normal((210_003, 12)) + 50.0).astype(np.float32)
+    names = [f"f{j}" for j in range(12)]
+    for part, start in enumerate(range(0, len(X), 70_001)):
+        piece = X[start:start + 70_001]
+        pq.write_table(pa.table({n: piece[:, j] for j, n in enumerate(names)}),
+                       tmp_path / f"part-{part}.parquet", row_group_size=20_000)
+    dataset = ds.dataset(sorted(tmp_path.glob("*.parquet")), format="parquet")
+    init = X[rng.choice(len(X), 40, replace=False)]
+    kw = dict(init=init, max_iter=12, tol=0, device="gpu", update="sort")
+    memory = GPUKMeans(40, **kw).fit(X)
+    streamed = GPUKMeans(40, batch_rows=32_768, **kw).fit(dataset)
+    np.testing.assert_array_equal(cp.asnumpy(streamed.labels_), memory.labels_)
+    np.testing.assert_array_equal(streamed.cluster_centers_, memory.cluster_centers_)
+    assert streamed.n_iter_ == memory.n_iter_
+    np.testing.assert_array_equal(streamed.predict(dataset), memory.labels_)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_cupy_init_array_stays_on_the_device_and_equals_host_init(cp, dtype, rng):
     X = rng.normal(size=(3000, 5)).astype(dtype)
