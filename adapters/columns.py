@@ -75,6 +75,8 @@ __all__ = ["NULLS", "Columns", "as_columns", "validate_input"]
 NULLS = ("error", "drop")
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
+#: The fewest elements of a piece of a column staged by one host thread (1 MB of float32).
+_MIN_PIECE = 1 << 18
 
 
 @dataclass
@@ -339,33 +341,42 @@ def _columnar(frame, backend, dtype, nulls, out=None, allow_empty=False) -> Colu
 
 def _staged_columns(checked, buffer, backend) -> int:
     """The checked columns (each of ``buffer``'s dtype) into the (d, n) device ``buffer``
-    through one pinned buffer: host threads fill its rows, and each row goes up on a side
-    stream as soon as it is filled, while the next ones are being filled.
+    through one pinned buffer: host threads fill it piece by piece, and each piece goes up
+    on a side stream as soon as it is filled, while the next ones are being filled.
 
     In place of one pageable ``set`` per column, which made the driver stage every column
-    through its own small pinned buffer, and left the copies to one thread. Returns the bytes
+    through its own small pinned buffer, and left the copies to one thread. The pieces are
+    columns cut so that every thread of the host pool has two or more (a column a piece left
+    threads idle where d is smaller than the pool: WaveCluster's d = 2). Returns the bytes
     copied.
     """
     import cupyx
 
-    from gpumine.backend import host_pool
+    from gpumine.backend import host_pool, host_pool_threads
 
     cp = backend.xp
     d, n = buffer.shape
     pinned = cupyx.empty_pinned((d, n), dtype=buffer.dtype)
     stream = cp.cuda.Stream(non_blocking=True)
     stream.wait_event(cp.cuda.get_current_stream().record())  # after buffer's allocation
-
-    def fill(row):
+    piece = max(_MIN_PIECE, -(-d * n // (2 * host_pool_threads())))
+    pieces = []  # (row, source values, first element in the row)
+    for row, column in enumerate(checked):
         start = 0
-        for values in checked[row].chunks:
-            np.copyto(pinned[row, start:start + len(values)], values)
+        for values in column.chunks:
+            for offset in range(0, len(values), piece):
+                pieces.append((row, values[offset:offset + piece], start + offset))
             start += len(values)
-        return row
 
-    for row in host_pool().map(fill, range(d)):  # in row order, as the threads finish them
-        buffer[row].data.copy_from_host_async(pinned[row].ctypes.data, pinned[row].nbytes,
-                                              stream)
+    def fill(item):
+        row, values, start = item
+        np.copyto(pinned[row, start:start + len(values)], values)
+        return item
+
+    for row, values, start in host_pool().map(fill, pieces):  # in order, as they finish
+        stop = start + len(values)
+        buffer[row, start:stop].data.copy_from_host_async(
+            pinned[row, start:stop].ctypes.data, pinned[row, start:stop].nbytes, stream)
     stream.synchronize()  # sync: the pinned buffer goes back to the pool; the caller reads X
     return int(pinned.nbytes)  # sync: none, a host attribute
 

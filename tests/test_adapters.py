@@ -482,6 +482,15 @@ def test_gpu_columns_go_up_through_pinned_rows_and_are_checked_there(rng, dtype)
                 ds.dataset(pa.table({name: broken[:, j] for j, name in enumerate(frame)})))
     dropped = as_columns(pd.DataFrame({"a": [1.0, np.nan, 3.0]}), backend=gpu, nulls="drop")
     assert dropped.X.get().ravel().tolist() == [1.0, 3.0]
+    # few long columns are cut into pieces (one host thread each): 3 pieces a column here,
+    # into a new buffer and into a slice of a caller's wider one
+    tall = rng.normal(size=(600_003, 2)).astype(dtype)
+    tall_table = pa.table({"u": tall[:, 0], "v": tall[:, 1]})
+    np.testing.assert_array_equal(as_columns(tall_table, backend=gpu).X.get(), tall)
+    wider = gpu.xp.full((2, 700_000), -1, dtype=dtype)
+    as_columns(tall_table, backend=gpu, out=wider[:, 50_000:650_003])
+    np.testing.assert_array_equal(wider[:, 50_000:650_003].get().T, tall)
+    assert (wider[:, :50_000] == -1).all() and (wider[:, 650_003:] == -1).all()
 
 
 @pytest.mark.gpu
