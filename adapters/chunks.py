@@ -15,6 +15,7 @@ order at every call, each chunk validated and on the backend. Two kinds:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,8 +26,8 @@ from gpumine.adapters.read_ahead import ReadAheadStream, read_ahead
 from gpumine.adapters.sources import check_numeric
 from gpumine.exceptions import InvalidInputError
 
-__all__ = ["DEFAULT_BATCH_ROWS", "StreamedInput", "array_chunks", "dataset_chunks",
-           "is_dataset"]
+__all__ = ["DEFAULT_BATCH_ROWS", "PinnedCache", "StreamedInput", "array_chunks",
+           "dataset_chunks", "is_dataset"]
 
 #: Rows per chunk of a streamed dataset when ``batch_rows`` is not given.
 DEFAULT_BATCH_ROWS = 1 << 20
@@ -40,6 +41,7 @@ class StreamedInput:
     n_features: int
     feature_names: list[str]
     dtype: np.dtype
+    cache: PinnedCache | None = None
 
 
 def is_dataset(data) -> bool:
@@ -52,8 +54,63 @@ def is_dataset(data) -> bool:
     return isinstance(data, ds.Dataset)
 
 
+def _available_host_bytes() -> int:
+    """The host memory the OS calls available now (0 where it does not say)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+class PinnedCache:
+    """The converted batches of a GPU stream, kept in page-locked host memory.
+
+    Every pass of a streamed fit reads the data again: pyarrow reads (or decodes) each
+    batch, the host threads copy it into pinned memory and check it on the device. That
+    costs more than the copy to the device alone -- the host's memory bandwidth is shared
+    by the staging copy and the device's reads (measured on the H100 machine, 10M x 32
+    float32 from an in-memory table: 23 GB/s against 51 GB/s for a pinned copy). When the
+    data fits ``budget`` bytes, the batches are kept pinned after their conversion and
+    later passes copy them straight up.
+
+    The first complete pass counts the bytes; if they fit, the next complete pass keeps
+    each converted batch (a device-to-host copy on the read-ahead thread, in its own
+    page-locked buffer, freed with this cache); every pass after that reads the cache.
+    A pass abandoned half-way keeps nothing. On the CPU, or with ``budget`` 0, nothing is
+    kept.
+    """
+
+    def __init__(self, backend, budget: int | None):
+        self.backend = backend
+        self.budget = _available_host_bytes() // 2 if budget is None else int(budget)
+        self.parts: list = []
+        self.complete = False
+        self._enabled = False
+        self._keeping = False
+        self._counted = 0
+
+    def pass_over(self, batches):
+        """``batches`` unchanged; a pass that ends decides (or completes) the cache."""
+        self.parts, self._counted = [], 0
+        self._keeping = self._enabled
+        yield from batches
+        if self._keeping:
+            self.complete = True
+        else:
+            self._enabled = 0 < self._counted <= self.budget
+
+    def keep(self, out) -> None:
+        """Count, and in the keeping pass keep, one converted (d, rows) device batch (on
+        the read-ahead thread, after the batch is complete)."""
+        self._counted += out.nbytes
+        if self._keeping:
+            part = self.backend.pinned_array(out.shape, out.dtype)
+            out.get(out=part)  # sync: the read-ahead thread's own stream
+            self.parts.append(part)
+
+
 def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
-                   dtype=None) -> StreamedInput:
+                   dtype=None, cache_bytes: int | None = None) -> StreamedInput:
     """Stream a ``pyarrow.dataset.Dataset`` (every column) as validated chunks.
 
     The columns are checked from the schema before any row is read; the chunks are
@@ -70,6 +127,11 @@ def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
         The most rows of a chunk (row groups may give fewer).
     dtype : dtype, optional
         The chunks' dtype; default float32 when every column is float32, else float64.
+    cache_bytes : int, optional
+        On the GPU, the most bytes of converted batches kept in page-locked host memory
+        for the passes after the second (:class:`PinnedCache`); default half the host
+        memory available when the source is made; 0 keeps nothing (``predict``'s one
+        pass).
 
     Raises
     ------
@@ -97,20 +159,33 @@ def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
         dtype = np.float32 if float32 else np.float64
     dtype = np.dtype(dtype)
 
+    cache = PinnedCache(backend, cache_bytes if backend.is_gpu else 0)
+
     def convert(index, first, batch, out):
         try:
-            return as_columns(batch, backend=backend, dtype=dtype, out=out).X, None
+            X = as_columns(batch, backend=backend, dtype=dtype, out=out).X
         except InvalidInputError as exc:
             raise InvalidInputError(f"batch {index} (rows {first} to "
                                     f"{first + batch.num_rows - 1}): {exc}") from None
+        cache.keep(out)
+        return X, None
+
+    def upload(index, first, part, out):  # a cached batch: checked already
+        out.set(part, stream=backend.xp.cuda.get_current_stream())
+        backend.synchronize()  # sync: the read-ahead thread's own stream, not the caller's
+        return out.T, None
 
     stream = ReadAheadStream(backend)
 
     def chunks():  # the next batch is read, checked and copied while this one is used
-        return read_ahead(dataset.to_batches(columns=names, batch_size=batch_rows), convert,
-                          backend=backend, width=len(names), dtype=dtype, stream=stream)
+        if cache.complete:
+            return read_ahead(cache.parts, upload, backend=backend, width=len(names),
+                              dtype=dtype, stream=stream, rows=lambda part: part.shape[1])
+        batches = cache.pass_over(dataset.to_batches(columns=names, batch_size=batch_rows))
+        return read_ahead(batches, convert, backend=backend, width=len(names), dtype=dtype,
+                          stream=stream)
 
-    return StreamedInput(chunks, len(names), names, dtype)
+    return StreamedInput(chunks, len(names), names, dtype, cache)
 
 
 def array_chunks(X, sample_weight, rows: int):

@@ -8,9 +8,10 @@ computes on the current one.
 
 Memory: the chunks are written into ``slots`` buffers (two: double buffering), each
 allocated at its first batch on the caller's stream (where the caller's work on it is
-ordered), so a pass holds two chunks on the backend, not one. On the GPU the thread writes a slot again only after the caller's stream has
-passed the point where the caller asked for the next chunk (a CUDA event the thread's
-stream waits on; no host wait). A chunk is therefore valid until the next one is asked
+ordered), so a pass holds two chunks on the backend, not one. On the GPU the thread
+writes a slot again only after the caller's stream has passed the point where the
+caller asked for the next chunk (a CUDA event the thread's stream waits on; no host
+wait). A chunk is therefore valid until the next one is asked
 for -- the contract of a chunk source (:data:`gpumine.kmeans.chunked.ChunkSource`).
 """
 
@@ -92,13 +93,14 @@ class ReadAheadStream:
 
 
 def read_ahead(batches: Iterable, convert: Callable, *, backend, width: int, dtype,
-               stream: ReadAheadStream, slots: int = 2) -> Iterator:
+               stream: ReadAheadStream, slots: int = 2,
+               rows: Callable = lambda batch: batch.num_rows) -> Iterator:
     """Yield ``convert(index, first_row, batch, out)`` for every non-empty batch, each
     converted on a background thread while the caller works on the one before.
 
     Parameters
     ----------
-    batches : iterable of pyarrow.RecordBatch
+    batches : iterable of pyarrow.RecordBatch (or of anything ``rows`` measures)
         Iterated on the background thread only.
     convert : callable
         ``convert(index, first_row, batch, out)`` returns the chunk, written into ``out``,
@@ -112,6 +114,8 @@ def read_ahead(batches: Iterable, convert: Callable, *, backend, width: int, dty
         The source's background stream.
     slots : int, default=2
         Chunk buffers: the caller's chunk and the next one being converted.
+    rows : callable, default ``batch.num_rows``
+        The rows of a batch.
 
     Yields
     ------
@@ -154,16 +158,16 @@ def read_ahead(batches: Iterable, convert: Callable, *, backend, width: int, dty
             with stream.context():
                 first = 0
                 for index, batch in enumerate(batches):
-                    rows = batch.num_rows
-                    if rows == 0:
+                    size = rows(batch)
+                    if size == 0:
                         continue
                     slot = blocking(free.get)
                     if slot is None:
                         return
-                    stream.prepare(slot, rows * width, dtype, caller)
-                    out = slot.buffer[:rows * width].reshape(width, rows)
+                    stream.prepare(slot, size * width, dtype, caller)
+                    out = slot.buffer[:size * width].reshape(width, size)
                     chunk = convert(index, first, batch, out)
-                    first += rows
+                    first += size
                     blocking(ready.put, (slot, chunk))
             blocking(ready.put, _END)
         except BaseException as error:  # raised again by the caller, at this chunk

@@ -15,8 +15,11 @@ Measured in one process (``gpumine.bench.timing``, host clock: host data in, res
   centre difference; and the same between two in-memory fits, the run-to-run noise of
   the atomic update's summation order), and the same with ``update="sort"`` (float64 sums
   throughout);
-* the same fit from a ``pyarrow`` dataset of X in host memory (read at every pass: the
-  host-to-device stream), its time per iteration and bytes per second against the pinned copy;
+* the same fit from a ``pyarrow`` dataset of X in host memory, its time per iteration and
+  bytes per second against the pinned copy: as users run it (passes after the second copy
+  the batches kept in page-locked memory, ``adapters.chunks.PinnedCache``), with that cache
+  off (every pass read, staged and checked: the stream of data larger than host memory),
+  and from 10 Parquet files of X in the page cache;
 * WaveCluster on 16.7M 2-d points, grid 4096: ``fit`` in memory and streamed, and
   whether the labels are equal.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import tempfile
 
 import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
@@ -40,6 +44,7 @@ from gpumine.bench.timing import measure
 def kmeans_section(backend, batch_rows: int) -> dict:
     import pyarrow as pa
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
     from gpumine.kmeans import GPUKMeans
 
@@ -81,6 +86,37 @@ def kmeans_section(backend, batch_rows: int) -> dict:
     out["dataset_fit_times_s"] = {"2": two.times, "10": ten.times}
     out["dataset_bytes_per_s"] = X.nbytes / out["dataset_iteration_s"]
     out["dataset_over_pinned_h2d"] = out["dataset_bytes_per_s"] / out["pinned_h2d_bytes_per_s"]
+    # The same data as Parquet files (10 files, snappy, in the page cache: host memory), and
+    # the in-memory table again with the pinned cache off (every pass read and staged).
+    with tempfile.TemporaryDirectory() as folder:
+        for part, start in enumerate(range(0, len(X), 1_000_000)):
+            piece = X[start:start + 1_000_000]
+            pq.write_table(pa.table({f"x{j}": piece[:, j] for j in range(X.shape[1])}),
+                           f"{folder}/part-{part:02d}.parquet")
+        files = ds.dataset(folder, format="parquet")
+        two = measure(lambda: fit(2, batch_rows=batch_rows, data=files), backend, repeats=3,
+                      budget_seconds=None, clock="host")
+        ten = measure(lambda: fit(10, batch_rows=batch_rows, data=files), backend, repeats=3,
+                      budget_seconds=None, clock="host")
+    out["parquet_iteration_s"] = (ten.seconds - two.seconds) / 8
+    out["parquet_fit_times_s"] = {"2": two.times, "10": ten.times}
+    out["parquet_over_pinned_h2d"] = (X.nbytes / out["parquet_iteration_s"]
+                                      / out["pinned_h2d_bytes_per_s"])
+    import gpumine.adapters.chunks as chunk_sources
+
+    saved = chunk_sources._available_host_bytes
+    chunk_sources._available_host_bytes = lambda: 0  # no budget: the cache stays off
+    try:
+        two = measure(lambda: fit(2, batch_rows=batch_rows, data=dataset), backend, repeats=3,
+                      budget_seconds=None, clock="host")
+        ten = measure(lambda: fit(10, batch_rows=batch_rows, data=dataset), backend,
+                      repeats=3, budget_seconds=None, clock="host")
+    finally:
+        chunk_sources._available_host_bytes = saved
+    out["uncached_dataset_iteration_s"] = (ten.seconds - two.seconds) / 8
+    out["uncached_dataset_fit_times_s"] = {"2": two.times, "10": ten.times}
+    out["uncached_dataset_over_pinned_h2d"] = (X.nbytes / out["uncached_dataset_iteration_s"]
+                                               / out["pinned_h2d_bytes_per_s"])
 
     memory, again = fit(10), fit(10)
     streamed = fit(10, batch_rows=batch_rows)

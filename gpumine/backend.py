@@ -160,6 +160,18 @@ class Backend:
         """
         return HostBuffer(shape, dtype)
 
+    def pinned_array(self, shape, dtype) -> np.ndarray:
+        """A NumPy array in page-locked host memory of its own (GPU backend only).
+
+        Not from CuPy's pinned pool: the memory is unlocked and returned when the array
+        (and every view of it) is gone, rather than kept by the pool for the process.
+        """
+        pinned = self.xp.cuda.pinned_memory
+        count = int(np.prod(shape))
+        memory = pinned.PinnedMemory(max(1, count * np.dtype(dtype).itemsize))
+        flat = np.frombuffer(pinned.PinnedMemoryPointer(memory, 0), dtype=dtype, count=count)
+        return flat.reshape(shape)
+
     def synchronize(self) -> None:
         """Wait for all queued device work (a no-op on the CPU)."""
         if self.is_gpu:

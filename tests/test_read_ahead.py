@@ -56,14 +56,14 @@ def test_chunks_come_in_order_and_stay_valid_until_the_next_is_asked_for(cpu):
     expected = [np.column_stack([c.to_numpy() for c in b.columns]) for b in batches
                 if b.num_rows]
     firsts = np.cumsum([0] + [len(e) for e in expected])[:-1]
-    seen = 0
+    indices = []
     for (chunk, (index, first)), want, first_row in zip(_stream(cpu, batches), expected, firsts,
                                                         strict=True):
         time.sleep(0.02)  # the thread fills the other slot now
         np.testing.assert_array_equal(chunk, want)
         assert first == first_row
-        seen += 1
-    assert seen == 6 and index == 6  # batch 2 (empty) skipped, indices are the batches'
+        indices.append(index)
+    assert indices == [0, 1, 3, 4, 5, 6]  # batch 2 (empty) skipped, indices are the batches'
     assert not _threads()
 
 
@@ -138,3 +138,51 @@ def test_device_chunks_stay_valid_while_the_caller_works_on_them(cp):
     for got, expected in zip(sums, want, strict=True):
         np.testing.assert_allclose(cp.asnumpy(got), expected, rtol=1e-12)
     assert not _threads()
+
+
+def test_a_cpu_dataset_stream_keeps_no_cache(cpu):
+    import pyarrow.dataset as ds
+
+    from gpumine.adapters.chunks import dataset_chunks
+
+    stream = dataset_chunks(ds.dataset(pa.Table.from_batches(_batches([4, 4]))), backend=cpu,
+                            batch_rows=4)
+    for _ in range(3):
+        assert sum(len(X) for X, _ in stream.chunks()) == 8
+    assert stream.cache.budget == 0 and not stream.cache.complete and not stream.cache.parts
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("budget", [None, 1000])
+def test_gpu_dataset_passes_after_the_second_come_from_the_pinned_cache(cp, budget):
+    """Pass 1 counts, pass 2 keeps every converted batch in page-locked memory, passes 3 and
+    on copy those up: the same chunks every pass. A budget smaller than the data keeps
+    nothing; a keeping pass abandoned half-way keeps nothing and the next one keeps."""
+    import pyarrow.dataset as ds
+
+    from gpumine.adapters.chunks import dataset_chunks
+
+    gpu = get_backend("gpu")
+    batches = _batches([5000, 5000, 1234], seed=9)
+    want = np.concatenate([np.column_stack([c.to_numpy() for c in b.columns]) for b in batches])
+    stream = dataset_chunks(ds.dataset(pa.Table.from_batches(batches)), backend=gpu,
+                            batch_rows=5000, cache_bytes=budget)
+
+    def one_pass():
+        return np.concatenate([cp.asnumpy(X) for X, _ in stream.chunks()])
+
+    np.testing.assert_array_equal(one_pass(), want)
+    assert not stream.cache.complete
+    if budget is None:  # abandon the keeping pass after one chunk
+        chunks = stream.chunks()
+        next(chunks)
+        chunks.close()
+        assert not stream.cache.complete
+    np.testing.assert_array_equal(one_pass(), want)
+    assert stream.cache.complete == (budget is None)
+    for _ in range(2):
+        np.testing.assert_array_equal(one_pass(), want)
+    if budget is None:
+        assert [p.shape for p in stream.cache.parts] == [(3, 5000), (3, 5000), (3, 1234)]
+    else:
+        assert not stream.cache.parts

@@ -360,8 +360,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
 
     def _predict_streamed(self, dataset, backend):
         """``predict`` of a pyarrow dataset, batch by batch; NumPy labels."""
-        stream = dataset_chunks(dataset, backend=backend,
-                                batch_rows=self.batch_rows or DEFAULT_BATCH_ROWS)
+        stream = dataset_chunks(dataset, backend=backend,  # one pass: nothing to cache
+                                batch_rows=self.batch_rows or DEFAULT_BATCH_ROWS, cache_bytes=0)
         names = getattr(self, "feature_names_in_", None)
         if stream.n_features != self.n_features_in_ or (
                 names is not None and list(names) != stream.feature_names):
