@@ -76,10 +76,13 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         (``"numpy"`` on the CPU, ``"atomic"`` on the GPU).
     batch_rows : int or None, default=None
         Stream X in chunks of this many rows (:mod:`gpumine.kmeans.chunked`): every
-        pass reads the chunks again, so only one chunk (and the labels) need be in
+        pass reads the chunks again, so only two chunks (and the labels) need be in
         memory. A ``pyarrow.dataset.Dataset`` (Parquet data larger than the host's
         or the GPU's memory) always streams, in chunks of 2**20 rows when this is
-        None; other input streams only when it is set. From the same initial
+        None, the next chunk read while the current one is computed; on the GPU, data
+        that fits in half the free host memory is kept page-locked after the second
+        pass (:class:`gpumine.adapters.chunks.PinnedCache`). Other input streams only
+        when this is set. From the same initial
         centres a streamed fit gives the in-memory fit's labels, ``n_iter_`` and
         centres up to float64 rounding; a string or callable ``init`` runs on a
         uniform sample of 100,000 rows drawn in one pass.

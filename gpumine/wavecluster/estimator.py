@@ -76,10 +76,12 @@ class WaveCluster(GpumineEstimator):
     batch_rows : int or None, default=None
         Stream X in chunks of this many rows: a pass for the bounds, one for the
         grid's histogram, one to weigh the components and one to label the points,
-        none holding more than a chunk and the labels. A ``pyarrow.dataset.Dataset``
-        always streams (chunks of 2**20 rows when this is None). Unweighted, the
+        none holding more than two chunks and the labels. A ``pyarrow.dataset.Dataset``
+        always streams (chunks of 2**20 rows when this is None; the next chunk read
+        while the current one is used, and on the GPU the chunks kept page-locked after
+        the second pass when they fit in half the free host memory). Unweighted, the
         result equals the in-memory fit's, on the CPU and on the GPU (whose device then
-        holds a chunk and the grids, not X).
+        holds two chunks and the grids, not X).
 
     Attributes
     ----------
