@@ -37,7 +37,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
-from gpumine.exceptions import InvalidInputError, InvalidParameterError, MissingDependency
+from gpumine.dask.blocks import dask_modules, persisted_blocks
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.chunked import merge_moments
 from gpumine.kmeans.lloyd import average_centers, stopping_rule
 
@@ -45,12 +46,7 @@ __all__ = ["GPUKMeans"]
 
 
 def _dask():
-    try:
-        import dask
-        import dask.array as da
-    except ImportError as exc:
-        raise MissingDependency('gpumine.dask needs Dask: pip install "gpumine[dask]"') from exc
-    return dask, da
+    return dask_modules()
 
 
 def _backend(device):
@@ -242,17 +238,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
 
     def _blocks(self, X):
         """The collection as a persisted dask array of row blocks (one block across columns)."""
-        _, da = _dask()
-        if hasattr(X, "to_dask_array"):  # a dask DataFrame: chunk sizes found here if unknown
-            X = X.to_dask_array(lengths=True)
-        if not isinstance(X, da.Array):
-            raise InvalidInputError(f"expected a dask array or dataframe, got {type(X).__name__}")
-        if X.ndim != 2:
-            raise InvalidInputError(f"X must be 2-D, got {X.ndim} dimensions")
-        if any(np.isnan(c) for c in X.chunks[0]):
-            X = X.compute_chunk_sizes()
-        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
-        return X.astype(dtype).rechunk({1: -1}).persist()
+        return persisted_blocks(X)
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit on a ``dask.array`` (n_samples, n_features) or a numeric ``dask.dataframe``.

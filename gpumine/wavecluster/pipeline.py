@@ -41,7 +41,8 @@ from gpumine.wavecluster.engine import (
 )
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
 
-__all__ = ["Stages", "fit_wavecluster", "fit_wavecluster_chunked", "stages_for"]
+__all__ = ["Stages", "chunk_components", "fit_wavecluster", "fit_wavecluster_chunked",
+           "grid_components", "stages_for"]
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,8 @@ def stages_for(backend, *, device_labels: bool = True) -> Stages:
     return gpu.stages(device_labels=device_labels)
 
 
-def _components(stages, fine, *, wavelet, levels, threshold, connectivity, min_cluster_size,
-                label):
+def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
+                    min_cluster_size, label):
     """Low-pass the fine grid, resolve the threshold and label the coarse foreground:
     ``(threshold, components, n_components)``. ``fine`` is a one-element list holding the
     fine grid; it is emptied, so the grid is freed before the labelling."""
@@ -178,7 +179,7 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
     point_cells, *fine = stages.histogram(X, sample_weight, bounds, grid_shape)
     prepared = (stages.prepare(X.shape[0], coarse_shape(grid_shape, wavelet, levels))
                 if stages.prepare is not None else None)
-    threshold, components, n_components = _components(
+    threshold, components, n_components = grid_components(
         stages, fine, wavelet=wavelet, levels=levels, threshold=threshold,
         connectivity=connectivity, min_cluster_size=min_cluster_size, label=label)
     point_component = stages.point_components(point_cells, components, wavelet, levels,
@@ -195,6 +196,14 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
         bounds=np.asarray(bounds, dtype=np.float64),
         threshold=float(threshold),  # sync: none, a host number
         n_clusters=n_clusters)
+
+
+def chunk_components(stages, X, bounds, grid_shape, components, wavelet, levels):
+    """Each point's component (``stages.point_components``' ids: 0 for background) in the
+    labelled coarse grid ``components``; what the chunked and distributed fits' later passes
+    compute per chunk."""
+    point_cells, _ = stages.histogram(X, None, bounds, grid_shape)
+    return stages.point_components(point_cells, components, wavelet, levels, grid_shape)
 
 
 def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, levels, wavelet,
@@ -215,13 +224,12 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
     fine = [xp.zeros(grid_shape, dtype=xp.float64)]
     for X, w in chunks():
         fine[0] += stages.histogram(X, w, bounds, grid_shape)[1]
-    threshold, components, n_components = _components(
+    threshold, components, n_components = grid_components(
         stages, fine, wavelet=wavelet, levels=levels, threshold=threshold,
         connectivity=connectivity, min_cluster_size=min_cluster_size, label=label)
 
     def point_component(X):
-        point_cells, _ = stages.histogram(X, None, bounds, grid_shape)
-        return stages.point_components(point_cells, components, wavelet, levels, grid_shape)
+        return chunk_components(stages, X, bounds, grid_shape, components, wavelet, levels)
 
     sizes = xp.zeros(n_components + 1, dtype=xp.float64)
     for X, w in chunks():
