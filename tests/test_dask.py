@@ -98,6 +98,10 @@ def test_bad_input(client):
         GPUKMeans(2).fit(np.zeros((10, 2)))
     with pytest.raises(InvalidParameterError, match="engine must be"):
         GPUKMeans(2, engine="mpi").fit(X)
+    holes = _blobs(4, n=100)
+    holes[73, 2] = np.inf
+    with pytest.raises(InvalidInputError, match=r"partition 1 has NaN .*its row 23, row 73"):
+        GPUKMeans(2).fit(da.from_array(holes, chunks=50))
 
 
 def _fit_killing_a_worker(X, chunks, k, *, engine, victim, begun):

@@ -6,7 +6,8 @@ import numpy as np
 
 from gpumine.exceptions import InvalidInputError, MissingDependency
 
-__all__ = ["dask_modules", "persisted_blocks", "tree_sum"]
+__all__ = ["check_finite_block", "dask_modules", "partition_offsets", "persisted_blocks",
+           "tree_sum"]
 
 
 def dask_modules():
@@ -58,3 +59,20 @@ def tree_sum(dask, parts):
         level = [dask.delayed(_add)(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
                  for i in range(0, len(level), 2)]
     return level[0]
+
+
+def partition_offsets(X) -> list[int]:
+    """The first row of each row block of X, in X's rows."""
+    return np.cumsum([0, *[int(rows) for rows in X.chunks[0][:-1]]]).tolist()
+
+
+def check_finite_block(block, index: int, offset: int) -> np.ndarray:
+    """A partition as float64 host rows; a NaN or infinity raises, naming the partition
+    (``index``) and the row, in the partition and in X (``offset``: its first row)."""
+    X = np.asarray(block, dtype=np.float64)
+    finite = np.isfinite(X).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])  # sync: none -- host NumPy
+        raise InvalidInputError(f"partition {index} has NaN or infinite values (its row {row}, "
+                                f"row {offset + row} of X)")
+    return X

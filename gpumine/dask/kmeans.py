@@ -37,7 +37,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
-from gpumine.dask.blocks import dask_modules, persisted_blocks
+from gpumine.dask.blocks import (
+    check_finite_block,
+    dask_modules,
+    partition_offsets,
+    persisted_blocks,
+)
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.chunked import merge_moments
 from gpumine.kmeans.lloyd import average_centers, stopping_rule
@@ -56,8 +61,8 @@ def _backend(device):
 
 
 # -- what runs on the workers (pure functions of a block) ------------------------------------
-def _stats(block):
-    block = np.asarray(block, dtype=np.float64)
+def _stats(block, index, offset):
+    block = check_finite_block(block, index, offset)  # a NaN names its partition and row
     mean = block.mean(axis=0)
     return block.shape[0], mean, ((block - mean) ** 2).sum(axis=0)
 
@@ -265,7 +270,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         backend = _backend(self.device)
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name).name
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name).name
-        stats = dask.compute(*[dask.delayed(_stats)(b) for b in blocks])
+        stats = dask.compute(*[dask.delayed(_stats)(b, i, offset) for i, (b, offset)
+                               in enumerate(zip(blocks, partition_offsets(X), strict=True))])
         count, mean, m2 = _merge_stats(stats)
         if count < self.n_clusters:
             raise InvalidInputError(f"n_samples={count} should be >= n_clusters={self.n_clusters}.")

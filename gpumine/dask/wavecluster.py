@@ -27,7 +27,13 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
-from gpumine.dask.blocks import dask_modules, persisted_blocks, tree_sum
+from gpumine.dask.blocks import (
+    check_finite_block,
+    dask_modules,
+    partition_offsets,
+    persisted_blocks,
+    tree_sum,
+)
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 
 __all__ = ["WaveCluster"]
@@ -44,12 +50,7 @@ def _stages(device):
 
 def _block_bounds(block, index, offset):
     """A partition's (rows, lowest, highest) per feature; a NaN or infinity raises."""
-    X = np.asarray(block, dtype=np.float64)
-    finite = np.isfinite(X).all(axis=1)
-    if not finite.all():
-        row = int(np.flatnonzero(~finite)[0])  # sync: none -- host NumPy
-        raise InvalidInputError(f"partition {index} has NaN or infinite values (its row {row}, "
-                                f"row {offset + row} of X)")
+    X = check_finite_block(block, index, offset)
     if not X.shape[0]:
         return 0, None, None
     return X.shape[0], X.min(axis=0), X.max(axis=0)
@@ -190,7 +191,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         X = persisted_blocks(X, dtype=np.float64)
         blocks = X.to_delayed().ravel().tolist()
         sizes = [int(rows) for rows in X.chunks[0]]
-        offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+        offsets = partition_offsets(X)
         n_samples, n_features = int(sum(sizes)), int(X.shape[1])
         inner = self._in_memory()
         backend = get_backend(self.device)
