@@ -4,7 +4,8 @@
 //
 // Iteration `it` (parity p = it & 1) is the device loop's iteration (gpumine.kmeans.lloyd):
 //   E-step + M-step, per block: the current centres into shared memory (zero-padded to
-//     DMAX features, as assign_registers), each point's label by assign_registers'
+//     DMAX features, d rounded up to even: the padding's zeros add exact zeros, so the sums
+//     equal assign_registers', whose DMAX is coarser), each point's label by assign_registers'
 //     arithmetic (sum (x - c)^2 in T, features ascending, ties to the lowest index), the
 //     changed labels counted, and the point added into the block's shared sums (T) as
 //     update_atomic_shared does; the block's sums flushed into sums[p] / weights[p]
