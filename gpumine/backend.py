@@ -206,10 +206,11 @@ _STAGING_CHUNK_BYTES = 32 << 20
 #: cores), 268 MB in: 13.7 ms with 4, 11.3 with 8, 11.9 with 12; 134 MB out: 12.8 ms with 4,
 #: 10.6 with 8.
 _STAGING_THREADS = 8
-#: Threads of the host pool: up to 12. Measured on the H100 machine (16 cores), a table
-#: staged to the device (as_columns): 1M x 32 float32 6.2-6.3 ms on 8 threads, 6.3 on 12,
-#: 7.7 on 16; 16.7M x 2 float64 11.4-11.9, 10.1, 10.3 (threads-ab-2026-11-24 record).
-_POOL_THREADS = max(1, min(12, os.cpu_count() or 1))
+#: Threads of the host pool: up to 8. Measured on the H100 machine (16 cores): a table staged
+#: to the device (as_columns) 1M x 32 float32 6.2-6.3 ms on 8 threads, 6.3 on 12, 7.7 on 16;
+#: 16.7M x 2 float64 11.4-11.9, 10.1, 10.3 (threads-ab-2026-11-24 record); but WaveCluster's
+#: fit of those points from the host 27.4-30.6 ms on 8, 31.3-32.5 on 12 (pool-ab record).
+_POOL_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 @functools.lru_cache(maxsize=1)
