@@ -82,7 +82,8 @@ class PinnedCache:
 
     def __init__(self, backend, budget: int | None):
         self.backend = backend
-        self.budget = _available_host_bytes() // 2 if budget is None else int(budget)
+        free = _available_host_bytes()  # sync: none -- host integers, as below
+        self.budget = free // 2 if budget is None else int(budget)  # sync: none, host ints
         self.parts: list = []
         self.complete = False
         self._enabled = False

@@ -81,9 +81,9 @@ class ReadAheadStream:
                 self._stream.wait_event(slot.released)
             return
         if slot.released is not None:
-            # sync: only when a batch is larger than the slot's earlier ones (rare: pyarrow
-            # gives full batches first), so that the old buffer is freed unused
-            slot.released.synchronize()
+            # only when a batch is larger than the slot's earlier ones (rare: pyarrow gives
+            # full batches first), so that the old buffer is freed unused
+            slot.released.synchronize()  # sync: the caller's last use of the slot, rare
         slot.buffer = None
         if caller is None:
             slot.buffer = xp.empty(size, dtype=dtype)
@@ -186,7 +186,7 @@ def read_ahead(batches: Iterable, convert: Callable, *, backend, width: int, dty
             if held is not None:  # the caller asked for the next chunk: its slot is free
                 release(held)
                 held = None
-            item = ready.get()
+            item = ready.get()  # sync: none -- the read-ahead thread's queue, host only
             if item is _END:
                 return
             if isinstance(item, _Failure):

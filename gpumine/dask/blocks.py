@@ -63,7 +63,7 @@ def tree_sum(dask, parts):
 
 def partition_offsets(X) -> list[int]:
     """The first row of each row block of X, in X's rows."""
-    return np.cumsum([0, *[int(rows) for rows in X.chunks[0][:-1]]]).tolist()
+    return np.cumsum([0, *[int(rows) for rows in X.chunks[0][:-1]]]).tolist()  # sync: none
 
 
 def check_finite_block(block, index: int, offset: int) -> np.ndarray:

@@ -142,7 +142,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     2
     >>> import gpumine
     >>> same = gpumine.WaveCluster(device="cpu").fit(X)
-    >>> bool((wc.labels_.compute() == same.labels_).all())
+    >>> bool((wc.labels_.compute() == same.labels_).all())  # sync: none, host NumPy
     True
     """
 
@@ -190,9 +190,9 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         dask, _ = dask_modules()
         X = persisted_blocks(X, dtype=np.float64)
         blocks = X.to_delayed().ravel().tolist()
-        sizes = [int(rows) for rows in X.chunks[0]]
+        sizes = [int(rows) for rows in X.chunks[0]]  # sync: none, Dask's chunk sizes
         offsets = partition_offsets(X)
-        n_samples, n_features = int(sum(sizes)), int(X.shape[1])
+        n_samples, n_features = int(sum(sizes)), int(X.shape[1])  # sync: none, host ints
         inner = self._in_memory()
         backend = get_backend(self.device)
         plan = inner._plan(n_samples, n_features, None, backend)  # parameters checked here
