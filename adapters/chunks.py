@@ -24,10 +24,10 @@ import numpy as np
 from gpumine.adapters.columns import as_columns
 from gpumine.adapters.read_ahead import ReadAheadStream, read_ahead
 from gpumine.adapters.sources import check_numeric
-from gpumine.exceptions import InvalidInputError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 
-__all__ = ["DEFAULT_BATCH_ROWS", "PinnedCache", "StreamedInput", "array_chunks",
-           "dataset_chunks", "is_dataset"]
+__all__ = ["CACHE_ENV_VAR", "DEFAULT_BATCH_ROWS", "PinnedCache", "StreamedInput",
+           "array_chunks", "dataset_chunks", "default_cache_bytes", "is_dataset"]
 
 #: Rows per chunk of a streamed dataset when ``batch_rows`` is not given.
 DEFAULT_BATCH_ROWS = 1 << 20
@@ -62,6 +62,33 @@ def _available_host_bytes() -> int:
         return 0
 
 
+#: Environment variable: the pinned cache's budget in bytes (0 turns the cache off),
+#: in place of half the host memory available.
+CACHE_ENV_VAR = "GPUMINE_STREAM_CACHE_BYTES"
+
+
+def default_cache_bytes() -> int:
+    """The pinned cache's default budget: ``$GPUMINE_STREAM_CACHE_BYTES`` when set (bytes;
+    0: no cache), else half the host memory the OS calls available now.
+
+    Examples
+    --------
+    >>> default_cache_bytes() >= 0
+    True
+    """
+    value = os.environ.get(CACHE_ENV_VAR)
+    if value is None:
+        return _available_host_bytes() // 2
+    try:
+        budget = int(value)  # sync: none -- a host string
+    except ValueError:
+        budget = -1
+    if budget < 0:
+        raise InvalidParameterError(f"{CACHE_ENV_VAR} must be a number of bytes >= 0, got "
+                                    f"{value!r}")
+    return budget
+
+
 class PinnedCache:
     """The converted batches of a GPU stream, kept in page-locked host memory.
 
@@ -82,8 +109,7 @@ class PinnedCache:
 
     def __init__(self, backend, budget: int | None):
         self.backend = backend
-        free = _available_host_bytes()  # sync: none -- host integers, as below
-        self.budget = free // 2 if budget is None else int(budget)  # sync: none, host ints
+        self.budget = default_cache_bytes() if budget is None else int(budget)  # sync: none
         self.parts: list = []
         self.complete = False
         self._enabled = False
@@ -130,8 +156,9 @@ def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
         The chunks' dtype; default float32 when every column is float32, else float64.
     cache_bytes : int, optional
         On the GPU, the most bytes of converted batches kept in page-locked host memory
-        for the passes after the second (:class:`PinnedCache`); default half the host
-        memory available when the source is made; 0 keeps nothing (``predict``'s one
+        for the passes after the second (:class:`PinnedCache`); default
+        :func:`default_cache_bytes` (``$GPUMINE_STREAM_CACHE_BYTES``, else half the host
+        memory available when the source is made); 0 keeps nothing (``predict``'s one
         pass).
 
     Raises

@@ -186,3 +186,21 @@ def test_gpu_dataset_passes_after_the_second_come_from_the_pinned_cache(cp, budg
         assert [p.shape for p in stream.cache.parts] == [(3, 5000), (3, 5000), (3, 1234)]
     else:
         assert not stream.cache.parts
+
+
+def test_the_cache_budget_comes_from_the_environment(monkeypatch):
+    from gpumine.adapters.chunks import CACHE_ENV_VAR, PinnedCache, default_cache_bytes
+    from gpumine.exceptions import InvalidParameterError
+
+    monkeypatch.setenv(CACHE_ENV_VAR, "0")
+    assert default_cache_bytes() == 0
+    monkeypatch.setenv(CACHE_ENV_VAR, str(3 << 30))
+    assert default_cache_bytes() == 3 << 30
+    assert PinnedCache(get_backend("cpu"), None).budget == 3 << 30
+    assert PinnedCache(get_backend("cpu"), 5).budget == 5  # an explicit budget wins
+    for bad in ("-1", "lots", "1.5"):
+        monkeypatch.setenv(CACHE_ENV_VAR, bad)
+        with pytest.raises(InvalidParameterError, match=CACHE_ENV_VAR):
+            default_cache_bytes()
+    monkeypatch.delenv(CACHE_ENV_VAR)
+    assert default_cache_bytes() >= 0
