@@ -11,8 +11,8 @@ allocated at its first batch on the caller's stream (where the caller's work on 
 ordered), so a pass holds two chunks on the backend, not one. On the GPU the thread
 writes a slot again only after the caller's stream has passed the point where the
 caller asked for the next chunk (a CUDA event the thread's stream waits on; no host
-wait). A chunk is therefore valid until the next one is asked
-for -- the contract of a chunk source (:data:`gpumine.kmeans.chunked.ChunkSource`).
+wait). A chunk is therefore valid until the next one is asked for -- the contract of a
+chunk source (:data:`gpumine.kmeans.chunked.ChunkSource`).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def read_ahead(batches: Iterable, convert: Callable, *, backend, width: int, dty
         Iterated on the background thread only.
     convert : callable
         ``convert(index, first_row, batch, out)`` returns the chunk, written into ``out``,
-        a C-contiguous ``(width, batch.num_rows)`` array of ``dtype`` on the backend. It
+        a C-contiguous ``(width, rows(batch))`` array of ``dtype`` on the backend. It
         must leave the chunk complete on return (on the GPU: its stream synchronized, as
         :func:`gpumine.adapters.as_columns` does when it checks the values).
     backend : gpumine.backend.Backend

@@ -167,9 +167,10 @@ class Backend:
         Its pages are written by the host threads first (:class:`HostBuffer`), then
         page-locked in place (``cudaHostRegister``), and unlocked when the array and every
         view of it are gone. Not from CuPy's pinned pool, which would keep the memory
-        locked for the process; and not by ``cudaHostAlloc``, whose page faults one
-        thread takes: 10 buffers of 128 MB took about 0.5 s that way (stream-timing
-        record at a48d87a: a streamed fit's cache).
+        locked for the process; and not by ``cudaHostAlloc``: with its buffers, keeping a
+        10M x 32 float32 stream's batches (:class:`gpumine.adapters.chunks.PinnedCache`)
+        cost a 2-iteration fit 0.5 s (0.95 s against 0.45 uncached, stream-timing record
+        at a48d87a), this way 0.1 s (0.56 s, record at 3d8c3a2).
         """
         array = HostBuffer(shape, dtype).result()
         if array.nbytes == 0:
