@@ -72,27 +72,31 @@ def _block_grid(block, bounds, grid_shape, device):
     return stages.to_host(grid)  # sync: the grid, once a partition (the reduction's input)
 
 
-def _block_sizes(block, bounds, grid_shape, components, wavelet, levels, size, device):
-    """A partition's points per component (``size`` numbers), on the host."""
+def _block_ids(block, bounds, grid_shape, components, wavelet, levels, device):
+    """A partition's points' components (0: background) on the worker's backend."""
     from gpumine.wavecluster.pipeline import chunk_components
 
     backend, stages = _stages(device)
-    if not block.shape[0]:
-        return np.zeros(size)
     ids = chunk_components(stages, _on_backend(backend, block), bounds, grid_shape,
                            backend.to_device(components), wavelet, levels)
+    return backend, stages, ids
+
+
+def _block_sizes(block, bounds, grid_shape, components, wavelet, levels, size, device):
+    """A partition's points per component (``size`` numbers), on the host."""
+    if not block.shape[0]:
+        return np.zeros(size)
+    _, stages, ids = _block_ids(block, bounds, grid_shape, components, wavelet, levels,
+                                device)
     return stages.to_host(stages.weigh(ids, None, size))  # sync: size numbers
 
 
 def _block_labels(block, bounds, grid_shape, components, remap, wavelet, levels, device):
     """A partition's labels (int32, -1 noise), on the host."""
-    from gpumine.wavecluster.pipeline import chunk_components
-
-    backend, stages = _stages(device)
     if not block.shape[0]:
         return np.empty(0, dtype=np.int32)
-    ids = chunk_components(stages, _on_backend(backend, block), bounds, grid_shape,
-                           backend.to_device(components), wavelet, levels)
+    backend, _, ids = _block_ids(block, bounds, grid_shape, components, wavelet, levels,
+                                 device)
     return backend.to_host(backend.to_device(remap)[ids])  # sync: the partition's labels
 
 
