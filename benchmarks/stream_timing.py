@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import tempfile
 
@@ -102,17 +103,16 @@ def kmeans_section(backend, batch_rows: int) -> dict:
     out["parquet_fit_times_s"] = {"2": two.times, "10": ten.times}
     out["parquet_over_pinned_h2d"] = (X.nbytes / out["parquet_iteration_s"]
                                       / out["pinned_h2d_bytes_per_s"])
-    import gpumine.adapters.chunks as chunk_sources
+    from gpumine.adapters.chunks import CACHE_ENV_VAR
 
-    saved = chunk_sources._available_host_bytes
-    chunk_sources._available_host_bytes = lambda: 0  # no budget: the cache stays off
+    os.environ[CACHE_ENV_VAR] = "0"  # no budget: the cache stays off
     try:
         two = measure(lambda: fit(2, batch_rows=batch_rows, data=dataset), backend, repeats=3,
                       budget_seconds=None, clock="host")
         ten = measure(lambda: fit(10, batch_rows=batch_rows, data=dataset), backend,
                       repeats=3, budget_seconds=None, clock="host")
     finally:
-        chunk_sources._available_host_bytes = saved
+        del os.environ[CACHE_ENV_VAR]
     out["uncached_dataset_iteration_s"] = (ten.seconds - two.seconds) / 8
     out["uncached_dataset_fit_times_s"] = {"2": two.times, "10": ten.times}
     out["uncached_dataset_over_pinned_h2d"] = (X.nbytes / out["uncached_dataset_iteration_s"]
