@@ -59,12 +59,17 @@ def kmeans_section(backend, batch_rows: int) -> dict:
         return GPUKMeans(64, init=init, max_iter=iterations, tol=0, device="gpu",
                          **kw).fit(data)
 
+    def per_iteration(**kw):
+        """Fits of 2 and 10 iterations (host clock, median of 3): (seconds an iteration,
+        the two measurements)."""
+        two = measure(lambda: fit(2, **kw), backend, repeats=3, budget_seconds=None,
+                      clock="host")
+        ten = measure(lambda: fit(10, **kw), backend, repeats=3, budget_seconds=None,
+                      clock="host")
+        return (ten.seconds - two.seconds) / 8, two, ten
+
     for name, kw in (("in_memory", {}), ("streamed", {"batch_rows": batch_rows})):
-        two = measure(lambda kw=kw: fit(2, **kw), backend, repeats=3, budget_seconds=None,
-                      clock="host")
-        ten = measure(lambda kw=kw: fit(10, **kw), backend, repeats=3, budget_seconds=None,
-                      clock="host")
-        out[f"{name}_iteration_s"] = (ten.seconds - two.seconds) / 8
+        out[f"{name}_iteration_s"], two, ten = per_iteration(**kw)
         out[f"{name}_fit_2_iterations_s"] = two.seconds
         out[f"{name}_fit_10_iterations_s"] = ten.seconds
         out[f"{name}_fit_times_s"] = {"2": two.times, "10": ten.times}
@@ -79,11 +84,7 @@ def kmeans_section(backend, batch_rows: int) -> dict:
     # "streamed" above: in-memory X with batch_rows is validated onto the device once and its
     # chunks are slices there. A pyarrow dataset is read from host memory at every pass:
     dataset = ds.dataset(pa.table({f"x{j}": X[:, j] for j in range(X.shape[1])}))
-    two = measure(lambda: fit(2, batch_rows=batch_rows, data=dataset), backend, repeats=3,
-                  budget_seconds=None, clock="host")
-    ten = measure(lambda: fit(10, batch_rows=batch_rows, data=dataset), backend, repeats=3,
-                  budget_seconds=None, clock="host")
-    out["dataset_iteration_s"] = (ten.seconds - two.seconds) / 8
+    out["dataset_iteration_s"], two, ten = per_iteration(batch_rows=batch_rows, data=dataset)
     out["dataset_fit_times_s"] = {"2": two.times, "10": ten.times}
     out["dataset_bytes_per_s"] = X.nbytes / out["dataset_iteration_s"]
     out["dataset_over_pinned_h2d"] = out["dataset_bytes_per_s"] / out["pinned_h2d_bytes_per_s"]
@@ -95,11 +96,7 @@ def kmeans_section(backend, batch_rows: int) -> dict:
             pq.write_table(pa.table({f"x{j}": piece[:, j] for j in range(X.shape[1])}),
                            f"{folder}/part-{part:02d}.parquet")
         files = ds.dataset(folder, format="parquet")
-        two = measure(lambda: fit(2, batch_rows=batch_rows, data=files), backend, repeats=3,
-                      budget_seconds=None, clock="host")
-        ten = measure(lambda: fit(10, batch_rows=batch_rows, data=files), backend, repeats=3,
-                      budget_seconds=None, clock="host")
-    out["parquet_iteration_s"] = (ten.seconds - two.seconds) / 8
+        out["parquet_iteration_s"], two, ten = per_iteration(batch_rows=batch_rows, data=files)
     out["parquet_fit_times_s"] = {"2": two.times, "10": ten.times}
     out["parquet_over_pinned_h2d"] = (X.nbytes / out["parquet_iteration_s"]
                                       / out["pinned_h2d_bytes_per_s"])
@@ -107,13 +104,10 @@ def kmeans_section(backend, batch_rows: int) -> dict:
 
     os.environ[CACHE_ENV_VAR] = "0"  # no budget: the cache stays off
     try:
-        two = measure(lambda: fit(2, batch_rows=batch_rows, data=dataset), backend, repeats=3,
-                      budget_seconds=None, clock="host")
-        ten = measure(lambda: fit(10, batch_rows=batch_rows, data=dataset), backend,
-                      repeats=3, budget_seconds=None, clock="host")
+        out["uncached_dataset_iteration_s"], two, ten = per_iteration(
+            batch_rows=batch_rows, data=dataset)
     finally:
         del os.environ[CACHE_ENV_VAR]
-    out["uncached_dataset_iteration_s"] = (ten.seconds - two.seconds) / 8
     out["uncached_dataset_fit_times_s"] = {"2": two.times, "10": ten.times}
     out["uncached_dataset_over_pinned_h2d"] = (X.nbytes / out["uncached_dataset_iteration_s"]
                                                / out["pinned_h2d_bytes_per_s"])

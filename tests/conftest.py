@@ -103,3 +103,14 @@ def small_corel(tmp_path, monkeypatch):
     monkeypatch.delenv("GPUMINE_DATA", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return path, X
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A two-worker ``distributed.LocalCluster`` of one-thread processes and its client, per
+    test module (the Dask tests; skipped without ``distributed``, part of ``dev``)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client

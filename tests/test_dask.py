@@ -16,14 +16,6 @@ from gpumine.dask import GPUKMeans  # noqa: E402
 from gpumine.exceptions import InvalidInputError, InvalidParameterError  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        yield client
-
-
 def _blobs(seed, n=6000, d=3, k=5):
     rng = np.random.default_rng(seed)
     centres = rng.uniform(-20, 20, size=(k, d))

@@ -17,14 +17,6 @@ from gpumine.dask import WaveCluster  # noqa: E402
 from gpumine.exceptions import InvalidInputError, InvalidParameterError  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        yield client
-
-
 def _shapes(seed, n=20_000, d=2):
     """Five blobs, a ring and 10 % uniform noise, far from the origin."""
     rng = np.random.default_rng(seed)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumine.exceptions import InvalidInputError, MissingDependency
+from gpumine.exceptions import InvalidInputError, InvalidParameterError, MissingDependency
 
 __all__ = ["check_finite_block", "dask_modules", "partition_offsets", "persisted_blocks",
-           "tree_sum"]
+           "refuse_sample_weight", "tree_sum"]
 
 
 def dask_modules():
@@ -76,3 +76,9 @@ def check_finite_block(block, index: int, offset: int) -> np.ndarray:
         raise InvalidInputError(f"partition {index} has NaN or infinite values (its row {row}, "
                                 f"row {offset + row} of X)")
     return X
+
+
+def refuse_sample_weight(sample_weight) -> None:
+    """The Dask estimators' fits take no ``sample_weight`` yet: a clear error for one."""
+    if sample_weight is not None:
+        raise InvalidParameterError("sample_weight is not supported on Dask collections yet")

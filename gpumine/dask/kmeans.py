@@ -42,6 +42,7 @@ from gpumine.dask.blocks import (
     dask_modules,
     partition_offsets,
     persisted_blocks,
+    refuse_sample_weight,
 )
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.chunked import merge_moments
@@ -260,8 +261,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         self
         """
         self._check_params()
-        if sample_weight is not None:
-            raise InvalidParameterError("sample_weight is not supported on Dask collections yet")
+        refuse_sample_weight(sample_weight)
         dask, _ = _dask()
         X = self._blocks(X)
         blocks = X.to_delayed().ravel().tolist()

@@ -32,9 +32,10 @@ from gpumine.dask.blocks import (
     dask_modules,
     partition_offsets,
     persisted_blocks,
+    refuse_sample_weight,
     tree_sum,
 )
-from gpumine.exceptions import InvalidInputError, InvalidParameterError
+from gpumine.exceptions import InvalidInputError
 
 __all__ = ["WaveCluster"]
 
@@ -57,17 +58,16 @@ def _block_bounds(block, index, offset):
 
 
 def _on_backend(backend, block):
-    from gpumine.adapters import as_columns
-
-    return as_columns(np.asarray(block, dtype=np.float64), backend=backend,
-                      dtype=np.float64).X
+    """A partition on the worker's backend, column-major on the GPU. Not checked again:
+    the bounds pass rejected NaN and infinity (and the blocks are persisted)."""
+    return backend.to_device_columns(np.asarray(block, dtype=np.float64))
 
 
 def _block_grid(block, bounds, grid_shape, device):
     """A partition's fine grid (float64 counts), on the host."""
     backend, stages = _stages(device)
     if not block.shape[0]:
-        return np.zeros(grid_shape)
+        return np.zeros(grid_shape)  # sync: none -- host NumPy, an empty partition's grid
     _, grid = stages.histogram(_on_backend(backend, block), None, bounds, grid_shape)
     return stages.to_host(grid)  # sync: the grid, once a partition (the reduction's input)
 
@@ -85,7 +85,7 @@ def _block_ids(block, bounds, grid_shape, components, wavelet, levels, device):
 def _block_sizes(block, bounds, grid_shape, components, wavelet, levels, size, device):
     """A partition's points per component (``size`` numbers), on the host."""
     if not block.shape[0]:
-        return np.zeros(size)
+        return np.zeros(size)  # sync: none -- host NumPy, an empty partition's counts
     _, stages, ids = _block_ids(block, bounds, grid_shape, components, wavelet, levels,
                                 device)
     return stages.to_host(stages.weigh(ids, None, size))  # sync: size numbers
@@ -189,8 +189,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         from gpumine.backend import get_backend
         from gpumine.wavecluster import engine, pipeline
 
-        if sample_weight is not None:
-            raise InvalidParameterError("sample_weight is not supported on Dask collections yet")
+        refuse_sample_weight(sample_weight)
         dask, _ = dask_modules()
         X = persisted_blocks(X, dtype=np.float64)
         blocks = X.to_delayed().ravel().tolist()
