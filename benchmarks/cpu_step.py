@@ -5,8 +5,10 @@ Usage (repository root)::
     python benchmarks/cpu_step.py --out benchmarks/results
 
 On uniform data (MT19937 seed 5489) from the same initial centres, tol = 0: the marginal
-time of one iteration, ``(T(45 iterations) - T(5 iterations)) / 40`` with the best of
-seven fits each, for scikit-learn's ``KMeans(algorithm="lloyd")`` and gpumine's CPU path
+time of one iteration, ``(T(45 iterations) - T(5 iterations)) / 40`` with the median of
+eleven fits each (the best of them is recorded too: on a 2-core machine single
+iterations are preempted for milliseconds now and then, so the median is the steadier),
+for scikit-learn's ``KMeans(algorithm="lloyd")`` and gpumine's CPU path
 with the compiled (``numba``) and the reference (``numpy``) strategies; then the whole
 default fit (k-means++, default tol) of each, best of three. The runs alternate so that
 machine noise falls on all of them. Writes ``cpu-step-<date>-<commit>.json`` with the
@@ -53,12 +55,14 @@ def measure(n, d, k) -> dict:
     for make in makers.values():  # warm-up: Numba's compilation, BLAS and OpenMP pools
         _fit_seconds(lambda make=make: make(2), X)
     runs = {name: {5: [], 45: []} for name in makers}
-    for _ in range(7):
+    for _ in range(11):
         for name, make in makers.items():
             for iterations in (5, 45):
                 runs[name][iterations].append(
                     _fit_seconds(lambda make=make, it=iterations: make(it), X))
-    per_iteration = {name: (min(r[45]) - min(r[5])) / 40 for name, r in runs.items()}
+    per_iteration = {name: (np.median(r[45]) - np.median(r[5])) / 40
+                     for name, r in runs.items()}
+    per_iteration_best = {name: (min(r[45]) - min(r[5])) / 40 for name, r in runs.items()}
     whole = {}
     defaults = {"sklearn": lambda: KMeans(k, random_state=0),
                 "gpumine-numba": lambda: GPUKMeans(k, random_state=0, device="cpu"),
@@ -66,7 +70,8 @@ def measure(n, d, k) -> dict:
                                                    assign="numpy", update="numpy")}
     for name, make in defaults.items():
         whole[name] = min(_fit_seconds(make, X) for _ in range(3))
-    row = {"n": n, "d": d, "k": k, "iteration_s": per_iteration, "whole_fit_s": whole,
+    row = {"n": n, "d": d, "k": k, "iteration_s": per_iteration,
+           "iteration_best_s": per_iteration_best, "whole_fit_s": whole,
            "numba_iteration_over_sklearn": per_iteration["gpumine-numba"]
            / per_iteration["sklearn"],
            "numba_whole_fit_over_sklearn": whole["gpumine-numba"] / whole["sklearn"]}

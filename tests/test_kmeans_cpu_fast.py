@@ -54,6 +54,64 @@ def test_assign_on_near_ties_where_the_expanded_formula_fails(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_assign_on_a_lattice_of_ties_and_near_ties(dtype, rng):
+    """Integer points and centres on a small lattice: many exact ties (lowest index wins)
+    and, after a nudge of a few ulps, near-ties the GEMM alone would get wrong."""
+    X = rng.randint(-3, 4, size=(5000, 3)).astype(dtype)
+    X[::2] += (rng.randint(-2, 3, size=(2500, 3)) * np.finfo(dtype).eps).astype(dtype)
+    C = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 1], [-1, 0, 1], [2, 2, 2]],
+                 dtype=dtype)
+    labels = np.full(5000, -7, dtype=np.int32)
+    assign_numba(X, C, labels)
+    np.testing.assert_array_equal(labels, _direct_labels(X, C))
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4, 1e6])
+def test_assign_float32_far_from_the_origin(offset, rng):
+    """float32 data far from the origin: the shift to the centres' mean keeps the GEMM's
+    bound small, and rows near a bisector still come out as the direct formula's."""
+    n, d, k = 256 * 9 + 5, 6, 17  # several blocks per thread, a partial last block
+    X = (rng.normal(size=(n, d)) + offset).astype(np.float32)
+    C = X[rng.choice(n, size=k, replace=False)].astype(np.float64)
+    t = rng.uniform(0.4999, 0.5001, size=(200, 1))
+    X[:200] = (C[0] * (1 - t) + C[1] * t).astype(np.float32)  # near the 0|1 bisector
+    labels = np.full(n, -7, dtype=np.int32)
+    assign_numba(X, C, labels)
+    np.testing.assert_array_equal(labels, _direct_labels(X, C))
+
+
+def test_the_margin_recheck_is_what_makes_near_ties_exact(monkeypatch, rng):
+    """With a negative margin bound the GEMM's float32 ranking decides every row (even
+    its exact ties) and near-ties come out wrong: the re-check is doing the work."""
+    from gpumine.kmeans import cpu_fast
+
+    # the far third centre moves the shift's origin away from the near-tied pair
+    C = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1000.0, 1000.0, 1000.0]])
+    t = 0.5 + rng.randint(-40, 41, size=(20000, 1)) * 2.0**-20
+    X = (C[0] * (1 - t) + C[1] * t).astype(np.float32)
+    expected = _direct_labels(X, C)
+    labels = np.empty(20000, dtype=np.int32)
+    monkeypatch.setattr(cpu_fast, "margin_slack", lambda *args: np.array([0.0, -1.0, 0.0]))
+    assign_numba(X, C, labels)
+    assert (labels != expected).any()
+    monkeypatch.undo()
+    assign_numba(X, C, labels)
+    np.testing.assert_array_equal(labels, expected)
+
+
+def test_the_host_loop_holds_blas_to_one_thread():
+    """The assignment asks the Lloyd loop to hold BLAS to one thread for the whole run."""
+    from threadpoolctl import threadpool_info
+
+    from gpumine.kmeans import lloyd
+
+    seen = []
+    with lloyd.loop_context(assign_numba):
+        seen = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert seen and set(seen) == {1}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_update_matches_the_reference(dtype, rng):
     n, d, k = 5003, 7, 11
     X = rng.normal(size=(n, d)).astype(dtype)
@@ -66,6 +124,17 @@ def test_update_matches_the_reference(dtype, rng):
     np.testing.assert_allclose(sums, expected_sums, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(weights, expected_weights, rtol=1e-12)
     assert weights[-1] == 0 and not sums[-1].any()
+
+
+def test_update_counts_the_labels_that_changed(rng):
+    X = rng.normal(size=(3001, 2))
+    labels = rng.randint(0, 5, size=3001).astype(np.int32)
+    labels_old = labels.copy()
+    moved = rng.choice(3001, size=123, replace=False)
+    labels_old[moved] = (labels[moved] + 1) % 5
+    sums, weights = np.empty((5, 2)), np.empty(5)
+    assert update_numba(X, labels, np.ones(3001), sums, weights, labels_old=labels_old) == 123
+    assert update_numba(X, labels, np.ones(3001), sums, weights) is None
 
 
 def test_fit_equals_the_reference_fit_on_separated_blobs(rng):

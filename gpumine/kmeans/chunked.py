@@ -41,6 +41,7 @@ from gpumine.kmeans.lloyd import (
     better_run,
     inertia,
     initial_centers,
+    loop_context,
     stopping_rule,
 )
 
@@ -317,8 +318,9 @@ def fit_lloyd_chunked(chunks: ChunkSource, *, n_clusters: int, init, n_init: int
         centers_init = initial_centers(init, sample, sample_weight, n_clusters, x_mean=x_mean,
                                        center_dtype=center_dtype, random_state=random_state,
                                        verbose=verbose, xp=xp)
-        result = _single(source, sizes, centers_init, assign=assign, update=update,
-                         max_iter=max_iter, tol=variance * tol, verbose=verbose, xp=xp)
+        with loop_context(assign, update):
+            result = _single(source, sizes, centers_init, assign=assign, update=update,
+                             max_iter=max_iter, tol=variance * tol, verbose=verbose, xp=xp)
         best = better_run(best, result, n_clusters, xp)
     best.centers = (best.centers + x_mean).astype(dtype)
     return best

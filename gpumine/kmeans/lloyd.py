@@ -16,6 +16,10 @@ the registry (:mod:`gpumine.registry`), called through three contracts:
   An assign object with ``bind(X)`` is bound once per device run (e.g. Hamerly's
   bounds, :mod:`gpumine.kmeans.bounds`); a bound one with ``reset()`` is told when
   labels were moved outside the assignment (an empty cluster relocated).
+  A strategy with a ``loop_context`` attribute (a callable returning a context
+  manager) has the host loop run inside it, once per run, e.g. BLAS held to one
+  thread while a compiled strategy's own threads call it
+  (:mod:`gpumine.kmeans.cpu_fast`).
 
 ``X`` is a validated, finite (n_samples, n_features) array of float32 or float64
 on the backend of ``xp``; it may be row-major or a transposed view of a
@@ -56,6 +60,7 @@ Nothing of size n crosses to the host during a fit.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -294,6 +299,23 @@ def lloyd_single(X, sample_weight, centers_init, *, assign: Callable, update: Ca
     if xp is not np:
         return _lloyd_device(X, sample_weight, centers_init, assign=assign, update=update,
                              max_iter=max_iter, tol=tol, verbose=verbose, xp=xp)
+    with loop_context(assign, update):
+        return _lloyd_host(X, sample_weight, centers_init, assign=assign, update=update,
+                           max_iter=max_iter, tol=tol, verbose=verbose)
+
+
+def loop_context(*strategies):
+    """The context the first of ``strategies`` with a ``loop_context`` asks for, else none."""
+    for strategy in strategies:
+        make = getattr(strategy, "loop_context", None)
+        if make is not None:
+            return make()
+    return contextlib.nullcontext()
+
+
+def _lloyd_host(X, sample_weight, centers_init, *, assign, update, max_iter, tol, verbose,
+                xp=np) -> LloydResult:
+    """:func:`lloyd_single` on NumPy."""
     n_clusters, n_features = centers_init.shape
     centers = centers_init.copy()
     labels = xp.full(X.shape[0], -1, dtype=xp.int32)
