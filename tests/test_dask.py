@@ -53,6 +53,54 @@ def test_collective_engine_equals_the_in_memory_fit(client, n, k, chunks):
     np.testing.assert_array_equal(again.cluster_centers_, model.cluster_centers_)
 
 
+@pytest.mark.parametrize("engine", ["graph", "collective"])
+def test_weighted_fit_equals_the_in_memory_weighted_fit(client, engine):
+    """Weights (some zero, as a dask array in other chunks than X's): the in-memory weighted
+    fit's labels, centres, n_iter_ and weighted inertia; empty clusters relocated with their
+    points' weights (k = 40 of 700 rows)."""
+    for n, k, chunks in [(6000, 5, 1300), (700, 40, 200)]:
+        X = _blobs(5, n=n, k=min(k, 5))
+        rng = np.random.default_rng(6)
+        weight = rng.uniform(0.2, 3.0, size=n)
+        weight[rng.choice(n, n // 10, replace=False)] = 0.0
+        init = X[rng.choice(n, k, replace=False)]
+        memory = InMemory(k, init=init, device="cpu").fit(X, sample_weight=weight)
+        model = GPUKMeans(k, init=init, engine=engine).fit(
+            da.from_array(X, chunks=(chunks, 3)), sample_weight=da.from_array(weight, chunks=333))
+        np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
+        assert model.n_iter_ == memory.n_iter_ > 2
+        np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-12)
+        assert model.inertia_ == pytest.approx(memory.inertia_, rel=1e-10)
+        unweighted = GPUKMeans(k, init=init, engine=engine).fit(da.from_array(X, chunks=chunks))
+        assert model.inertia_ != pytest.approx(unweighted.inertia_, rel=1e-3)
+
+
+def test_integer_weights_equal_repeated_rows(client):
+    """A weight of 2 is the row twice: the same centres and inertia from the same init."""
+    X = _blobs(7, n=2000)
+    weight = np.random.default_rng(8).integers(0, 3, size=2000).astype(float)
+    init = X[:5]
+    model = GPUKMeans(5, init=init).fit(da.from_array(X, chunks=600), sample_weight=weight)
+    repeated = GPUKMeans(5, init=init).fit(da.from_array(np.repeat(X, weight.astype(int),
+                                                                   axis=0), chunks=600))
+    np.testing.assert_allclose(model.cluster_centers_, repeated.cluster_centers_, rtol=1e-10)
+    assert model.inertia_ == pytest.approx(repeated.inertia_, rel=1e-10)
+
+
+def test_kmeans_parallel_never_picks_a_weightless_point(client):
+    """Far outliers of weight 0: k-means|| draws by w D^2, so none becomes a centre (without
+    the weights, they do)."""
+    X = _blobs(9, n=4000, k=4)
+    X[:40] += 1e4  # forty far points
+    weight = np.ones(4000)
+    weight[:40] = 0.0
+    data = da.from_array(X, chunks=1000)
+    for seed in range(3):
+        centres = GPUKMeans(4, random_state=seed).fit(data, sample_weight=weight)
+        assert np.abs(centres.cluster_centers_).max() < 1e3
+    assert np.abs(GPUKMeans(4, random_state=0).fit(data).cluster_centers_).max() > 1e3
+
+
 def test_dataframe_with_unknown_chunks_and_lazy_predict(client):
     X = _blobs(2, n=3000)
     frame = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "c"]), npartitions=4)
@@ -82,8 +130,19 @@ def test_bad_input(client):
     X = da.from_array(_blobs(4, n=100), chunks=50)
     with pytest.raises(InvalidParameterError, match="init"):
         GPUKMeans(2, init="random").fit(X)
-    with pytest.raises(InvalidParameterError, match="sample_weight"):
-        GPUKMeans(2).fit(X, sample_weight=np.ones(100))
+    with pytest.raises(InvalidInputError, match="sample_weight has 99 values for 100 rows"):
+        GPUKMeans(2).fit(X, sample_weight=np.ones(99))
+    with pytest.raises(InvalidInputError, match="sample_weight must be numeric"):
+        GPUKMeans(2).fit(X, sample_weight=np.array(["a"] * 100))
+    with pytest.raises(InvalidInputError, match="sums to 0"):
+        GPUKMeans(2).fit(X, sample_weight=np.zeros(100))
+    for bad in (np.nan, -1.0):
+        weight = np.ones(100)
+        weight[61] = bad
+        with pytest.raises(InvalidInputError,
+                           match=r"partition 1 has a NaN, infinite or negative sample_weight "
+                                 r"\(its row 11, row 61"):
+            GPUKMeans(2).fit(X, sample_weight=weight)
     with pytest.raises(InvalidInputError, match="n_samples=100 should be >= n_clusters=101"):
         GPUKMeans(101).fit(X)
     with pytest.raises(InvalidInputError, match="dask array or dataframe"):

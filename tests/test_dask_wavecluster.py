@@ -53,6 +53,33 @@ def test_fit_equals_the_in_memory_fit(client, params):
     assert model.n_features_in_ == 2
 
 
+def test_weighted_fit_equals_the_in_memory_weighted_fit(client):
+    """Weights (the noise light, some points weightless -- outside the bounds' points of
+    positive weight): the in-memory weighted fit's labels, grid and threshold."""
+    X = _shapes(5)
+    rng = np.random.default_rng(5)
+    weight = rng.uniform(0.5, 2.0, size=len(X))
+    weight[rng.choice(len(X), 500, replace=False)] = 0.0
+    memory = InMemory(device="cpu").fit(X, sample_weight=weight)
+    model = WaveCluster().fit(da.from_array(X, chunks=(3_001, 2)),
+                              sample_weight=da.from_array(weight, chunks=5_000))
+    assert model.n_clusters_ == memory.n_clusters_ >= 2
+    np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
+    np.testing.assert_array_equal(model.grid_labels_, memory.grid_labels_)
+    assert model.threshold_ == pytest.approx(memory.threshold_, rel=1e-12)
+    assert model.grid_shape_ == memory.grid_shape_
+    np.testing.assert_array_equal(model.bounds_, memory.bounds_)
+    # integer weights are repeated rows: the in-memory fit of the rows repeated
+    counts = rng.integers(0, 4, size=len(X))
+    repeated = InMemory(device="cpu").fit(np.repeat(X, counts, axis=0))
+    weighted = WaveCluster().fit(da.from_array(X, chunks=(3_001, 2)),
+                                 sample_weight=counts.astype(float))
+    assert weighted.n_clusters_ == repeated.n_clusters_
+    np.testing.assert_array_equal(weighted.grid_labels_, repeated.grid_labels_)
+    np.testing.assert_array_equal(np.repeat(weighted.labels_.compute(), counts),
+                                  repeated.labels_)
+
+
 def test_three_features_bounds_given_and_the_default_scheduler():
     """No client: the default scheduler; explicit bounds that cut some points off."""
     X = _shapes(1, n=9_000, d=3)
@@ -82,8 +109,13 @@ def test_bad_input(client):
     with pytest.raises(InvalidInputError, match=r"partition 2 has NaN .*its row 500, row 2500"):
         WaveCluster().fit(da.from_array(X, chunks=(1_000, 2)))
     good = da.from_array(_shapes(4, n=4_000), chunks=(1_000, 2))
-    with pytest.raises(InvalidParameterError, match="sample_weight"):
-        WaveCluster().fit(good, sample_weight=np.ones(4_000))
+    weight = np.ones(4_000)
+    weight[1_234] = -1.0
+    with pytest.raises(InvalidInputError, match=r"partition 1 has a NaN, infinite or negative "
+                                                r"sample_weight \(its row 234, row 1234"):
+        WaveCluster().fit(good, sample_weight=weight)
+    with pytest.raises(InvalidInputError, match="sums to 0"):
+        WaveCluster().fit(good, sample_weight=np.zeros(4_000))
     with pytest.raises(InvalidParameterError):
         WaveCluster(levels=0).fit(good)
     with pytest.raises(InvalidInputError, match="dask array or dataframe"):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumine.exceptions import InvalidInputError, InvalidParameterError, MissingDependency
+from gpumine.exceptions import InvalidInputError, MissingDependency
 
-__all__ = ["check_finite_block", "dask_modules", "partition_offsets", "persisted_blocks",
-           "refuse_sample_weight", "tree_sum"]
+__all__ = ["block_weights", "check_finite_block", "check_weight_block", "dask_modules",
+           "partition_offsets", "persisted_blocks", "persisted_weights", "tree_sum",
+           "weight_blocks"]
 
 
 def dask_modules():
@@ -78,7 +79,70 @@ def check_finite_block(block, index: int, offset: int) -> np.ndarray:
     return X
 
 
-def refuse_sample_weight(sample_weight) -> None:
-    """The Dask estimators' fits take no ``sample_weight`` yet: a clear error for one."""
-    if sample_weight is not None:
-        raise InvalidParameterError("sample_weight is not supported on Dask collections yet")
+def persisted_weights(sample_weight, X):
+    """``sample_weight`` as a persisted dask array in X's row blocks and dtype, or None.
+
+    Parameters
+    ----------
+    sample_weight : None, array-like, dask array or dask Series of shape (n_samples,)
+        What the in-memory estimators take, as a collection or in memory.
+    X : dask.array.Array
+        The persisted blocks (:func:`persisted_blocks`).
+
+    Returns
+    -------
+    dask.array.Array or None
+        Checked for shape and type here; for NaN, infinity and negative values in the
+        fit's first pass, block by block (:func:`check_weight_block`).
+    """
+    if sample_weight is None:
+        return None
+    _, da = dask_modules()
+    if hasattr(sample_weight, "to_dask_array"):  # a dask Series
+        sample_weight = sample_weight.to_dask_array(lengths=True)
+    if not isinstance(sample_weight, da.Array):
+        sample_weight = np.asarray(sample_weight)
+        if sample_weight.dtype.kind not in "biuf":
+            raise InvalidInputError("sample_weight must be numeric, got dtype "
+                                    f"{sample_weight.dtype}")
+        if sample_weight.ndim == 1 and sample_weight.shape[0] == X.shape[0]:
+            sample_weight = da.from_array(sample_weight, chunks=(X.chunks[0],))
+        else:
+            sample_weight = da.from_array(sample_weight)
+    if sample_weight.dtype.kind not in "biuf":
+        raise InvalidInputError(f"sample_weight must be numeric, got dtype {sample_weight.dtype}")
+    if sample_weight.ndim != 1:
+        raise InvalidInputError(f"sample_weight must be 1-D, got {sample_weight.ndim} dimensions")
+    if any(np.isnan(c) for c in sample_weight.chunks[0]):
+        sample_weight = sample_weight.compute_chunk_sizes()
+    if sample_weight.shape[0] != X.shape[0]:
+        raise InvalidInputError(f"sample_weight has {sample_weight.shape[0]} values for "
+                                f"{X.shape[0]} rows of X")
+    # X's dtype, as the in-memory fits cast it
+    return sample_weight.astype(X.dtype).rechunk((X.chunks[0],)).persist()
+
+
+def weight_blocks(weights, count: int) -> list:
+    """The delayed blocks of persisted ``weights``, or ``count`` Nones when unweighted."""
+    return [None] * count if weights is None else weights.to_delayed().ravel().tolist()
+
+
+def check_weight_block(wblock, index: int, offset: int) -> float:
+    """A partition's weights' sum; a NaN, infinite or negative weight raises, naming the
+    partition and the row (as :func:`check_finite_block`). None (unweighted): 0."""
+    if wblock is None:
+        return 0.0
+    w = np.asarray(wblock, dtype=np.float64)
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])  # sync: none -- host NumPy
+        raise InvalidInputError(f"partition {index} has a NaN, infinite or negative "
+                                f"sample_weight (its row {row}, row {offset + row} of X)")
+    return float(w.sum())
+
+
+def block_weights(wblock, rows: int, xp=np, dtype=np.float64):
+    """A partition's weights on ``xp`` in ``dtype``: ones when unweighted (None)."""
+    if wblock is None:
+        return xp.ones(rows, dtype=dtype)
+    return xp.asarray(np.asarray(wblock), dtype=dtype)

@@ -80,9 +80,12 @@ class AllGather:
             record["event"].set()
 
 
-def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update, max_iter,
-          tol, partial, farthest):
-    """One worker's task: the Lloyd loop over its partitions (``blocks``, rows ``offsets``)."""
+def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assign, update,
+          max_iter, tol, partial, farthest):
+    """One worker's task: the Lloyd loop over its partitions (``blocks``, their weights
+    ``wblocks`` or Nones, rows ``offsets``)."""
+    from gpumine.dask.kmeans import relocate
+
     k, d = centers.shape
     step, fingerprints, overheads = 0, None, []
 
@@ -98,7 +101,8 @@ def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update
     iteration = 0
     for iteration in range(max_iter):
         start = time.perf_counter()
-        own = [partial(b, centers, x_mean, device, assign, update) for b in blocks]
+        own = [partial(b, wb, centers, x_mean, device, assign, update)
+               for b, wb in zip(blocks, wblocks, strict=True)]
         busy = time.perf_counter() - start
         sums, weights = np.zeros((k, d)), np.zeros(k)  # sync: none -- host NumPy, k (d + 1)
         for part_sums, part_weights, *_ in own:
@@ -113,18 +117,12 @@ def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update
             weights += part_weights
         empty = np.flatnonzero(weights == 0)  # host NumPy (sync: none)
         if empty.size:  # the in-memory rule: the farthest points, ties to the lowest row
-            found = [(dist, offset + row, point, label)
-                     for b, offset in zip(blocks, offsets, strict=True)
-                     for dist, row, point, label in farthest(b, centers, x_mean, device,
-                                                              assign, empty.size)]
-            everywhere = sorted((item for part in exchange(found) for item in part),
-                                key=lambda item: (-item[0], item[1]))
-            if everywhere and everywhere[0][0] > 0:
-                for new, (_, _, point, old) in zip(empty.tolist(), everywhere, strict=False):
-                    sums[old] -= point
-                    sums[new] = point
-                    weights[new] = 1.0
-                    weights[old] -= 1.0
+            found = [(dist, offset + row, point, label, weight)
+                     for b, wb, offset in zip(blocks, wblocks, offsets, strict=True)
+                     for dist, row, point, label, weight in farthest(
+                         b, wb, centers, x_mean, device, assign, empty.size)]
+            relocate(empty, [item for part in exchange(found) for item in part], sums,
+                     weights)
         new = average_centers(sums, weights, np.float64)
         shift = float(((new - centers) ** 2).sum())
         centers = new
@@ -137,9 +135,10 @@ def _loop(gather, rank, blocks, offsets, centers, x_mean, device, assign, update
     return (centers, iteration + 1, overheads) if rank == 0 else None
 
 
-def run(client, X, centers, x_mean, *, device, assign, update, max_iter, tol, partial,
+def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol, partial,
         farthest):
-    """The collective loop over persisted dask array ``X`` from ``centers`` (centred).
+    """The collective loop over persisted dask array ``X`` (weights ``W``, persisted in
+    X's row blocks, or None) from ``centers`` (centred).
 
     Returns ``(centers, n_iter, overheads)``: the final centred centres, the iterations,
     and each iteration's share of wall time not spent in the busiest rank's own work.
@@ -151,13 +150,15 @@ def run(client, X, centers, x_mean, *, device, assign, update, max_iter, tol, pa
         raise InvalidParameterError("engine='collective' needs X persisted on a distributed "
                                     "cluster (a distributed.Client)")
     order = sorted(blocks, key=lambda f: f.key[1:])  # (name, i, 0): partition order
+    worder = ([None] * len(order) if W is None
+              else sorted(futures_of(W), key=lambda f: f.key[1:]))
     sizes = [int(rows) for rows in X.chunks[0]]
     offsets = np.cumsum([0, *sizes[:-1]]).tolist()
     last_error = None
     for _ in range(ATTEMPTS):
         tasks, gather_future = [], None
         try:
-            wait(order)
+            wait([*order, *(f for f in worder if f is not None)])
             by_worker = _placement(client.who_has(order), order, sizes,
                                    sorted(client.scheduler_info()["workers"]))
             workers = sorted(by_worker)
@@ -166,6 +167,7 @@ def run(client, X, centers, x_mean, *, device, assign, update, max_iter, tol, pa
                                           key=f"gpumine-allgather-{uuid.uuid4().hex}")
             gather = gather_future.result()
             tasks = [client.submit(_loop, gather, rank, [order[i] for i in by_worker[w]],
+                                   [worder[i] for i in by_worker[w]],
                                    [offsets[i] for i in by_worker[w]], centers, x_mean, device,
                                    assign, update, max_iter, tol, partial, farthest,
                                    workers=[w], allow_other_workers=True, pure=False,

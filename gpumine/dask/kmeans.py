@@ -38,11 +38,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpumine import registry
 from gpumine.dask.blocks import (
+    block_weights,
     check_finite_block,
+    check_weight_block,
     dask_modules,
     partition_offsets,
     persisted_blocks,
-    refuse_sample_weight,
+    persisted_weights,
+    weight_blocks,
 )
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.chunked import merge_moments
@@ -62,13 +65,16 @@ def _backend(device):
 
 
 # -- what runs on the workers (pure functions of a block) ------------------------------------
-def _stats(block, index, offset):
-    block = check_finite_block(block, index, offset)  # a NaN names its partition and row
+def _stats(block, wblock, index, offset):
+    """A partition's rows, mean and squared deviations (unweighted, as the in-memory fit's
+    centring and tolerance) and its weights' sum; a NaN names its partition and row."""
+    block = check_finite_block(block, index, offset)
+    weight = check_weight_block(wblock, index, offset)
     mean = block.mean(axis=0)
-    return block.shape[0], mean, ((block - mean) ** 2).sum(axis=0)
+    return block.shape[0], mean, ((block - mean) ** 2).sum(axis=0), weight
 
 
-def _partial(block, centers, x_mean, device, assign_name, update_name):
+def _partial(block, wblock, centers, x_mean, device, assign_name, update_name):
     """A partition's assignment against ``centers``: sums, weights, labels' fingerprint and
     the task's own seconds."""
     start = time.perf_counter()
@@ -82,7 +88,7 @@ def _partial(block, centers, x_mean, device, assign_name, update_name):
         X, centers, labels)
     sums, weights = xp.zeros((k, X.shape[1])), xp.zeros(k)
     registry.resolve_strategy("kmeans.update", update_name, backend.name).load()(
-        X, labels, xp.ones(X.shape[0], dtype=X.dtype), sums, weights)
+        X, labels, block_weights(wblock, X.shape[0], xp, X.dtype), sums, weights)
     # sync: on a GPU worker the partition's labels (4 bytes a row) come to the worker's
     # host each iteration for the fingerprint -- not few bytes; a device-side hash would
     # avoid it (this path has not run on a GPU). The sums are k (d + 1) doubles.
@@ -104,10 +110,11 @@ def _where() -> str:
         return f"thread-{threading.get_ident()}"
 
 
-def _farthest(block, centers, x_mean, device, assign_name, count):
+def _farthest(block, wblock, centers, x_mean, device, assign_name, count):
     """The ``count`` points of a partition farthest from their centre: (distance, row,
-    point, label) each, for empty-cluster relocation."""
+    point, label, weight) each, for empty-cluster relocation."""
     labels = _labels(block, centers, x_mean, device, assign_name)
+    w = block_weights(wblock, labels.shape[0])  # host NumPy (sync: none)
     X = np.asarray(block, dtype=np.float64) - x_mean  # host arrays from here on (no sync)
     distances = ((X - centers[labels]) ** 2).sum(axis=1)
     take = min(count, X.shape[0])
@@ -115,7 +122,8 @@ def _farthest(block, centers, x_mean, device, assign_name, count):
         return []
     top = np.argpartition(distances, -take)[-take:]
     # sync: none -- host NumPy (X, distances, labels are on the host already); count rows
-    return [(float(distances[i]), int(i), X[i].copy(), int(labels[i])) for i in top]
+    return [(float(distances[i]), int(i), X[i].copy(), int(labels[i]), float(w[i]))
+            for i in top]
 
 
 def _labels(block, centers, x_mean, device, assign_name):
@@ -129,10 +137,11 @@ def _labels(block, centers, x_mean, device, assign_name):
     return backend.to_host(labels)
 
 
-def _inertia(block, centers, x_mean, device, assign_name):
+def _inertia(block, wblock, centers, x_mean, device, assign_name):
     labels = _labels(block, centers, x_mean, device, assign_name)  # host labels
     diff = np.asarray(block, dtype=np.float64) - x_mean - centers[labels]  # host: no sync
-    return float(np.einsum("ij,ij->", diff, diff))  # sync: none -- host NumPy, one float
+    w = block_weights(wblock, labels.shape[0])  # host NumPy (sync: none)
+    return float(np.einsum("ij,ij,i->", diff, diff, w))  # sync: none -- host NumPy, a float
 
 
 def _nearest_squared(block, candidates, x_mean):
@@ -143,18 +152,29 @@ def _nearest_squared(block, candidates, x_mean):
     return np.maximum(products.min(axis=1) + (X ** 2).sum(axis=1), 0.0), nearest
 
 
-def _round_draw(block, candidates, x_mean, factor, seed):
-    """k-means|| on one partition: the rows kept with probability min(1, factor * D^2)."""
+def _potential(block, wblock, candidates, x_mean):
+    """A partition's share of the k-means|| potential, ``sum w D^2``."""
     distances, _ = _nearest_squared(block, candidates, x_mean)
+    if wblock is None:
+        return float(distances.sum())  # sync: none -- host NumPy
+    return float(distances @ block_weights(wblock, distances.shape[0]))  # sync: none, host
+
+
+def _round_draw(block, wblock, candidates, x_mean, factor, seed):
+    """k-means|| on one partition: the rows kept with probability min(1, factor w D^2)."""
+    distances, _ = _nearest_squared(block, candidates, x_mean)
+    if wblock is not None:
+        distances *= block_weights(wblock, distances.shape[0])  # host NumPy (sync: none)
     rng = np.random.RandomState(seed)
     kept = rng.random_sample(distances.shape[0]) < factor * distances  # host (NumPy) work
     # sync: none -- host NumPy: the kept rows and one float
     return np.asarray(block, dtype=np.float64)[kept] - x_mean, float(distances.sum())
 
 
-def _candidate_weights(block, candidates, x_mean):
+def _candidate_weights(block, wblock, candidates, x_mean):
     _, nearest = _nearest_squared(block, candidates, x_mean)
-    return np.bincount(nearest, minlength=len(candidates)).astype(np.float64)
+    return np.bincount(nearest, weights=block_weights(wblock, nearest.shape[0]),
+                       minlength=len(candidates))
 
 
 # -- the estimator --------------------------------------------------------------------------
@@ -253,33 +273,42 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         ----------
         X : dask.array.Array or dask.dataframe.DataFrame
         y : Ignored
-        sample_weight : None
-            Not supported yet on Dask collections.
+        sample_weight : None, array-like, dask array or dask Series of shape (n_samples,)
+            As in :meth:`gpumine.GPUKMeans.fit` (cast to X's dtype; the centring and
+            ``tol``'s variance stay unweighted, as there); a NaN, infinite or negative
+            weight fails naming its partition and row.
 
         Returns
         -------
         self
         """
         self._check_params()
-        refuse_sample_weight(sample_weight)
         dask, _ = _dask()
         X = self._blocks(X)
+        W = persisted_weights(sample_weight, X)
         blocks = X.to_delayed().ravel().tolist()
+        wblocks = weight_blocks(W, len(blocks))
         sizes = [int(rows) for rows in X.chunks[0]]
         n_features = X.shape[1]
         backend = _backend(self.device)
         assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name).name
         update = registry.resolve_strategy("kmeans.update", self.update, backend.name).name
-        stats = dask.compute(*[dask.delayed(_stats)(b, i, offset) for i, (b, offset)
-                               in enumerate(zip(blocks, partition_offsets(X), strict=True))])
-        count, mean, m2 = _merge_stats(stats)
+        stats = dask.compute(*[dask.delayed(_stats)(b, wb, i, offset) for i, (b, wb, offset)
+                               in enumerate(zip(blocks, wblocks, partition_offsets(X),
+                                                strict=True))])
+        count, mean, m2 = _merge_stats([part[:3] for part in stats])
         if count < self.n_clusters:
             raise InvalidInputError(f"n_samples={count} should be >= n_clusters={self.n_clusters}.")
+        block_sums = [part[3] for part in stats]
+        if W is not None and not sum(block_sums) > 0:
+            raise InvalidInputError("sample_weight sums to 0: no point has weight")
         x_mean = mean.astype(X.dtype).astype(np.float64)
         tol = float((m2 / count).mean()) * self.tol
         random_state = check_random_state(self.random_state)
         if isinstance(self.init, str):
-            centers = self._kmeans_parallel(dask, blocks, sizes, x_mean, random_state)
+            centers = self._kmeans_parallel(dask, blocks, wblocks, sizes,
+                                            None if W is None else block_sums, x_mean,
+                                            random_state)
         else:
             centers = np.asarray(self.init, dtype=np.float64)
             if centers.shape != (self.n_clusters, n_features):
@@ -295,29 +324,33 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             from gpumine.dask import collective
 
             centers, n_iter, overheads = collective.run(
-                client, X, centers, x_mean, device=self.device, assign=assign, update=update,
-                max_iter=self.max_iter, tol=tol, partial=_partial, farthest=_farthest)
+                client, X, W, centers, x_mean, device=self.device, assign=assign,
+                update=update, max_iter=self.max_iter, tol=tol, partial=_partial,
+                farthest=_farthest)
         else:
-            centers, n_iter, overheads = self._graph_loop(dask, blocks, sizes, centers, x_mean,
-                                                          assign, update, tol, n_features)
+            centers, n_iter, overheads = self._graph_loop(dask, blocks, wblocks, sizes, centers,
+                                                          x_mean, assign, update, tol,
+                                                          n_features)
         self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats
         self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
         self.n_iter_ = n_iter
         self.n_features_in_ = n_features
         self.inertia_ = float(sum(dask.compute(*[
-            dask.delayed(_inertia)(b, centers, x_mean, self.device, assign) for b in blocks])))
+            dask.delayed(_inertia)(b, wb, centers, x_mean, self.device, assign)
+            for b, wb in zip(blocks, wblocks, strict=True)])))
         self._x_mean, self._centred, self._assign_name = x_mean, centers, assign
         self.labels_ = self._lazy_labels(X)
         return self
 
-    def _graph_loop(self, dask, blocks, sizes, centers, x_mean, assign, update, tol,
+    def _graph_loop(self, dask, blocks, wblocks, sizes, centers, x_mean, assign, update, tol,
                     n_features):
         """Lloyd's loop as one Dask computation per iteration (``engine="graph"``)."""
         fingerprints, overheads = None, []
         for iteration in range(self.max_iter):
             start = time.perf_counter()
-            parts = dask.compute(*[dask.delayed(_partial)(b, centers, x_mean, self.device,
-                                                          assign, update) for b in blocks])
+            parts = dask.compute(*[dask.delayed(_partial)(b, wb, centers, x_mean, self.device,
+                                                          assign, update)
+                                   for b, wb in zip(blocks, wblocks, strict=True)])
             wall = time.perf_counter() - start
             # what the busiest worker's own work (its partitions' tasks) leaves of the wall time
             busy = {}
@@ -330,7 +363,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             for part_sums, part_weights, *_ in parts:  # partition order: a fixed sum order
                 sums += part_sums
                 weights += part_weights
-            self._relocate(dask, blocks, sizes, centers, x_mean, assign, sums, weights)
+            self._relocate(dask, blocks, wblocks, sizes, centers, x_mean, assign, sums,
+                           weights)
             new = average_centers(sums, weights, np.float64)
             shift = float(((new - centers) ** 2).sum())
             centers = new
@@ -342,36 +376,48 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
                 break
         return centers, iteration + 1, overheads
 
-    def _kmeans_parallel(self, dask, blocks, sizes, x_mean, random_state):
-        """k-means|| over the partitions (module docstring), then k-means++ on the candidates."""
+    def _kmeans_parallel(self, dask, blocks, wblocks, sizes, block_sums, x_mean,
+                         random_state):
+        """k-means|| over the partitions (module docstring), then k-means++ on the candidates.
+
+        ``block_sums``: each partition's weight (None: unweighted). Weighted, the first
+        candidate is drawn with probability proportional to its weight and each round keeps
+        a row with probability ``min(1, factor w D^2)``, as weighted k-means++ would.
+        """
         from gpumine.kmeans.init import kmeans_plusplus
 
         seed = int(random_state.randint(2**31 - 1))
-        row = int(random_state.randint(sum(sizes)))  # the first candidate: any row, uniformly
-        part = int(np.searchsorted(np.cumsum(sizes), row, side="right"))
+        if block_sums is None:
+            row = int(random_state.randint(sum(sizes)))  # the first candidate: any row
+            part = int(np.searchsorted(np.cumsum(sizes), row, side="right"))
+            row -= sum(sizes[:part])
+        else:  # a partition by its weight, then a row of it by weight
+            shares = np.asarray(block_sums) / sum(block_sums)  # host NumPy (sync: none)
+            part = int(random_state.choice(len(blocks), p=shares))
+            w = np.asarray(wblocks[part].compute(), dtype=np.float64)
+            row = int(random_state.choice(w.shape[0], p=w / w.sum()))
         block = np.asarray(blocks[part].compute(), dtype=np.float64)
-        candidates = block[row - sum(sizes[:part])][None, :] - x_mean
+        candidates = block[row][None, :] - x_mean
+        pairs = list(zip(blocks, wblocks, strict=True))
         potential = None
         for round_ in range(self.init_rounds):
             if potential is None:
-                pieces = dask.compute(*[dask.delayed(_nearest_squared)(b, candidates, x_mean)
-                                        for b in blocks])
-                potential = float(sum(p[0].sum() for p in pieces))
+                potential = float(sum(dask.compute(*[
+                    dask.delayed(_potential)(b, wb, candidates, x_mean) for b, wb in pairs])))
             if potential <= 0:
                 break
             factor = self.oversampling * self.n_clusters / potential
             drawn = dask.compute(*[
-                dask.delayed(_round_draw)(b, candidates, x_mean, factor,
+                dask.delayed(_round_draw)(b, wb, candidates, x_mean, factor,
                                           (seed + 7919 * round_ + 104729 * i) % (2**31 - 1))
-                for i, b in enumerate(blocks)])
+                for i, (b, wb) in enumerate(pairs)])
             new = [rows for rows, _ in drawn if len(rows)]
             if new:
                 candidates = np.vstack([candidates, *new])
-            pieces = dask.compute(*[dask.delayed(_nearest_squared)(b, candidates, x_mean)
-                                    for b in blocks])
-            potential = float(sum(p[0].sum() for p in pieces))
-        weights = sum(dask.compute(*[dask.delayed(_candidate_weights)(b, candidates, x_mean)
-                                     for b in blocks]))
+            potential = float(sum(dask.compute(*[
+                dask.delayed(_potential)(b, wb, candidates, x_mean) for b, wb in pairs])))
+        weights = sum(dask.compute(*[dask.delayed(_candidate_weights)(b, wb, candidates, x_mean)
+                                     for b, wb in pairs]))
         if candidates.shape[0] < self.n_clusters:
             raise InvalidInputError(f"k-means|| found {candidates.shape[0]} distinct candidates "
                                     f"for {self.n_clusters} clusters; the data has fewer "
@@ -380,25 +426,19 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         return kmeans_plusplus(candidates, self.n_clusters, sample_weight=weights,
                                x_squared_norms=norms, random_state=random_state)
 
-    def _relocate(self, dask, blocks, sizes, centers, x_mean, assign, sums, weights):
+    def _relocate(self, dask, blocks, wblocks, sizes, centers, x_mean, assign, sums, weights):
         """Empty clusters take the farthest points (the in-memory rule), found per partition;
         ties go to the lowest row."""
         empty = np.flatnonzero(weights == 0)
         if not empty.size:
             return
         found = []
-        parts = dask.compute(*[dask.delayed(_farthest)(b, centers, x_mean, self.device, assign,
-                                                       empty.size) for b in blocks])
+        parts = dask.compute(*[dask.delayed(_farthest)(b, wb, centers, x_mean, self.device,
+                                                       assign, empty.size)
+                               for b, wb in zip(blocks, wblocks, strict=True)])
         for part, offset in zip(parts, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True):
-            found += [(d, offset + row, point, label) for d, row, point, label in part]
-        found.sort(key=lambda item: (-item[0], item[1]))
-        if not found or found[0][0] == 0:
-            return
-        for new_cluster, (_, _, point, old_cluster) in zip(empty.tolist(), found, strict=False):
-            sums[old_cluster] -= point
-            sums[new_cluster] = point
-            weights[new_cluster] = 1.0
-            weights[old_cluster] -= 1.0
+            found += [(d, offset + row, point, label, w) for d, row, point, label, w in part]
+        relocate(empty, found, sums, weights)
 
     def _lazy_labels(self, X):
         _, da = _dask()
@@ -428,6 +468,23 @@ def _client():
         return default_client()
     except ValueError:
         return None
+
+
+def relocate(empty, found, sums, weights) -> None:
+    """Move the farthest of ``found`` ((distance, row, point, label, weight) each, from every
+    partition) into the ``empty`` clusters, as the in-memory rule does: ties to the lowest
+    row, each point's weight leaving its old cluster; nothing when all distances are 0.
+    ``sums`` and ``weights`` INOUT."""
+    found = sorted(found, key=lambda item: (-item[0], item[1]))
+    if not found or found[0][0] == 0:
+        return
+    # Sequential on purpose: two relocated points may come from the same old cluster.
+    for new_cluster, (_, _, point, old_cluster, weight) in zip(empty.tolist(), found,
+                                                               strict=False):
+        sums[old_cluster] -= point * weight
+        sums[new_cluster] = point * weight
+        weights[new_cluster] = weight
+        weights[old_cluster] -= weight
 
 
 def _merge_stats(stats):

@@ -15,7 +15,10 @@ each one Dask computation over the persisted partitions, which stay on their wor
 
 Unweighted, the grid's counts are exact, so the result equals the in-memory fit's on the
 same data: labels, ``grid_labels_``, ``threshold_`` (tested on a two-worker
-``LocalCluster``). Each partition's grid is as large as the fine grid (float64): the
+``LocalCluster``). ``sample_weight`` travels as a second persisted array in X's partitions:
+the bounds are those of the points of positive weight, the grid and the components' sizes
+are weighed, as in memory (tested equal too, and integer weights equal repeated rows).
+Each partition's grid is as large as the fine grid (float64): the
 tree keeps one per worker in flight, not one per partition.
 """
 
@@ -28,12 +31,15 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from gpumine.dask.blocks import (
+    block_weights,
     check_finite_block,
+    check_weight_block,
     dask_modules,
     partition_offsets,
     persisted_blocks,
-    refuse_sample_weight,
+    persisted_weights,
     tree_sum,
+    weight_blocks,
 )
 from gpumine.exceptions import InvalidInputError
 
@@ -49,12 +55,16 @@ def _stages(device):
     return backend, pipeline.stages_for(backend, device_labels=False)
 
 
-def _block_bounds(block, index, offset):
-    """A partition's (rows, lowest, highest) per feature; a NaN or infinity raises."""
+def _block_bounds(block, wblock, index, offset):
+    """A partition's (rows, lowest, highest, weight): the bounds of its rows of positive
+    weight (all rows unweighted); a NaN or infinity, or a bad weight, raises."""
     X = check_finite_block(block, index, offset)
+    total = check_weight_block(wblock, index, offset) if wblock is not None else X.shape[0]
+    if wblock is not None:
+        X = X[np.asarray(wblock) > 0]  # host NumPy (sync: none)
     if not X.shape[0]:
-        return 0, None, None
-    return X.shape[0], X.min(axis=0), X.max(axis=0)
+        return 0, None, None, total
+    return X.shape[0], X.min(axis=0), X.max(axis=0), total
 
 
 def _on_backend(backend, block):
@@ -63,12 +73,18 @@ def _on_backend(backend, block):
     return backend.to_device_columns(np.asarray(block, dtype=np.float64))
 
 
-def _block_grid(block, bounds, grid_shape, device):
-    """A partition's fine grid (float64 counts), on the host."""
+def _weights_on(backend, wblock):
+    """A partition's weights on the worker's backend (float64), or None (unweighted)."""
+    return None if wblock is None else backend.to_device(block_weights(wblock, 0))
+
+
+def _block_grid(block, wblock, bounds, grid_shape, device):
+    """A partition's fine grid (float64 weights), on the host."""
     backend, stages = _stages(device)
     if not block.shape[0]:
         return np.zeros(grid_shape)  # sync: none -- host NumPy, an empty partition's grid
-    _, grid = stages.histogram(_on_backend(backend, block), None, bounds, grid_shape)
+    _, grid = stages.histogram(_on_backend(backend, block), _weights_on(backend, wblock),
+                               bounds, grid_shape)
     return stages.to_host(grid)  # sync: the grid, once a partition (the reduction's input)
 
 
@@ -82,13 +98,15 @@ def _block_ids(block, bounds, grid_shape, components, wavelet, levels, device):
     return backend, stages, ids
 
 
-def _block_sizes(block, bounds, grid_shape, components, wavelet, levels, size, device):
-    """A partition's points per component (``size`` numbers), on the host."""
+def _block_sizes(block, wblock, bounds, grid_shape, components, wavelet, levels, size,
+                 device):
+    """A partition's weight per component (``size`` numbers), on the host."""
     if not block.shape[0]:
         return np.zeros(size)  # sync: none -- host NumPy, an empty partition's counts
-    _, stages, ids = _block_ids(block, bounds, grid_shape, components, wavelet, levels,
-                                device)
-    return stages.to_host(stages.weigh(ids, None, size))  # sync: size numbers
+    backend, stages, ids = _block_ids(block, bounds, grid_shape, components, wavelet, levels,
+                                      device)
+    # sync: size numbers
+    return stages.to_host(stages.weigh(ids, _weights_on(backend, wblock), size))
 
 
 def _block_labels(block, bounds, grid_shape, components, remap, wavelet, levels, device):
@@ -179,8 +197,9 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         ----------
         X : dask.array.Array or dask.dataframe.DataFrame
         y : Ignored
-        sample_weight : None
-            Not supported yet on Dask collections.
+        sample_weight : None, array-like, dask array or dask Series of shape (n_samples,)
+            As in :meth:`gpumine.WaveCluster.fit`; a NaN, infinite or negative weight fails
+            naming its partition and row.
 
         Returns
         -------
@@ -189,29 +208,34 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         from gpumine.backend import get_backend
         from gpumine.wavecluster import engine, pipeline
 
-        refuse_sample_weight(sample_weight)
         dask, _ = dask_modules()
         X = persisted_blocks(X, dtype=np.float64)
+        W = persisted_weights(sample_weight, X)
         blocks = X.to_delayed().ravel().tolist()
+        wblocks = weight_blocks(W, len(blocks))
         sizes = [int(rows) for rows in X.chunks[0]]  # sync: none, Dask's chunk sizes
         offsets = partition_offsets(X)
         n_samples, n_features = int(sum(sizes)), int(X.shape[1])  # sync: none, host ints
         inner = self._in_memory()
         backend = get_backend(self.device)
-        plan = inner._plan(n_samples, n_features, None, backend)  # parameters checked here
-        parts = dask.compute(*[dask.delayed(_block_bounds)(b, i, offset)
-                               for i, (b, offset) in enumerate(zip(blocks, offsets,
-                                                                   strict=True))])
+        inner._plan(n_samples, n_features, None, backend)  # parameters checked before a pass
+        parts = dask.compute(*[dask.delayed(_block_bounds)(b, wb, i, offset)
+                               for i, (b, wb, offset) in enumerate(zip(blocks, wblocks, offsets,
+                                                                       strict=True))])
+        total = float(sum(part[3] for part in parts))  # sync: none, host floats
+        if not total > 0:
+            raise InvalidInputError("sample_weight sums to 0: no point has weight")
+        plan = inner._plan(n_samples, n_features, None, backend, total_weight=total)
         if self.bounds is not None:
             bounds = inner._bounds(SimpleNamespace(shape=(n_samples, n_features)), None, backend)
         else:
-            lows = [lo for rows, lo, _ in parts if rows]
-            highs = [hi for rows, _, hi in parts if rows]
+            lows = [lo for rows, lo, _, _ in parts if rows]
+            highs = [hi for rows, _, hi, _ in parts if rows]
             bounds = inner._check_bounds(np.stack([np.min(lows, axis=0),
                                                    np.max(highs, axis=0)]))
         grid_shape = plan["grid_shape"]
-        fine = tree_sum(dask, [dask.delayed(_block_grid)(b, bounds, grid_shape, self.device)
-                               for b in blocks]).compute()
+        fine = tree_sum(dask, [dask.delayed(_block_grid)(b, wb, bounds, grid_shape, self.device)
+                               for b, wb in zip(blocks, wblocks, strict=True)]).compute()
         stages = pipeline.stages_for(backend, device_labels=False)
         threshold, components, n_components = pipeline.grid_components(
             stages, [backend.to_device(fine)], wavelet=plan["wavelet"], levels=self.levels,
@@ -220,9 +244,9 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         components = backend.to_host(components)  # sync: the coarse grid, once, to ship
         shared = dask.delayed(components)  # one key, not a copy per task
         counts = dask.compute(*[
-            dask.delayed(_block_sizes)(b, bounds, grid_shape, shared, plan["wavelet"],
+            dask.delayed(_block_sizes)(b, wb, bounds, grid_shape, shared, plan["wavelet"],
                                        self.levels, n_components + 1, self.device)
-            for b in blocks])
+            for b, wb in zip(blocks, wblocks, strict=True)])
         remap = engine.cluster_ids(np.sum(counts, axis=0), plan["min_cluster_size"])
         self.grid_labels_ = remap[components]
         self.n_clusters_ = int((remap >= 0).sum())  # sync: none, host NumPy

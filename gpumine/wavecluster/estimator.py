@@ -231,15 +231,21 @@ class WaveCluster(GpumineEstimator):
         """
         return self._checked_fit(X, sample_weight)
 
-    def _plan(self, n_samples, n_features, sample_weight, backend) -> dict:
-        """Every parameter resolved and checked, from the shape alone (before any transfer)."""
+    def _plan(self, n_samples, n_features, sample_weight, backend, *,
+              total_weight=None) -> dict:
+        """Every parameter resolved and checked, from the shape alone (before any transfer).
+
+        ``total_weight``: the weights' sum when the caller has it and passes no
+        ``sample_weight`` (the Dask fit's first pass); the number of samples otherwise.
+        """
         if n_samples < 2:
             raise InvalidInputError(f"WaveCluster needs at least 2 samples, got {n_samples} "
                                     "sample")
         connectivity = self._check_params(n_features)
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
         if sample_weight is None:  # every point weighs 1: no array of ones on either side
-            weight, total = None, float(n_samples)
+            weight = None
+            total = float(n_samples if total_weight is None else total_weight)
         else:
             weight = check_sample_weight(sample_weight, n_samples, np.float64, backend.xp)
             total = float(weight.sum())  # sync: one number, once per fit
