@@ -84,7 +84,7 @@ def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assig
           max_iter, tol, partial, farthest):
     """One worker's task: the Lloyd loop over its partitions (``blocks``, their weights
     ``wblocks`` or Nones, rows ``offsets``)."""
-    from gpumine.dask.kmeans import relocate
+    from gpumine.kmeans.chunked import relocate_found
 
     k, d = centers.shape
     step, fingerprints, overheads = 0, None, []
@@ -117,12 +117,12 @@ def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assig
             weights += part_weights
         empty = np.flatnonzero(weights == 0)  # host NumPy (sync: none)
         if empty.size:  # the in-memory rule: the farthest points, ties to the lowest row
-            found = [(dist, offset + row, point, label, weight)
+            found = [(dist, offset + row, *rest)
                      for b, wb, offset in zip(blocks, wblocks, offsets, strict=True)
-                     for dist, row, point, label, weight in farthest(
-                         b, wb, centers, x_mean, device, assign, empty.size)]
-            relocate(empty, [item for part in exchange(found) for item in part], sums,
-                     weights)
+                     for dist, row, *rest in farthest(b, wb, centers, x_mean, device, assign,
+                                                      empty.size)]
+            relocate_found(empty, [item for part in exchange(found) for item in part], sums,
+                           weights)
         new = average_centers(sums, weights, np.float64)
         shift = float(((new - centers) ** 2).sum())
         centers = new

@@ -48,7 +48,7 @@ from gpumine.dask.blocks import (
     weight_blocks,
 )
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
-from gpumine.kmeans.chunked import merge_moments
+from gpumine.kmeans.chunked import merge_moments, relocate_found
 from gpumine.kmeans.lloyd import average_centers, stopping_rule
 
 __all__ = ["GPUKMeans"]
@@ -112,7 +112,7 @@ def _where() -> str:
 
 def _farthest(block, wblock, centers, x_mean, device, assign_name, count):
     """The ``count`` points of a partition farthest from their centre: (distance, row,
-    point, label, weight) each, for empty-cluster relocation."""
+    point, weight, label) each, for empty-cluster relocation."""
     labels = _labels(block, centers, x_mean, device, assign_name)
     w = block_weights(wblock, labels.shape[0])  # host NumPy (sync: none)
     X = np.asarray(block, dtype=np.float64) - x_mean  # host arrays from here on (no sync)
@@ -122,7 +122,7 @@ def _farthest(block, wblock, centers, x_mean, device, assign_name, count):
         return []
     top = np.argpartition(distances, -take)[-take:]
     # sync: none -- host NumPy (X, distances, labels are on the host already); count rows
-    return [(float(distances[i]), int(i), X[i].copy(), int(labels[i]), float(w[i]))
+    return [(float(distances[i]), int(i), X[i].copy(), float(w[i]), int(labels[i]))
             for i in top]
 
 
@@ -437,8 +437,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
                                                        assign, empty.size)
                                for b, wb in zip(blocks, wblocks, strict=True)])
         for part, offset in zip(parts, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True):
-            found += [(d, offset + row, point, label, w) for d, row, point, label, w in part]
-        relocate(empty, found, sums, weights)
+            found += [(d, offset + row, *rest) for d, row, *rest in part]
+        relocate_found(empty, found, sums, weights)
 
     def _lazy_labels(self, X):
         _, da = _dask()
@@ -468,23 +468,6 @@ def _client():
         return default_client()
     except ValueError:
         return None
-
-
-def relocate(empty, found, sums, weights) -> None:
-    """Move the farthest of ``found`` ((distance, row, point, label, weight) each, from every
-    partition) into the ``empty`` clusters, as the in-memory rule does: ties to the lowest
-    row, each point's weight leaving its old cluster; nothing when all distances are 0.
-    ``sums`` and ``weights`` INOUT."""
-    found = sorted(found, key=lambda item: (-item[0], item[1]))
-    if not found or found[0][0] == 0:
-        return
-    # Sequential on purpose: two relocated points may come from the same old cluster.
-    for new_cluster, (_, _, point, old_cluster, weight) in zip(empty.tolist(), found,
-                                                               strict=False):
-        sums[old_cluster] -= point * weight
-        sums[new_cluster] = point * weight
-        weights[new_cluster] = weight
-        weights[old_cluster] -= weight
 
 
 def _merge_stats(stats):

@@ -52,6 +52,7 @@ __all__ = [
     "chunk_step",
     "fit_lloyd_chunked",
     "merge_moments",
+    "relocate_found",
 ]
 
 #: ``(X_chunk, weight_chunk)`` pairs, the same chunks in the same order at every call.
@@ -200,9 +201,20 @@ def _relocate(chunks: ChunkSource, centers_old, sums, weights, label_chunks, xp)
         for i in (top.get() if xp is not np else top).tolist():
             found.append((float(distances[i]), offset + i, X[i], w[i], int(labels[i])))
         offset += X.shape[0]
+    relocate_found(empty, found, sums, weights)
+
+
+def relocate_found(empty, found, sums, weights) -> None:
+    """Move the farthest of ``found`` into the ``empty`` clusters (the in-memory rule).
+
+    ``found``: ``(distance, row, point, weight, label)`` candidates from every chunk or
+    partition, each chunk's farthest; taken in decreasing distance, ties to the lowest
+    row, each point's weight leaving its old cluster; nothing when all distances are 0.
+    ``sums`` and ``weights`` INOUT.
+    """
     if not found or max(item[0] for item in found) == 0:
         return
-    found.sort(key=lambda item: (-item[0], item[1]))
+    found = sorted(found, key=lambda item: (-item[0], item[1]))
     # Sequential on purpose: two relocated points may come from the same old cluster.
     for new_cluster, (_, _, point, weight, old_cluster) in zip(empty.tolist(), found,
                                                                strict=False):
