@@ -16,6 +16,7 @@ order at every call, each chunk validated and on the backend. Two kinds:
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -137,6 +138,34 @@ class PinnedCache:
             self.parts.append(part)
 
 
+def warn_mixed_types(dataset, names) -> None:
+    """Warn when a file of ``dataset`` stores a column ``names`` lists in another type than
+    the dataset's schema (which pyarrow takes from one file, and casts every batch to).
+
+    Only the files' footers are read (:attr:`pyarrow.dataset.Fragment.physical_schema`);
+    an in-memory dataset has one schema and is not looked at. The warning names the
+    column, both types and the first such file, and how to choose the type instead.
+    """
+    from sklearn.exceptions import DataConversionWarning
+
+    if not hasattr(dataset, "files"):  # an in-memory dataset: one schema for every batch
+        return
+    for path in dataset.files:  # (a filtered dataset lists no fragments, but its files)
+        physical = dataset.format.make_fragment(path, dataset.filesystem).physical_schema
+        for name in names:
+            index = physical.get_field_index(name)
+            if index < 0:
+                continue  # a file without the column: its rows read as nulls, refused later
+            stored, read = physical.field(index).type, dataset.schema.field(name).type
+            if stored != read:
+                warnings.warn(
+                    f"column {name!r} is {stored} in {path} but {read} in the "
+                    f"dataset's schema: its values are cast to {read} as they are read "
+                    "(open the dataset with schema=... to choose the type)",
+                    DataConversionWarning, stacklevel=4)
+                return
+
+
 def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
                    dtype=None, cache_bytes: int | None = None) -> StreamedInput:
     """Stream a ``pyarrow.dataset.Dataset`` (every column) as validated chunks.
@@ -183,6 +212,7 @@ def dataset_chunks(dataset, *, backend, batch_rows: int = DEFAULT_BATCH_ROWS,
     if not names:
         raise InvalidInputError("the dataset has no columns")
     check_numeric(schema, names)
+    warn_mixed_types(dataset, names)
     if dtype is None:
         float32 = all(pa.types.is_float32(schema.field(name).type) for name in names)
         dtype = np.float32 if float32 else np.float64

@@ -45,8 +45,9 @@ BUILTIN_STRATEGIES = (
     Strategy(
         kind="kmeans.assign", name="numba", backend="cpu",
         target=f"{_KMEANS}.cpu_fast:assign_numba",
-        description="exact: direct sum (x-c)^2 in float64, compiled with Numba, parallel "
-                    "over rows (CPU default when Numba is installed)",
+        description="exact: BLAS GEMM ranking on shifted data, rows within its rounding "
+                    "bound decided by the direct sum (x-c)^2 in float64; compiled with Numba, "
+                    "parallel over blocks of rows (CPU default when Numba is installed)",
     ),
     Strategy(
         kind="kmeans.update", name="numba", backend="cpu",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -218,3 +220,37 @@ def test_a_dataset_narrowed_by_schema_and_filter(tmp_path):
     streamed = GPUKMeans(3, init=init, device="cpu").fit(data)
     np.testing.assert_array_equal(streamed.labels_,
                                   GPUKMeans(3, init=init, device="cpu").fit(kept).labels_)
+
+
+def test_files_of_different_column_types_are_cast_once_with_a_warning(tmp_path):
+    """One file float32, one float64: pyarrow reads both as the schema's type (the first
+    file's); the fit warns, naming the column, the types and the file, and equals the fit
+    of the data cast to that type. A schema given at opening chooses float64 instead."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    from sklearn.exceptions import DataConversionWarning
+
+    from gpumine import GPUKMeans
+
+    X = _blobs(np.random.default_rng(11), n=1000, d=2, k=3)
+    pq.write_table(pa.table({"a": X[:500, 0].astype(np.float32),
+                             "b": X[:500, 1].astype(np.float32)}), tmp_path / "0.parquet")
+    pq.write_table(pa.table({"a": X[500:, 0], "b": X[500:, 1]}), tmp_path / "1.parquet")
+    init = X[:3].astype(np.float32)
+    data = ds.dataset(sorted(tmp_path.glob("*.parquet")), format="parquet")
+    with pytest.warns(DataConversionWarning, match=r"column 'a' is double in .*1\.parquet but "
+                                                   r"float in the dataset's schema"):
+        model = GPUKMeans(3, init=init, device="cpu").fit(data)
+    assert model.cluster_centers_.dtype == np.float32
+    np.testing.assert_array_equal(
+        model.labels_, GPUKMeans(3, init=init, device="cpu").fit(X.astype(np.float32)).labels_)
+    wide = ds.dataset(sorted(tmp_path.glob("*.parquet")), format="parquet",
+                      schema=pa.schema([("a", pa.float64()), ("b", pa.float64())]))
+    with pytest.warns(DataConversionWarning, match=r"'a' is float in .*0\.parquet but double"):
+        model = GPUKMeans(3, init=init, device="cpu").fit(wide)
+    assert model.cluster_centers_.dtype == np.float64
+    same = ds.dataset(tmp_path / "1.parquet", format="parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataConversionWarning)  # one type: no warning
+        GPUKMeans(3, init=init.astype(np.float64), device="cpu").fit(same)
