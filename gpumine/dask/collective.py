@@ -83,7 +83,21 @@ class AllGather:
 def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assign, update,
           max_iter, tol, partial, farthest):
     """One worker's task: the Lloyd loop over its partitions (``blocks``, their weights
-    ``wblocks`` or Nones, rows ``offsets``)."""
+    ``wblocks`` or Nones, rows ``offsets``). The loop runs in the ``assign`` strategy's
+    ``loop_context``, as the in-memory host loop does (BLAS held to one thread)."""
+    from gpumine import registry
+    from gpumine.backend import get_backend
+    from gpumine.kmeans.lloyd import loop_context
+
+    strategy = registry.resolve_strategy("kmeans.assign", assign, get_backend(device).name)
+    with loop_context(strategy.load()):
+        return _iterate(gather, rank, blocks, wblocks, offsets, centers, x_mean, device,
+                        assign, update, max_iter, tol, partial, farthest)
+
+
+def _iterate(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assign, update,
+             max_iter, tol, partial, farthest):
+    """:func:`_loop`'s iterations."""
     from gpumine.kmeans.chunked import relocate_found
 
     k, d = centers.shape
