@@ -26,7 +26,7 @@ These strategies work on blocks of rows in parallel on every core:
   ``(d + 2) 2^-53`` of a distance, each at most ``(||x'|| + C)^2``: the ``b`` term, with
   room to spare, makes its argmin the exact one too. Exact ties have margin 0 and are
   always re-checked. The 1 % in ``a`` covers ``||x'||`` being computed from the
-  rounded values. On uniform data a few rows in 10^4 are re-checked; the shift keeps
+  rounded values. Rows are re-checked rarely away from near-ties; the shift keeps
   the bound on the data's scale when the data are far from the origin.
 * ``update="numba"``: per-thread partial sums of ``w x`` and ``w`` in float64, added
   in thread order (bit-reproducible for a given thread count; within float64 rounding
