@@ -75,6 +75,27 @@ def test_weighted_fit_equals_the_in_memory_weighted_fit(client, engine):
         assert model.inertia_ != pytest.approx(unweighted.inertia_, rel=1e-3)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("engine", ["graph", "collective"])
+def test_gpu_workers_equal_the_in_memory_gpu_fit(client, engine):
+    """device="gpu" on both worker processes (sharing the GPU): the collective task keeps its
+    partitions and labels on the device; labels, n_iter_ and centres as the in-memory GPU
+    fit's, weighted and unweighted, with empty clusters relocated (k = 40 of 700 rows)."""
+    for n, k, chunks, weighted in [(20_000, 5, 6_001, False), (20_000, 5, 6_001, True),
+                                   (700, 40, 200, True)]:
+        X = _blobs(11, n=n, k=min(k, 5))
+        rng = np.random.default_rng(12)
+        weight = rng.uniform(0.2, 3.0, size=n) if weighted else None
+        init = X[rng.choice(n, k, replace=False)]
+        memory = InMemory(k, init=init, device="gpu").fit(X, sample_weight=weight)
+        model = GPUKMeans(k, init=init, device="gpu", engine=engine).fit(
+            da.from_array(X, chunks=(chunks, 3)), sample_weight=weight)
+        np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
+        assert model.n_iter_ == memory.n_iter_ > 2
+        np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-10)
+        assert model.inertia_ == pytest.approx(memory.inertia_, rel=1e-9)
+
+
 def test_integer_weights_equal_repeated_rows(client):
     """A weight of 2 is the row twice: the same centres and inertia from the same init."""
     X = _blobs(7, n=2000)

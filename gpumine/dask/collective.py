@@ -1,8 +1,11 @@
 """The long-lived Lloyd loop of ``gpumine.dask.GPUKMeans(engine="collective")``.
 
 One task per worker runs every iteration on the partitions that worker holds, as cuML's
-multi-node k-means does: no Dask graph per iteration. Each iteration the tasks exchange
-their k x (d + 1) partial sums, weights and labels' fingerprints through an
+multi-node k-means does: no Dask graph per iteration. The task moves each partition to its
+backend once, centred, and keeps its labels there (``resident``, e.g.
+:class:`gpumine.dask.kmeans.ResidentPartition`), so an iteration brings only k x (d + 1)
+sums and one count off a GPU. Each iteration the tasks exchange their partial sums, weights
+and numbers of changed labels through an
 :class:`AllGather` actor -- a Dask actor, so the calls go from worker to worker, not
 through the scheduler -- and every task adds the ranks' parts in rank order and takes the
 same decisions (relocation, averaging, stopping rule) on the same numbers. Rank 0 returns
@@ -81,7 +84,7 @@ class AllGather:
 
 
 def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assign, update,
-          max_iter, tol, partial, farthest):
+          max_iter, tol, resident):
     """One worker's task: the Lloyd loop over its partitions (``blocks``, their weights
     ``wblocks`` or Nones, rows ``offsets``). The loop runs in the ``assign`` strategy's
     ``loop_context``, as the in-memory host loop does (BLAS held to one thread)."""
@@ -91,17 +94,18 @@ def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assig
 
     strategy = registry.resolve_strategy("kmeans.assign", assign, get_backend(device).name)
     with loop_context(strategy.load()):
-        return _iterate(gather, rank, blocks, wblocks, offsets, centers, x_mean, device,
-                        assign, update, max_iter, tol, partial, farthest)
+        # each partition on the worker's backend once, centred, with its labels kept there
+        parts = [resident(b, wb, x_mean, device, assign, update)
+                 for b, wb in zip(blocks, wblocks, strict=True)]
+        return _iterate(gather, rank, parts, offsets, centers, max_iter, tol)
 
 
-def _iterate(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assign, update,
-             max_iter, tol, partial, farthest):
-    """:func:`_loop`'s iterations."""
+def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
+    """:func:`_loop`'s iterations over its resident partitions."""
     from gpumine.kmeans.chunked import relocate_found
 
     k, d = centers.shape
-    step, fingerprints, overheads = 0, None, []
+    step, overheads = 0, []
 
     def exchange(payload, busy=0.0):
         nonlocal step
@@ -115,14 +119,13 @@ def _iterate(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, as
     iteration = 0
     for iteration in range(max_iter):
         start = time.perf_counter()
-        own = [partial(b, wb, centers, x_mean, device, assign, update)
-               for b, wb in zip(blocks, wblocks, strict=True)]
+        own = [part.step(centers) for part in parts_held]
         busy = time.perf_counter() - start
         sums, weights = np.zeros((k, d)), np.zeros(k)  # sync: none -- host NumPy, k (d + 1)
-        for part_sums, part_weights, *_ in own:
+        for part_sums, part_weights, _ in own:
             sums += part_sums
             weights += part_weights
-        parts = exchange((sums, weights, [p[2] for p in own], busy), busy)
+        parts = exchange((sums, weights, sum(p[2] for p in own), busy), busy)
         wall = time.perf_counter() - start
         overheads.append(max(0.0, 1.0 - max(p[3] for p in parts) / wall))
         sums, weights = np.zeros((k, d)), np.zeros(k)  # sync: none -- host NumPy, k (d + 1)
@@ -132,25 +135,21 @@ def _iterate(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, as
         empty = np.flatnonzero(weights == 0)  # host NumPy (sync: none)
         if empty.size:  # the in-memory rule: the farthest points, ties to the lowest row
             found = [(dist, offset + row, *rest)
-                     for b, wb, offset in zip(blocks, wblocks, offsets, strict=True)
-                     for dist, row, *rest in farthest(b, wb, centers, x_mean, device, assign,
-                                                      empty.size)]
+                     for part, offset in zip(parts_held, offsets, strict=True)
+                     for dist, row, *rest in part.farthest(centers, empty.size)]
             relocate_found(empty, [item for part in exchange(found) for item in part], sums,
                            weights)
         new = average_centers(sums, weights, np.float64)
         shift = float(((new - centers) ** 2).sum())
         centers = new
-        now = [fp for part in parts for fp in part[2]]
-        unchanged = now == fingerprints
-        fingerprints = now
+        unchanged = sum(part[2] for part in parts) == 0  # labels changed on every rank
         stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
         if stop:
             break
     return (centers, iteration + 1, overheads) if rank == 0 else None
 
 
-def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol, partial,
-        farthest):
+def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol, resident):
     """The collective loop over persisted dask array ``X`` (weights ``W``, persisted in
     X's row blocks, or None) from ``centers`` (centred).
 
@@ -183,7 +182,7 @@ def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol,
             tasks = [client.submit(_loop, gather, rank, [order[i] for i in by_worker[w]],
                                    [worder[i] for i in by_worker[w]],
                                    [offsets[i] for i in by_worker[w]], centers, x_mean, device,
-                                   assign, update, max_iter, tol, partial, farthest,
+                                   assign, update, max_iter, tol, resident,
                                    workers=[w], allow_other_workers=True, pure=False,
                                    key=f"gpumine-lloyd-{uuid.uuid4().hex}-{rank}")
                      for rank, w in enumerate(workers)]

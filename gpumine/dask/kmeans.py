@@ -51,7 +51,7 @@ from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.chunked import merge_moments, relocate_found
 from gpumine.kmeans.lloyd import average_centers, stopping_rule
 
-__all__ = ["GPUKMeans"]
+__all__ = ["GPUKMeans", "ResidentPartition"]
 
 
 def _dask():
@@ -96,6 +96,64 @@ def _partial(block, wblock, centers, x_mean, device, assign_name, update_name):
     return (backend.to_host(sums), backend.to_host(weights),
             hashlib.blake2b(host_labels.tobytes(), digest_size=16).digest(),
             time.perf_counter() - start, _where())
+
+
+class ResidentPartition:
+    """A partition held by the collective loop's task for the whole loop.
+
+    Moved to the worker's backend and centred once, its weights and labels kept there: an
+    iteration (:meth:`step`) moves only the k x (d + 1) sums and one count off the device,
+    where :func:`_partial` (the graph engine's stateless task) copies the partition up and
+    its labels down every iteration.
+    """
+
+    def __init__(self, block, wblock, x_mean, device, assign_name, update_name):
+        self.backend = backend = _backend(device)
+        xp = backend.xp
+        # the same arithmetic as _partial's: the block minus the float64 mean
+        self.X = backend.to_device(np.asarray(block)) - backend.to_device(x_mean)
+        n = self.X.shape[0]
+        self.weight = block_weights(wblock, n, xp, self.X.dtype)
+        self.labels = xp.full(n, -1, dtype=xp.int32)
+        self.labels_old = xp.empty_like(self.labels)
+        self.assign = registry.resolve_strategy("kmeans.assign", assign_name,
+                                                backend.name).load()
+        self.update = registry.resolve_strategy("kmeans.update", update_name,
+                                                backend.name).load()
+
+    def step(self, centers):
+        """Assign against ``centers`` (host, centred): host sums and weights, and how many
+        labels changed since the previous step (all of them at the first)."""
+        xp = self.backend.xp
+        k = centers.shape[0]
+        self.labels_old[...] = self.labels
+        self.assign(self.X, self.backend.to_device(centers), self.labels)
+        sums, weights = xp.zeros((k, self.X.shape[1])), xp.zeros(k)
+        changed = self.update(self.X, self.labels, self.weight, sums, weights,
+                              labels_old=self.labels_old)
+        if changed is None:  # an update that does not count: compare on the backend
+            changed = (self.labels != self.labels_old).sum()
+        # sync: the k (d + 1) sums and one count, once an iteration
+        return self.backend.to_host(sums), self.backend.to_host(weights), int(changed)
+
+    def farthest(self, centers, count):
+        """The ``count`` rows farthest from their centre under the last :meth:`step`'s labels
+        (those of ``centers``): (distance, row, point, weight, label) each, for relocation."""
+        xp = self.backend.xp
+        c = self.backend.to_device(centers)
+        distances = ((self.X - c[self.labels]) ** 2).sum(axis=1)
+        take = min(count, distances.shape[0])
+        if take == 0:
+            return []
+        top = xp.argpartition(distances, -take)[-take:]
+        # sync: a few rows, only in an iteration with an empty cluster
+        rows = self.backend.to_host(top)
+        points = self.backend.to_host(self.X[top])
+        return [(float(d), int(i), np.asarray(p, dtype=np.float64), float(w), int(label))
+                for i, d, p, w, label in zip(rows, self.backend.to_host(distances[top]), points,
+                                             self.backend.to_host(self.weight[top]),
+                                             self.backend.to_host(self.labels[top]),
+                                             strict=True)]
 
 
 def _where() -> str:
@@ -325,8 +383,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
 
             centers, n_iter, overheads = collective.run(
                 client, X, W, centers, x_mean, device=self.device, assign=assign,
-                update=update, max_iter=self.max_iter, tol=tol, partial=_partial,
-                farthest=_farthest)
+                update=update, max_iter=self.max_iter, tol=tol, resident=ResidentPartition)
         else:
             centers, n_iter, overheads = self._graph_loop(dask, blocks, wblocks, sizes, centers,
                                                           x_mean, assign, update, tol,
