@@ -138,7 +138,7 @@ def check_weight_block(wblock, index: int, offset: int) -> float:
         row = int(np.flatnonzero(bad)[0])  # sync: none -- host NumPy
         raise InvalidInputError(f"partition {index} has a NaN, infinite or negative "
                                 f"sample_weight (its row {row}, row {offset + row} of X)")
-    return float(w.sum())
+    return float(w.sum())  # sync: none -- host NumPy
 
 
 def block_weights(wblock, rows: int, xp=np, dtype=np.float64):

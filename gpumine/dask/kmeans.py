@@ -133,8 +133,8 @@ class ResidentPartition:
                               labels_old=self.labels_old)
         if changed is None:  # an update that does not count: compare on the backend
             changed = (self.labels != self.labels_old).sum()
-        # sync: the k (d + 1) sums and one count, once an iteration
-        return self.backend.to_host(sums), self.backend.to_host(weights), int(changed)
+        sums, weights = self.backend.to_host(sums), self.backend.to_host(weights)  # sync: k (d+1)
+        return sums, weights, int(changed)  # sync: one count, once an iteration
 
     def farthest(self, centers, count):
         """The ``count`` rows farthest from their centre under the last :meth:`step`'s labels
@@ -146,14 +146,16 @@ class ResidentPartition:
         if take == 0:
             return []
         top = xp.argpartition(distances, -take)[-take:]
-        # sync: a few rows, only in an iteration with an empty cluster
-        rows = self.backend.to_host(top)
-        points = self.backend.to_host(self.X[top])
-        return [(float(d), int(i), np.asarray(p, dtype=np.float64), float(w), int(label))
-                for i, d, p, w, label in zip(rows, self.backend.to_host(distances[top]), points,
-                                             self.backend.to_host(self.weight[top]),
-                                             self.backend.to_host(self.labels[top]),
-                                             strict=True)]
+        # the reads below: `take` values each, only in an iteration with an empty cluster
+        host = self.backend.to_host
+        rows = host(top)  # sync: `take` ints
+        distance = host(distances[top])  # sync: `take` floats
+        points = host(self.X[top])  # sync: `take` rows
+        weight = host(self.weight[top])  # sync: `take` floats
+        labels = host(self.labels[top])  # sync: `take` ints
+        found = zip(rows, distance, points, weight, labels, strict=True)
+        return [(float(d), int(i), np.asarray(p, np.float64), float(w), int(lab))  # sync: none
+                for i, d, p, w, lab in found]
 
 
 def _where() -> str:
@@ -180,7 +182,7 @@ def _farthest(block, wblock, centers, x_mean, device, assign_name, count):
         return []
     top = np.argpartition(distances, -take)[-take:]
     # sync: none -- host NumPy (X, distances, labels are on the host already); count rows
-    return [(float(distances[i]), int(i), X[i].copy(), float(w[i]), int(labels[i]))
+    return [(float(distances[i]), int(i), X[i].copy(), float(w[i]), int(labels[i]))  # sync: none
             for i in top]
 
 
@@ -445,21 +447,21 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
 
         seed = int(random_state.randint(2**31 - 1))
         if block_sums is None:
-            row = int(random_state.randint(sum(sizes)))  # the first candidate: any row
-            part = int(np.searchsorted(np.cumsum(sizes), row, side="right"))
+            row = int(random_state.randint(sum(sizes)))  # sync: none -- first candidate: any row
+            part = int(np.searchsorted(np.cumsum(sizes), row, side="right"))  # sync: none
             row -= sum(sizes[:part])
         else:  # a partition by its weight, then a row of it by weight
             shares = np.asarray(block_sums) / sum(block_sums)  # host NumPy (sync: none)
-            part = int(random_state.choice(len(blocks), p=shares))
+            part = int(random_state.choice(len(blocks), p=shares))  # sync: none, host
             w = np.asarray(wblocks[part].compute(), dtype=np.float64)
-            row = int(random_state.choice(w.shape[0], p=w / w.sum()))
+            row = int(random_state.choice(w.shape[0], p=w / w.sum()))  # sync: none, host
         block = np.asarray(blocks[part].compute(), dtype=np.float64)
         candidates = block[row][None, :] - x_mean
         pairs = list(zip(blocks, wblocks, strict=True))
         potential = None
         for round_ in range(self.init_rounds):
             if potential is None:
-                potential = float(sum(dask.compute(*[
+                potential = float(sum(dask.compute(*[  # sync: none -- host floats
                     dask.delayed(_potential)(b, wb, candidates, x_mean) for b, wb in pairs])))
             if potential <= 0:
                 break
@@ -471,7 +473,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             new = [rows for rows, _ in drawn if len(rows)]
             if new:
                 candidates = np.vstack([candidates, *new])
-            potential = float(sum(dask.compute(*[
+            potential = float(sum(dask.compute(*[  # sync: none -- host floats
                 dask.delayed(_potential)(b, wb, candidates, x_mean) for b, wb in pairs])))
         weights = sum(dask.compute(*[dask.delayed(_candidate_weights)(b, wb, candidates, x_mean)
                                      for b, wb in pairs]))

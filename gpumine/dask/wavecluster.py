@@ -105,8 +105,8 @@ def _block_sizes(block, wblock, bounds, grid_shape, components, wavelet, levels,
         return np.zeros(size)  # sync: none -- host NumPy, an empty partition's counts
     backend, stages, ids = _block_ids(block, bounds, grid_shape, components, wavelet, levels,
                                       device)
-    # sync: size numbers
-    return stages.to_host(stages.weigh(ids, _weights_on(backend, wblock), size))
+    sizes = stages.weigh(ids, _weights_on(backend, wblock), size)
+    return stages.to_host(sizes)  # sync: size numbers
 
 
 def _block_labels(block, bounds, grid_shape, components, remap, wavelet, levels, device):

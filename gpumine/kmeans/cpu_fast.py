@@ -196,7 +196,7 @@ def margin_slack(n_features: int, gemm_dtype, shifted_max_norm: float) -> np.nda
     A row whose computed margin exceeds ``a * ||x'|| + b * (||x'|| + C)^2`` has the
     same closest centre in exact arithmetic and in the direct FP64 formula.
     """
-    unit = float(np.finfo(gemm_dtype).eps) / 2  # unit roundoff of the GEMM's format
+    unit = float(np.finfo(gemm_dtype).eps) / 2  # sync: none -- the GEMM format's roundoff
     gamma = n_features * unit / (1 - n_features * unit)
     a = 4 * (2 * unit + gamma * (1 + unit) ** 2) * shifted_max_norm * 1.01
     b = 8 * (n_features + 4) * 2.0**-53
@@ -222,7 +222,8 @@ def assign_numba(X, centers, labels):
     shifted64 = centers - origin
     shifted_norms = np.einsum("ij,ij->i", shifted64, shifted64)
     shifted = np.ascontiguousarray(shifted64, dtype=X.dtype)
-    slack = margin_slack(X.shape[1], X.dtype, float(np.sqrt(shifted_norms.max(initial=0.0))))
+    largest = float(np.sqrt(shifted_norms.max(initial=0.0)))  # sync: none -- CPU strategy
+    slack = margin_slack(X.shape[1], X.dtype, largest)
     blocks = -(-X.shape[0] // _BLOCK)
     tasks = max(1, min(kernels["threads"](), blocks))
     # one thread per task: BLAS's own threads would contend with Numba's
@@ -246,13 +247,13 @@ def update_numba(X, labels, sample_weight, sums, weights, labels_old=None):
     n_clusters, n_features = sums.shape
     threads = max(1, min(kernels["threads"](), X.shape[0]))
     partial = np.empty((threads, n_clusters, n_features + 1))
-    changed = np.zeros(threads, dtype=np.int64)
+    changed = np.zeros(threads, dtype=np.int64)  # sync: none -- a CPU strategy
     kernels["update"](X, labels, labels if labels_old is None else labels_old,
                       sample_weight, partial, changed)
     total = partial.sum(axis=0)  # thread order: reproducible for a given thread count
     sums[:] = total[:, :n_features]
     weights[:] = total[:, n_features]
-    return None if labels_old is None else int(changed.sum())
+    return None if labels_old is None else int(changed.sum())  # sync: none -- host
 
 
 assign_numba.loop_context = blas_single_thread

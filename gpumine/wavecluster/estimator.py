@@ -245,7 +245,7 @@ class WaveCluster(GpumineEstimator):
         wavelet = registry.get_strategy("wavecluster.wavelet", self.wavelet).load()
         if sample_weight is None:  # every point weighs 1: no array of ones on either side
             weight = None
-            total = float(n_samples if total_weight is None else total_weight)
+            total = float(n_samples if total_weight is None else total_weight)  # sync: none
         else:
             weight = check_sample_weight(sample_weight, n_samples, np.float64, backend.xp)
             total = float(weight.sum())  # sync: one number, once per fit
