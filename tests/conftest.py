@@ -114,3 +114,50 @@ def client():
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         yield client
+
+
+@pytest.fixture
+def fit_killing_a_worker():
+    """``run(fit, X, chunks, *, task, victim=0, settle=0.0)``: on a fresh two-worker
+    ``LocalCluster`` of one-thread processes, persist X in row blocks of ``chunks``, call
+    ``fit(data)`` on a thread, and kill worker ``victim`` (index in address order) once a
+    task whose key holds ``task`` runs and ``settle`` seconds more have passed; returns what
+    ``fit`` returned, after checking that the kill came before the fit ended."""
+    distributed = pytest.importorskip("distributed")
+    import os
+    import threading
+    import time
+
+    import dask.array as da
+
+    def run(fit, X, chunks, *, task, victim=0, settle=0.0):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as cluster, \
+                distributed.Client(cluster) as client:
+            data = da.from_array(X, chunks=(chunks, X.shape[1])).persist()
+            result, times = {}, {}
+
+            def target():
+                result["value"] = fit(data)
+                times["end"] = time.perf_counter()
+
+            thread = threading.Thread(target=target)
+            thread.start()
+            deadline = time.perf_counter() + 120
+            while not any(task in str(key) for keys in client.processing().values()
+                          for key in keys):
+                assert time.perf_counter() < deadline and thread.is_alive(), \
+                    "the fit never began"
+                time.sleep(0.005)
+            time.sleep(settle)
+            address = sorted(client.scheduler_info()["workers"])[victim]
+            times["kill"] = time.perf_counter()
+            try:
+                client.run(os._exit, 1, workers=[address])
+            except Exception:  # the worker dies before it can answer
+                pass
+            thread.join(timeout=300)
+            assert "value" in result and times["kill"] < times["end"], "the kill came too late"
+        return result["value"]
+
+    return run

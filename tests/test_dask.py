@@ -176,65 +176,32 @@ def test_bad_input(client):
         GPUKMeans(2).fit(da.from_array(holes, chunks=50))
 
 
-def _fit_killing_a_worker(X, chunks, k, *, engine, victim, begun):
-    """Fit X (the first k of a seeded choice of rows as init, tol 0) on a fresh two-worker
-    cluster, killing worker ``victim`` (index in address order) once ``begun(client)`` holds
-    and 0.1 s more have passed; returns the model and the in-memory fit from that init."""
-    import os
-    import threading
-    import time
-
+def _init(X, k):
+    """The first k of a seeded choice of rows, and the in-memory fit from them (tol 0)."""
     init = X[np.random.default_rng(6).choice(len(X), k, replace=False)]
-    expected = InMemory(k, init=init, device="cpu", tol=0).fit(X)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        data = da.from_array(X, chunks=(chunks, X.shape[1])).persist()
-        result, times = {}, {}
-
-        def fit():
-            result["model"] = GPUKMeans(k, init=init, tol=0, engine=engine).fit(data)
-            times["end"] = time.perf_counter()
-
-        thread = threading.Thread(target=fit)
-        thread.start()
-        deadline = time.perf_counter() + 120
-        while not begun(client):
-            assert time.perf_counter() < deadline and thread.is_alive(), "the fit never began"
-            time.sleep(0.01)
-        time.sleep(0.1)
-        address = sorted(client.scheduler_info()["workers"])[victim]
-        times["kill"] = time.perf_counter()
-        try:
-            client.run(os._exit, 1, workers=[address])
-        except Exception:  # the worker dies before it can answer
-            pass
-        thread.join(timeout=300)
-        assert "model" in result and times["kill"] < times["end"], "the kill came too late"
-    return result["model"], expected
+    return init, InMemory(k, init=init, device="cpu", tol=0).fit(X)
 
 
-def _processing(name):
-    """Whether a task whose key holds ``name`` is running on some worker."""
-    return lambda client: any(name in str(key)
-                              for keys in client.processing().values() for key in keys)
-
-
-def test_a_worker_killed_mid_collective_fit_starts_the_loop_again_with_the_same_result():
+def test_a_worker_killed_mid_collective_fit_starts_the_loop_again_with_the_same_result(
+        fit_killing_a_worker):
     """The long-lived loop loses a worker: the driver breaks the exchange, Dask recomputes
     the lost partitions, and the loop runs again from the same centres on what is left."""
-    model, expected = _fit_killing_a_worker(_blobs(5, n=400_000, d=4, k=12), 50_000, 12,
-                                            engine="collective", victim=1,
-                                            begun=_processing("gpumine-lloyd"))
+    X = _blobs(5, n=400_000, d=4, k=12)
+    init, expected = _init(X, 12)
+    model = fit_killing_a_worker(
+        lambda data: GPUKMeans(12, init=init, tol=0, engine="collective").fit(data), X, 50_000,
+        task="gpumine-lloyd", victim=1, settle=0.1)
     assert model.n_iter_ == expected.n_iter_
     np.testing.assert_allclose(model.cluster_centers_, expected.cluster_centers_, rtol=1e-12)
 
 
-def test_a_worker_killed_mid_fit_is_retried_and_the_result_is_the_same():
+def test_a_worker_killed_mid_fit_is_retried_and_the_result_is_the_same(fit_killing_a_worker):
     """A worker process dies during the fit: Dask recomputes its lost partitions and tasks
     on the other, and the fit gives the in-memory result all the same."""
-    model, expected = _fit_killing_a_worker(_blobs(5, n=40_000, d=4, k=12), 5000, 12,
-                                            engine="graph", victim=0,
-                                            begun=_processing("_partial"))
+    X = _blobs(5, n=40_000, d=4, k=12)
+    init, expected = _init(X, 12)
+    model = fit_killing_a_worker(
+        lambda data: GPUKMeans(12, init=init, tol=0, engine="graph").fit(data), X, 5000,
+        task="_partial", victim=0, settle=0.1)
     assert model.n_iter_ == expected.n_iter_
     np.testing.assert_allclose(model.cluster_centers_, expected.cluster_centers_, rtol=1e-12)

@@ -140,41 +140,16 @@ def test_gpu_partitions_equal_the_in_memory_gpu_fit():
     assert model.device_ == "gpu" and model.strategies_ == memory.strategies_
 
 
-def test_a_worker_killed_mid_fit_is_retried_and_the_result_is_the_same():
+def test_a_worker_killed_mid_fit_is_retried_and_the_result_is_the_same(fit_killing_a_worker):
     """A worker process dies while the partitions' grids are being made: Dask recomputes its
     lost partitions and tasks on the other, and the fit gives the in-memory result."""
-    import os
-    import threading
-    import time
-
     X = _shapes(6, n=3_000_000)
     expected = InMemory(device="cpu").fit(X)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        data = da.from_array(X, chunks=(100_000, 2)).persist()
-        result, times = {}, {}
 
-        def fit():
-            model = WaveCluster().fit(data)
-            result["labels"] = model.labels_.compute()
-            result["model"] = model
-            times["end"] = time.perf_counter()
+    def fit(data):
+        model = WaveCluster().fit(data)
+        return model, model.labels_.compute()
 
-        thread = threading.Thread(target=fit)
-        thread.start()
-        deadline = time.perf_counter() + 120
-        while not any("_block_grid" in str(key) for keys in client.processing().values()
-                      for key in keys):
-            assert time.perf_counter() < deadline and thread.is_alive(), "the fit never began"
-            time.sleep(0.005)
-        address = sorted(client.scheduler_info()["workers"])[0]
-        times["kill"] = time.perf_counter()
-        try:
-            client.run(os._exit, 1, workers=[address])
-        except Exception:  # the worker dies before it can answer
-            pass
-        thread.join(timeout=300)
-        assert "model" in result and times["kill"] < times["end"], "the kill came too late"
-    np.testing.assert_array_equal(result["labels"], expected.labels_)
-    np.testing.assert_array_equal(result["model"].grid_labels_, expected.grid_labels_)
+    model, labels = fit_killing_a_worker(fit, X, 100_000, task="_block_grid")
+    np.testing.assert_array_equal(labels, expected.labels_)
+    np.testing.assert_array_equal(model.grid_labels_, expected.grid_labels_)

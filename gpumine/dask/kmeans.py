@@ -75,26 +75,15 @@ def _stats(block, wblock, index, offset):
 
 
 def _partial(block, wblock, centers, x_mean, device, assign_name, update_name):
-    """A partition's assignment against ``centers``: sums, weights, labels' fingerprint and
-    the task's own seconds."""
+    """A partition's assignment against ``centers`` (the graph engine's stateless task): sums,
+    weights, labels' fingerprint and the task's own seconds."""
     start = time.perf_counter()
-    backend = _backend(device)
-    xp = backend.xp
-    X = backend.to_device(np.asarray(block)) - backend.to_device(x_mean)
-    centers = backend.to_device(centers)
-    k = centers.shape[0]
-    labels = xp.empty(X.shape[0], dtype=xp.int32)
-    registry.resolve_strategy("kmeans.assign", assign_name, backend.name).load()(
-        X, centers, labels)
-    sums, weights = xp.zeros((k, X.shape[1])), xp.zeros(k)
-    registry.resolve_strategy("kmeans.update", update_name, backend.name).load()(
-        X, labels, block_weights(wblock, X.shape[0], xp, X.dtype), sums, weights)
-    # sync: on a GPU worker the partition's labels (4 bytes a row) come to the worker's
-    # host each iteration for the fingerprint -- not few bytes; a device-side hash would
-    # avoid it (this path has not run on a GPU). The sums are k (d + 1) doubles.
-    host_labels = backend.to_host(labels)
-    return (backend.to_host(sums), backend.to_host(weights),
-            hashlib.blake2b(host_labels.tobytes(), digest_size=16).digest(),
+    part = ResidentPartition(block, wblock, x_mean, device, assign_name, update_name)
+    sums, weights, _ = part.step(centers)
+    # on a GPU worker the partition's labels (4 bytes a row) come to the worker's host each
+    # iteration for the fingerprint (the collective engine keeps them and counts instead)
+    host_labels = part.backend.to_host(part.labels)  # sync: n int32, once an iteration
+    return (sums, weights, hashlib.blake2b(host_labels.tobytes(), digest_size=16).digest(),
             time.perf_counter() - start, _where())
 
 
@@ -102,15 +91,15 @@ class ResidentPartition:
     """A partition held by the collective loop's task for the whole loop.
 
     Moved to the worker's backend and centred once, its weights and labels kept there: an
-    iteration (:meth:`step`) moves only the k x (d + 1) sums and one count off the device,
-    where :func:`_partial` (the graph engine's stateless task) copies the partition up and
-    its labels down every iteration.
+    iteration (:meth:`step`) moves only the k x (d + 1) sums and one count off the device.
+    The graph engine's stateless tasks (:func:`_partial`, :func:`_farthest`) make one per
+    call instead.
     """
 
     def __init__(self, block, wblock, x_mean, device, assign_name, update_name):
         self.backend = backend = _backend(device)
         xp = backend.xp
-        # the same arithmetic as _partial's: the block minus the float64 mean
+        # the block minus the float64 mean
         self.X = backend.to_device(np.asarray(block)) - backend.to_device(x_mean)
         n = self.X.shape[0]
         self.weight = block_weights(wblock, n, xp, self.X.dtype)
@@ -121,13 +110,17 @@ class ResidentPartition:
         self.update = registry.resolve_strategy("kmeans.update", update_name,
                                                 backend.name).load()
 
+    def assign_to(self, centers) -> None:
+        """The labels of ``centers`` (host, centred), kept on the backend."""
+        self.assign(self.X, self.backend.to_device(centers), self.labels)
+
     def step(self, centers):
         """Assign against ``centers`` (host, centred): host sums and weights, and how many
         labels changed since the previous step (all of them at the first)."""
         xp = self.backend.xp
         k = centers.shape[0]
         self.labels_old[...] = self.labels
-        self.assign(self.X, self.backend.to_device(centers), self.labels)
+        self.assign_to(centers)
         sums, weights = xp.zeros((k, self.X.shape[1])), xp.zeros(k)
         changed = self.update(self.X, self.labels, self.weight, sums, weights,
                               labels_old=self.labels_old)
@@ -137,8 +130,9 @@ class ResidentPartition:
         return sums, weights, int(changed)  # sync: one count, once an iteration
 
     def farthest(self, centers, count):
-        """The ``count`` rows farthest from their centre under the last :meth:`step`'s labels
-        (those of ``centers``): (distance, row, point, weight, label) each, for relocation."""
+        """The ``count`` rows farthest from their centre under the labels of ``centers`` (the
+        last :meth:`step` or :meth:`assign_to`): (distance, row, point, weight, label) each,
+        for relocation."""
         xp = self.backend.xp
         c = self.backend.to_device(centers)
         distances = ((self.X - c[self.labels]) ** 2).sum(axis=1)
@@ -147,7 +141,7 @@ class ResidentPartition:
             return []
         top = xp.argpartition(distances, -take)[-take:]
         # the reads below: `take` values each, only in an iteration with an empty cluster
-        host = self.backend.to_host
+        host = self.backend.to_host  # sync: none here (a function)
         rows = host(top)  # sync: `take` ints
         distance = host(distances[top])  # sync: `take` floats
         points = host(self.X[top])  # sync: `take` rows
@@ -172,18 +166,10 @@ def _where() -> str:
 
 def _farthest(block, wblock, centers, x_mean, device, assign_name, count):
     """The ``count`` points of a partition farthest from their centre: (distance, row,
-    point, weight, label) each, for empty-cluster relocation."""
-    labels = _labels(block, centers, x_mean, device, assign_name)
-    w = block_weights(wblock, labels.shape[0])  # host NumPy (sync: none)
-    X = np.asarray(block, dtype=np.float64) - x_mean  # host arrays from here on (no sync)
-    distances = ((X - centers[labels]) ** 2).sum(axis=1)
-    take = min(count, X.shape[0])
-    if take == 0:  # an empty partition (a filter kept none of its rows)
-        return []
-    top = np.argpartition(distances, -take)[-take:]
-    # sync: none -- host NumPy (X, distances, labels are on the host already); count rows
-    return [(float(distances[i]), int(i), X[i].copy(), float(w[i]), int(labels[i]))  # sync: none
-            for i in top]
+    point, weight, label) each, for empty-cluster relocation (the graph engine's task)."""
+    part = ResidentPartition(block, wblock, x_mean, device, assign_name, "auto")
+    part.assign_to(centers)
+    return part.farthest(centers, count)
 
 
 def _labels(block, centers, x_mean, device, assign_name):
