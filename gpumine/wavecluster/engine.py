@@ -30,7 +30,10 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
   background alone shows at two points per cell. (The previous rule, a tenth of
   the mean occupied density, was below one point per cell on nearly every data
   set, so it never removed a background: a 4-d set with 20 % uniform noise came
-  out as one cluster.) ``gpumine bench run wavecluster-quality`` measures the rule;
+  out as one cluster.) Then each significant component of that level is split where
+  it holds clusters that separate only at a higher density and persist above it
+  (:mod:`gpumine.wavecluster.hierarchy`: spiral arms meeting at the centre, blobs whose
+  tails overlap). ``gpumine bench run wavecluster-quality`` measures the rule;
 * minimum cluster size: 1 % of the total weight;
 * connectivity: all 3^d - 1 neighbours up to d = 3, cells that differ in at most two
   coordinates from d = 4 on (:func:`auto_connectivity`).
@@ -38,12 +41,14 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpumine.validation import is_device_array
+from gpumine.wavecluster.hierarchy import split_persistent, threshold_levels
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
@@ -59,8 +64,9 @@ __all__ = [
 ]
 
 AUTO_CELLS_PER_POINT = 2.0
-#: Thresholds the ``"auto"`` rule tries, in points per coarse cell (module docstring).
-AUTO_THRESHOLD_LEVELS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+#: Thresholds the ``"auto"`` rule tries for its base level, in points per coarse cell
+#: (module docstring); the split step goes on up the same sequence.
+AUTO_THRESHOLD_LEVELS = tuple(itertools.islice(threshold_levels(), 12))
 AUTO_MIN_CLUSTER_FRACTION = 0.01
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
@@ -150,7 +156,8 @@ def auto_connectivity(n_features: int) -> int:
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
-                      connectivity, xp=np, weigh=None) -> tuple[float, tuple]:
+                      connectivity, xp=np, weigh=None, to_host=np.asarray
+                      ) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -173,6 +180,8 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         ``xp.bincount(values, weights=weights, minlength=bins)`` (the default) gives
         it; bin 0, the background, is not read. The GPU passes its block-private
         :func:`gpumine.wavecluster.gpu.weighted_bincount`.
+    to_host : callable
+        Brings a small backend array to the host (the split step's component numbers).
 
     Returns
     -------
@@ -180,8 +189,10 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         In the coarse grid's units (foreground: ``coarse >= threshold``, or
         ``coarse > 0`` when it is 0).
     labelled : tuple
-        ``label``'s ``(components, n_components)`` of that foreground (the rule's own
-        labelling of the level it chose, not done twice).
+        ``(components, n_components)``: ``label``'s labelling of that foreground (the
+        rule's own labelling of the level it chose, not done twice); with ``"auto"``, the
+        components that split replaced by their pieces
+        (:func:`gpumine.wavecluster.hierarchy.split_persistent`).
     """
 
     def foreground(value):
@@ -218,7 +229,11 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             if counts[-1] == 0:  # nothing significant left: higher levels hold only less
                 break
             del labelled[levels[len(counts) - 1]]  # keep at most the two last levels
-    return (chosen - 0.5) * unit, labelled[chosen]
+    components, n_components = labelled.pop(chosen)
+    labelled.clear()
+    return (chosen - 0.5) * unit, split_persistent(
+        coarse, components, n_components, base_points=chosen, unit=unit, minimum=minimum,
+        label=label, connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
 
 
 def mean_occupied_density(coarse, xp=np) -> float:

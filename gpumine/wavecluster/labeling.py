@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 from scipy import ndimage
 
-__all__ = ["label_scipy", "label_union_find", "neighbour_offsets"]
+__all__ = ["label_scipy", "label_union_find", "neighbour_offsets", "shifted_slices"]
 
 
 def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
@@ -25,6 +25,21 @@ def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
         if 0 < taxicab <= connectivity and offset > (0,) * ndim:
             offsets.append(offset)
     return offsets
+
+
+def shifted_slices(shape, offset) -> tuple[tuple, tuple]:
+    """``(cells, neighbours)``: slices of a grid of ``shape`` selecting every cell that has a
+    neighbour at ``+offset`` inside the grid, and those neighbours, in the same order.
+
+    Examples
+    --------
+    >>> shifted_slices((5,), (1,))
+    ((slice(0, 4, None),), (slice(1, 5, None),))
+    """
+    cells = tuple(slice(max(0, -o), s - max(0, o)) for o, s in zip(offset, shape, strict=True))
+    neighbours = tuple(slice(max(0, o), s - max(0, -o))
+                       for o, s in zip(offset, shape, strict=True))
+    return cells, neighbours
 
 
 def label_scipy(mask, connectivity: int):
@@ -48,10 +63,7 @@ def label_union_find(mask, connectivity: int):
     parent = np.arange(flat.size, dtype=np.int64)
     pairs = []
     for offset in neighbour_offsets(mask.ndim, connectivity):
-        src = tuple(slice(max(0, -o), s - max(0, o)) for o, s in zip(offset, mask.shape,
-                                                                       strict=True))
-        dst = tuple(slice(max(0, o), s - max(0, -o)) for o, s in zip(offset, mask.shape,
-                                                                       strict=True))
+        src, dst = shifted_slices(mask.shape, offset)
         both = mask[src] & mask[dst]
         pairs.append((index[src][both], index[dst][both]))
     a = np.concatenate([p[0] for p in pairs]) if pairs else np.empty(0, np.int64)

@@ -141,7 +141,8 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
     del grid
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
-        label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh)
+        label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
+        to_host=stages.to_host)
     return threshold, components, n_components
 
 

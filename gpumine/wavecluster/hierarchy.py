@@ -1,0 +1,270 @@
+"""The ``"auto"`` threshold's second step: clusters that separate only at a higher density.
+
+:func:`gpumine.wavecluster.engine.resolve_threshold` picks a base level, a density that
+removes the background. A significant component at that level may still hold several
+clusters that touch at a density above the background's but far below their own: the
+arms of a spiral meeting at its centre, two Gaussian blobs whose tails overlap in 5-d
+noise. :func:`split_persistent` finds them over the density levels above the base, on the
+coarse grid the wavelet already produced, with the fit's own labelling strategy, on
+either backend.
+
+The rule
+--------
+The levels continue the base rule's sequence, 1, 2, 3, 4, 6, 8, 12, 16, ... points per
+coarse cell (:func:`threshold_levels`), until one holds no significant component (at
+least ``min_cluster_size``). The significant components of all levels form a tree: the
+foreground of a level lies inside the one below. A significant component C at level i
+*splits* at the first level j > i at which two or more of its significant descendants
+*persist*: each still has a significant descendant :data:`AUTO_SPLIT_PERSISTENCE` (3)
+levels further up, at about three times the density at which it separated -- and holds
+at least :data:`AUTO_SPLIT_MIN_SHARE` (a quarter) of the heaviest such descendant's
+mass. C is then replaced by those descendants, each resolved by the same rule, and every
+cell of C that none of them holds goes to the one it reaches first through C's cells
+(breadth-first growth, ties to the lowest number; :func:`grow_labels`); C's descendants
+at level j that do not persist are such cells. A C that never splits is one cluster.
+
+Why persistence: density fluctuations along one cluster (a ring, a moon, the sparse shell
+of a 3-d set) cut it into pieces at one level that die out within a level or two -- their
+peaks are barely above the level at which they separate; two clusters joined by a low
+saddle separate into pieces that live on up to their own, much higher peaks. Growing the
+pieces back over C keeps every point C held (the base level decided what is noise) and
+follows C's shape, so a spiral arm goes to the arm's own dense centre, not to the
+Euclidean-nearest one. Measured with ``gpumine bench run wavecluster-quality`` (45 sets,
+mean adjusted Rand index, README): 0.868 with the base rule alone, 0.913 with this step;
+the three spiral draws go from 0.56 / 0.06 / 0.49 to 0.96 / 0.89 / 0.90 and the 5-d and
+6-d blobs in noise that merged two blobs are found whole. Persistence 2 splits rings,
+moons and the atom set's shell (0.885); without the minimum share, a denser stretch of
+one of chainlink's rings comes away as a cluster (0.906). Requiring the persisting pieces
+to hold a given share of C's own mass was tried and rejected: it helps on these sets only
+in a narrow band (0.4 of C's mass; 0.5 undoes the spirals).
+
+Cost: one more labelling per level up to the densest cell's (about two per doubling of
+the peak density), and, where a component splits, a second labelling of the levels that
+hold the result and the growth (a few vectorized steps per cell of the longest path
+through the component, on its bounding box).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
+
+__all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "split_persistent",
+           "threshold_levels"]
+
+#: How many levels further up a descendant must stay significant to count (module docstring).
+AUTO_SPLIT_PERSISTENCE = 3
+#: A persisting piece counts only with at least this share of its heaviest sibling's mass.
+AUTO_SPLIT_MIN_SHARE = 0.25
+#: Growth steps between two checks for cells left to grow into (each check is one sync).
+GROWTH_STEPS_PER_CHECK = 4
+
+
+def threshold_levels():
+    """The ``"auto"`` rule's levels in points per coarse cell: 1, 2, then 3 * 2**k and
+    2**(k + 2) for k = 0, 1, ... (endless; callers stop).
+
+    Examples
+    --------
+    >>> import itertools
+    >>> list(itertools.islice(threshold_levels(), 10))
+    [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+    """
+    yield 1
+    yield 2
+    power = 2
+    while True:
+        yield 3 * power // 2
+        yield 2 * power
+        power *= 2
+
+
+def _bounding_box(region, xp, to_host) -> tuple:
+    """Slices of the smallest box holding every True cell of ``region`` (not empty)."""
+    axes = range(region.ndim)
+    projections = [region.any(axis=tuple(a for a in axes if a != axis)) for axis in axes]
+    flags = to_host(xp.concatenate(projections))  # sync: one flag per grid row, once
+    box, start = [], 0
+    for size in region.shape:
+        hit = np.flatnonzero(flags[start:start + size])
+        box.append(slice(int(hit[0]), int(hit[-1]) + 1))  # sync: none, host values
+        start += size
+    return tuple(box)
+
+
+def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray):
+    """Geodesic growth of labels through a region, breadth first.
+
+    Each step, every unlabelled (0) cell of ``region`` next to a labelled one (the
+    neighbourhood of ``connectivity``, as in :mod:`gpumine.wavecluster.labeling`) takes
+    the lowest label among those neighbours, until no cell of the region that a label can
+    reach is left. The same array operations on NumPy and CuPy, so both backends agree.
+
+    Parameters
+    ----------
+    labels : array of int   -- IN/OUT
+        Positive labels, 0 for unlabelled; grown in place inside ``region``.
+    region : array of bool   -- IN
+        Same shape: the cells labels may grow into.
+    connectivity : int
+    xp : module
+        ``numpy`` or ``cupy``.
+    to_host : callable
+        Brings a small array to the host (the bounding box, the steps' flags).
+
+    Returns
+    -------
+    labels : array of int
+        ``labels``, grown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels = np.array([[1, 0, 0, 0, 2]])
+    >>> grow_labels(labels, np.ones((1, 5), bool), 1)
+    array([[1, 1, 1, 2, 2]])
+    """
+    box = _bounding_box(region, xp, to_host)
+    grown, inside = labels[box].copy(), region[box]
+    empty = np.iinfo(grown.dtype).max
+    half = neighbour_offsets(grown.ndim, connectivity)
+    # each cell looks at its neighbour at +offset, for every offset and its opposite
+    moves = [shifted_slices(grown.shape, offset)
+             for offset in half + [tuple(-o for o in offset) for offset in half]]
+    while True:
+        for _ in range(GROWTH_STEPS_PER_CHECK):
+            present = xp.where(grown > 0, grown, empty)
+            nearest = xp.full_like(present, empty)
+            for cells, neighbours in moves:
+                xp.minimum(nearest[cells], present[neighbours], out=nearest[cells])
+            take = (grown == 0) & inside & (nearest < empty)
+            grown = xp.where(take, nearest, grown)
+        # a step that took nothing means the growth is done
+        if not bool(to_host(take.any())):  # sync: one flag every few steps
+            break
+    labels[box] = grown
+    return labels
+
+
+def split_persistent(coarse, components, n_components, *, base_points: float, unit: float,
+                     minimum: float, label, connectivity: int, xp=np, weigh, to_host):
+    """The clusters of the module docstring's rule, as a labelled coarse grid.
+
+    Parameters
+    ----------
+    coarse : array   -- IN
+        The transformed (coarse) grid, on the backend of ``xp``.
+    components : array of int   -- IN
+        The base level's labelling (``label``'s output for it).
+    n_components : int
+    base_points : float
+        The base level in points per coarse cell (the threshold is
+        ``(base_points - 0.5) * unit``).
+    unit : float
+        The coarse grid's mass per unit of weight: "one point".
+    minimum : float
+        A component is significant from this mass on (coarse units).
+    label : callable
+        The fit's ``wavecluster.label`` strategy.
+    connectivity : int
+    xp : module
+    weigh : callable
+        ``weigh(values, weights, bins)`` as in :class:`~gpumine.wavecluster.pipeline.Stages`.
+    to_host : callable
+
+    Returns
+    -------
+    components : array of int
+        ``components`` itself when nothing splits; else a new labelling, 0 outside the
+        base foreground and 1..n for the clusters (a cluster's cells are those of the
+        components it was grown from).
+    n_components : int
+    """
+
+    def foreground(points):
+        return label(coarse >= (points - 0.5) * unit, connectivity)
+
+    def significant(labelled, n):
+        sizes = weigh(labelled.ravel(), coarse.ravel(), n + 1)
+        found = xp.flatnonzero(sizes[1:] >= minimum) + 1
+        # sync: the significant components' numbers and masses, a handful per level
+        return to_host(found), to_host(sizes[found])
+
+    # pass 1: the tree of significant components (numbers, masses, parents, on the host)
+    found, mass = significant(components, n_components)
+    levels, ids, masses, parents = [base_points], [found], [mass], [None]
+    below = components
+    for points in threshold_levels():
+        if points <= base_points:
+            continue
+        labelled, n = foreground(points)
+        found, mass = significant(labelled, n)
+        if found.size == 0:
+            break
+        up = xp.zeros(n + 1, dtype=below.dtype)
+        up[labelled.ravel()] = below.ravel()  # every cell of a component has one parent
+        parents.append(to_host(up[xp.asarray(found)]))  # sync: one number per component
+        levels.append(points)
+        ids.append(found)
+        masses.append(mass)
+        below = labelled
+    del below
+    leaves, splits = _decide(ids, masses, parents)
+    if not splits:
+        return components, n_components
+
+    # pass 2: from the top level down, label the leaves, then grow each split's pieces
+    out = xp.zeros_like(components)
+    next_id = 1
+    for level in sorted({i for i, _ in leaves} | {i for i, _ in splits}, reverse=True):
+        labelled, n = ((components, n_components) if level == 0
+                       else foreground(levels[level]))
+        here = [k for i, k in leaves if i == level]
+        if here:
+            table = xp.zeros(n + 1, dtype=out.dtype)
+            table[xp.asarray(ids[level][here])] = xp.arange(next_id, next_id + len(here),
+                                                            dtype=out.dtype)
+            next_id += len(here)
+            out = xp.where(out == 0, table[labelled], out)
+        grown = [k for i, k in splits if i == level]
+        if grown:  # the regions of one level's splits are apart: grow them together
+            inside = xp.zeros(n + 1, dtype=bool)
+            inside[xp.asarray(ids[level][grown])] = True
+            out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host)
+    return out, next_id - 1
+
+
+def _decide(ids, masses, parents) -> tuple[list, list]:
+    """The rule on the tree (host lists): ``(leaves, splits)``, each a list of
+    ``(level index, position in ids[level])``."""
+    children = [[[] for _ in level] for level in ids]
+    for j in range(1, len(ids)):
+        position = {int(c): k for k, c in enumerate(ids[j - 1])}
+        for k, p in enumerate(parents[j]):
+            children[j - 1][position[int(p)]].append(k)
+    last = [[j] * len(level) for j, level in enumerate(ids)]  # highest level reached
+    for j in range(len(ids) - 2, -1, -1):
+        for k, kids in enumerate(children[j]):
+            last[j][k] = max([j] + [last[j + 1][c] for c in kids])
+    leaves, splits = [], []
+    pending = [(0, k) for k in range(len(ids[0]))]
+    while pending:
+        i, k = pending.pop()
+        front = [k]
+        for j in range(i + 1, len(ids)):
+            front = [c for p in front for c in children[j - 1][p]]
+            kept = [c for c in front if last[j][c] >= j + AUTO_SPLIT_PERSISTENCE]
+            if len(kept) >= 2:  # pieces far lighter than the heaviest are bumps on it
+                heaviest = max(masses[j][c] for c in kept)
+                kept = [c for c in kept if masses[j][c] >= AUTO_SPLIT_MIN_SHARE * heaviest]
+            if len(kept) >= 2:
+                splits.append((i, k))
+                pending.extend((j, c) for c in kept)
+                break
+            if not front:
+                leaves.append((i, k))
+                break
+        else:
+            leaves.append((i, k))
+    return sorted(leaves), sorted(splits)

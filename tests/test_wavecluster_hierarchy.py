@@ -1,0 +1,219 @@
+"""The ``"auto"`` threshold's split step (:mod:`gpumine.wavecluster.hierarchy`)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from gpumine import WaveCluster
+from gpumine.datasets import make_shape_sets
+from gpumine.wavecluster import hierarchy
+from gpumine.wavecluster.labeling import label_scipy, label_union_find
+
+
+def _weigh(values, weights, bins):
+    return np.bincount(values, weights=weights, minlength=bins)
+
+
+def _split(coarse, base_points, minimum, label=label_scipy, connectivity=2):
+    """split_persistent on a coarse grid counted in points (unit 1)."""
+    components, n = label(coarse >= base_points - 0.5, connectivity)
+    return components, hierarchy.split_persistent(
+        coarse, components, n, base_points=base_points, unit=1.0, minimum=minimum,
+        label=label, connectivity=connectivity, weigh=_weigh, to_host=np.asarray)
+
+
+def _bumps(peaks, widths=None, size=64, floor=1.0):
+    """A 2-d grid (points per cell): Gaussian bumps of the given peaks and widths along the
+    middle row, centres 20 cells apart, on a plateau of ``floor`` points that joins them."""
+    widths = widths or [5.0] * len(peaks)
+    yy, xx = np.mgrid[:size, :size]
+    grid = np.zeros((size, size))
+    for k, (peak, width) in enumerate(zip(peaks, widths, strict=True)):
+        grid += peak * np.exp(-((xx - 12 - 20 * k) ** 2 + (yy - size / 2) ** 2)
+                              / (2 * width ** 2))
+    plateau = (np.abs(yy - size / 2) < 15) & (xx > 4) & (xx < 20 * len(peaks))
+    return np.where(plateau, np.maximum(grid, floor), grid)
+
+
+def test_threshold_levels_continue_the_base_rule():
+    from gpumine.wavecluster.engine import AUTO_THRESHOLD_LEVELS
+
+    assert AUTO_THRESHOLD_LEVELS == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+    levels = list(itertools.islice(hierarchy.threshold_levels(), 20))
+    assert levels[:12] == list(AUTO_THRESHOLD_LEVELS)
+    assert levels[-1] == 2 ** 10
+    assert all(b > a for a, b in itertools.pairwise(levels))
+
+
+def test_bumps_that_persist_are_split_and_every_base_cell_kept():
+    """Two bumps of peak 40 on a plateau of 1.5 points: they separate near level 2-3 and
+    stay significant far above it, so the one base component becomes two clusters that
+    share all of its cells, each cell going to the bump it is nearer along the plateau."""
+    coarse = _bumps([40, 40], floor=1.5)
+    components, (split, n) = _split(coarse, 1, minimum=20)
+    assert components.max() == 1 and n == 2
+    assert np.array_equal(split > 0, components > 0)  # no cell lost or added
+    row = split[32]
+    assert row[12] != row[32] and row[10] == row[12] and row[34] == row[32]
+    assert set(np.unique(split[split > 0])) == {1, 2}
+
+
+def test_a_bump_that_dies_out_soon_is_not_a_cluster():
+    """A bump of peak 4 beside one of peak 40: it separates at level 3 but has nothing
+    significant three levels up (12 points), so the component stays whole -- the very
+    labelling given (no copy made)."""
+    coarse = _bumps([40, 4], floor=1.5)
+    components, (split, n) = _split(coarse, 1, minimum=20)
+    assert split is components and n == 1
+
+
+@pytest.mark.parametrize(("width", "splits"), [(1.2, False), (3.0, True)])
+def test_a_piece_far_lighter_than_its_sibling_is_a_bump_on_it(width, splits):
+    """Two bumps of peak 40, both persisting; the second of width 1.2 holds about 6 % of the
+    first's mass (below the minimum share): no split; of width 3, about 36 %: a split."""
+    coarse = _bumps([40, 40], widths=[5.0, width], floor=1.5)
+    components, (split, n) = _split(coarse, 1, minimum=5)
+    assert components.max() == 1
+    assert n == (2 if splits else 1)
+    assert (split is components) != splits
+
+
+def test_decide_on_a_hand_made_tree():
+    """The rule on the tree alone: level 0 holds one component; level 1 two pieces, one
+    that lives to level 4 and one that dies at level 2; later one piece splits again."""
+    ids = [np.array([1]), np.array([1, 2]), np.array([1, 2]), np.array([1, 2]),
+           np.array([1, 2]), np.array([1, 2])]
+    masses = [np.array([100.0]), np.array([50, 40.0]), np.array([30, 30.0]),
+              np.array([20, 20.0]), np.array([10, 10.0]), np.array([5, 5.0])]
+    # level 1: both pieces of the root; level 2 on: both inside piece 1 of level 1
+    parents = [None, np.array([1, 1]), np.array([1, 1]), np.array([1, 2]),
+               np.array([1, 2]), np.array([1, 2])]
+    leaves, splits = hierarchy._decide(ids, masses, parents)
+    # level 1's piece 2 has no descendant: it does not persist; level 2's two pieces do
+    # (they reach level 5 = 2 + 3), so the root splits at level 2 into them
+    assert splits == [(0, 0)]
+    assert leaves == [(2, 0), (2, 1)]
+    short = [ids[k] for k in range(5)], masses[:5], parents[:5]
+    leaves, splits = hierarchy._decide(*short)  # level 2 + 3 is not there: no split
+    assert splits == [] and leaves == [(0, 0)]
+    lopsided = [m.copy() for m in masses]
+    lopsided[2] = np.array([30, 3.0])
+    assert hierarchy._decide(ids, lopsided, parents)[0] == [(0, 0)]
+
+
+def test_grow_labels_follows_the_region_not_the_straight_line():
+    """A U-shaped corridor with a seed at each tip: the bottom of the U is shared at its
+    middle, and a cell next to the other seed in a straight line but far along the
+    corridor goes to its own seed."""
+    region = np.zeros((9, 9), bool)
+    region[:, 0] = region[:, 8] = region[8, :] = True
+    labels = np.zeros((9, 9), np.int64)
+    labels[0, 0], labels[0, 8] = 1, 2
+    grown = hierarchy.grow_labels(labels.copy(), region, 1)
+    assert np.array_equal(grown > 0, region)
+    assert (grown[:, 0] == 1).all() and (grown[:, 8] == 2).all()
+    assert grown[8, 3] == 1 and grown[8, 5] == 2
+    assert grown[8, 4] == 1  # equidistant: the lower label
+    assert (hierarchy.grow_labels(labels.copy(), region, 2) > 0).sum() == region.sum()
+
+
+@pytest.mark.parametrize("label", [label_scipy, label_union_find])
+def test_spirals_are_found_and_blobs_in_noise_separated(label, monkeypatch):
+    """The sets the base rule got wrong: three spiral arms meeting at the centre, and two of
+    four 5-d blobs in 20 % noise whose tails join (ARI 0.56 and 0.74 with the split step
+    switched off); both labelling strategies give the same result."""
+    sets = make_shape_sets(random_state=0)
+    scores = {}
+    for name, arms in (("spirals", 3), ("blobs-noise20-d5", 4)):
+        X, y = sets[name]
+        model = WaveCluster(device="cpu").fit(X)
+        assert model.n_clusters_ == arms
+        scores[name] = adjusted_rand_score(y, model.labels_)
+        monkeypatch.setattr(hierarchy, "AUTO_SPLIT_PERSISTENCE", 10 ** 6)
+        merged = WaveCluster(device="cpu").fit(X)
+        monkeypatch.undo()
+        assert merged.n_clusters_ < arms
+        assert scores[name] > adjusted_rand_score(y, merged.labels_) + 0.15
+    assert scores["spirals"] > 0.9 and scores["blobs-noise20-d5"] > 0.9
+
+
+@pytest.mark.parametrize("name", ["rings", "moons", "touching-arcs", "tori-3d"])
+def test_clusters_of_even_density_are_left_whole(name, monkeypatch):
+    """Rings, moons, arcs and tori fluctuate in density along their length: no split."""
+    X, _ = make_shape_sets(random_state=1)[name]
+    model = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(hierarchy, "AUTO_SPLIT_PERSISTENCE", 10 ** 6)
+    assert np.array_equal(model.labels_, WaveCluster(device="cpu").fit(X).labels_)
+
+
+def test_weighted_fit_equals_repetition_with_the_split():
+    """Weights count as points in the split step too (its levels are in points)."""
+    X, _ = make_shape_sets(scale=0.5, random_state=0)["spirals"]
+    rng = np.random.RandomState(0)
+    counts = rng.randint(1, 3, len(X))
+    weighted = WaveCluster(device="cpu", grid_size=(120, 120)).fit(X, sample_weight=counts)
+    repeated = WaveCluster(device="cpu", grid_size=(120, 120)).fit(np.repeat(X, counts, axis=0))
+    assert weighted.n_clusters_ == repeated.n_clusters_ >= 2
+    assert np.array_equal(np.repeat(weighted.labels_, counts), repeated.labels_)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("label", ["sliding-window", "union-find-gpu"])
+@pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "blobs-noise20-d6"])
+def test_gpu_split_gives_the_cpu_labels(name, label):
+    """Where the split step fires, the GPU (host and CuPy input) gives the CPU's labels: the
+    same tree, the same pieces, the same growth."""
+    from gpumine.backend import cupy_module
+
+    cp = cupy_module()
+    X, _ = make_shape_sets(random_state=1 if name.endswith("d6") else 0)[name]
+    cpu = WaveCluster(device="cpu").fit(X)
+    gpu = WaveCluster(device="gpu", label=label).fit(X)
+    on_device = WaveCluster(device="gpu", label=label).fit(cp.asarray(X))
+    assert cpu.n_clusters_ == gpu.n_clusters_ == on_device.n_clusters_ >= 3
+    np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+    np.testing.assert_array_equal(gpu.grid_labels_, cpu.grid_labels_)
+    np.testing.assert_array_equal(cp.asnumpy(on_device.labels_), cpu.labels_)
+
+
+@pytest.mark.gpu
+def test_gpu_grow_labels_equals_cpu(rng):
+    """grow_labels on CuPy arrays: the NumPy result, on random regions and seeds in 3-d."""
+    from gpumine.backend import cupy_module, get_backend
+
+    cp = cupy_module()
+    for connectivity in (1, 2, 3):
+        region = rng.uniform(size=(20, 17, 9)) < 0.7
+        labels = np.where(region & (rng.uniform(size=region.shape) < 0.02),
+                          rng.randint(1, 6, region.shape), 0).astype(np.int64)
+        want = hierarchy.grow_labels(labels.copy(), region, connectivity)
+        got = hierarchy.grow_labels(cp.asarray(labels), cp.asarray(region), connectivity,
+                                    xp=cp, to_host=get_backend("gpu").to_host)
+        np.testing.assert_array_equal(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("connectivity", [1, 2, 3])
+def test_grow_labels_equals_a_grey_erosion_reference(connectivity, rng):
+    """Against scipy: each step, an unlabelled region cell takes the minimum label over its
+    neighbourhood (grey erosion with the empty cells as +inf), until nothing changes."""
+    from scipy import ndimage
+
+    region = rng.uniform(size=(15, 12, 10)) < 0.65
+    labels = np.where(region & (rng.uniform(size=region.shape) < 0.03),
+                      rng.randint(1, 9, region.shape), 0).astype(np.int64)
+    footprint = ndimage.generate_binary_structure(3, connectivity)
+    want, empty = labels.copy(), 10 ** 6  # scipy's erosion overflows at int64's max
+    while True:
+        nearest = ndimage.grey_erosion(np.where(want > 0, want, empty), footprint=footprint,
+                                       mode="constant", cval=empty)
+        take = (want == 0) & region & (nearest < empty)
+        if not take.any():
+            break
+        want[take] = nearest[take]
+    got = hierarchy.grow_labels(labels.copy(), region, connectivity)
+    np.testing.assert_array_equal(got, want)
+    assert (got[~region] == labels[~region]).all()
