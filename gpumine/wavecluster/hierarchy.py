@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
+from gpumine.wavecluster.labeling import neighbour_offsets
 
 __all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "split_persistent",
            "threshold_levels"]
@@ -57,8 +57,6 @@ __all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "spl
 AUTO_SPLIT_PERSISTENCE = 3
 #: A persisting piece counts only with at least this share of its heaviest sibling's mass.
 AUTO_SPLIT_MIN_SHARE = 0.25
-#: Growth steps between two checks for cells left to grow into (each check is one sync).
-GROWTH_STEPS_PER_CHECK = 4
 
 
 def threshold_levels():
@@ -99,7 +97,8 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     Each step, every unlabelled (0) cell of ``region`` next to a labelled one (the
     neighbourhood of ``connectivity``, as in :mod:`gpumine.wavecluster.labeling`) takes
     the lowest label among those neighbours, until no cell of the region that a label can
-    reach is left. The same array operations on NumPy and CuPy, so both backends agree.
+    reach is left. The steps run on the host, on the region's bounding box (one copy each
+    way on the GPU), so both backends agree by construction.
 
     Parameters
     ----------
@@ -111,7 +110,7 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     xp : module
         ``numpy`` or ``cupy``.
     to_host : callable
-        Brings a small array to the host (the bounding box, the steps' flags).
+        Brings a backend array to the host (the bounding box's flags, the box).
 
     Returns
     -------
@@ -126,23 +125,30 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     array([[1, 1, 1, 2, 2]])
     """
     box = _bounding_box(region, xp, to_host)
-    grown, inside = labels[box].copy(), region[box]
-    empty = np.iinfo(grown.dtype).max
-    half = neighbour_offsets(grown.ndim, connectivity)
-    # each cell looks at its neighbour at +offset, for every offset and its opposite
-    moves = [shifted_slices(grown.shape, offset)
-             for offset in half + [tuple(-o for o in offset) for offset in half]]
-    while True:
-        for _ in range(GROWTH_STEPS_PER_CHECK):
-            present = xp.where(grown > 0, grown, empty)
-            nearest = xp.full_like(present, empty)
-            for cells, neighbours in moves:
-                xp.minimum(nearest[cells], present[neighbours], out=nearest[cells])
-            take = (grown == 0) & inside & (nearest < empty)
-            grown = xp.where(take, nearest, grown)
-        # a step that took nothing means the growth is done
-        if not bool(to_host(take.any())):  # sync: one flag every few steps
-            break
+    # the growth runs on the host, on the box: many small steps, each a few microseconds
+    # of NumPy on the cells just reached, where a GPU would pay launches and a sync each
+    shape = tuple(sl.stop - sl.start for sl in box)
+    # padded by one empty cell all round, so that a neighbour's flat index stays inside
+    grown = np.pad(np.asarray(to_host(labels[box])), 1).ravel()  # sync: the box, once
+    inside = np.pad(np.asarray(to_host(region[box])), 1).ravel()  # sync: the box, once
+    strides = np.cumprod((1,) + tuple(s + 2 for s in shape[:0:-1]))[::-1]
+    half = np.array(neighbour_offsets(len(shape), connectivity), dtype=np.int64)
+    steps = np.concatenate([half @ strides, -(half @ strides)])
+    # breadth first: the cells labelled last step are the only labelled neighbours a newly
+    # reached cell can have, so each step looks from them alone
+    front = np.flatnonzero(grown)
+    while front.size:
+        reached = (front[:, None] + steps).ravel()
+        label = np.repeat(grown[front], steps.size)
+        new = inside[reached] & (grown[reached] == 0)
+        reached, label = reached[new], label[new]
+        order = np.lexsort((label, reached))  # per cell, its lowest label first
+        reached, label = reached[order], label[order]
+        first = np.ones(reached.size, dtype=bool)
+        first[1:] = reached[1:] != reached[:-1]
+        front = reached[first]
+        grown[front] = label[first]
+    grown = xp.asarray(grown.reshape(tuple(s + 2 for s in shape))[(slice(1, -1),) * len(shape)])
     labels[box] = grown
     return labels
 
@@ -221,7 +227,10 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
         labelled, n = ((components, n_components) if level == 0
                        else foreground(levels[level]))
         here = [k for i, k in leaves if i == level]
-        if here:
+        if here:  # numbered in raster order of their first cell, whatever the strategy's
+            flat = labelled.ravel()
+            first = to_host(xp.stack([xp.argmax(flat == int(c)) for c in ids[level][here]]))
+            here = [here[k] for k in np.argsort(first, kind="stable")]  # sync: above, once
             table = xp.zeros(n + 1, dtype=out.dtype)
             table[xp.asarray(ids[level][here])] = xp.arange(next_id, next_id + len(here),
                                                             dtype=out.dtype)
