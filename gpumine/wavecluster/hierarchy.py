@@ -131,7 +131,7 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     # padded by one empty cell all round, so that a neighbour's flat index stays inside
     grown = np.pad(np.asarray(to_host(labels[box])), 1).ravel()  # sync: the box, once
     inside = np.pad(np.asarray(to_host(region[box])), 1).ravel()  # sync: the box, once
-    strides = np.cumprod((1,) + tuple(s + 2 for s in shape[:0:-1]))[::-1]
+    strides = np.cumprod((1, *(s + 2 for s in shape[:0:-1])))[::-1]
     half = np.array(neighbour_offsets(len(shape), connectivity), dtype=np.int64)
     steps = np.concatenate([half @ strides, -(half @ strides)])
     # breadth first: the cells labelled last step are the only labelled neighbours a newly
