@@ -47,6 +47,7 @@ through the component, on its bounding box).
 from __future__ import annotations
 
 import numpy as np
+from scipy import ndimage
 
 from gpumine.wavecluster.labeling import neighbour_offsets
 
@@ -55,6 +56,8 @@ __all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "spl
 
 #: How many levels further up a descendant must stay significant to count (module docstring).
 AUTO_SPLIT_PERSISTENCE = 3
+#: Coarse grids up to this many cells (and every grid on the CPU) get the tree on the host.
+HOST_TREE_CELLS = 2 ** 16
 #: A persisting piece counts only with at least this share of its heaviest sibling's mass.
 AUTO_SPLIT_MIN_SHARE = 0.25
 
@@ -188,6 +191,12 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
     n_components : int
     """
 
+    if xp is np or coarse.size <= HOST_TREE_CELLS:
+        return _split_on_host(np.asarray(to_host(coarse)),  # sync: a small grid, once (GPU)
+                              components, n_components, base_points=base_points, unit=unit,
+                              minimum=minimum, connectivity=connectivity, xp=xp,
+                              to_host=to_host)
+
     def foreground(points):
         return label(coarse >= (points - 0.5) * unit, connectivity)
 
@@ -220,28 +229,114 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
     if not splits:
         return components, n_components
 
-    # pass 2: from the top level down, label the leaves, then grow each split's pieces
-    out = xp.zeros_like(components)
+    def numbers(level, labelled, positions):
+        """The leaves' numbers in ``labelled``, in raster order of their first cell."""
+        flat = labelled.ravel()
+        first = to_host(xp.stack([xp.argmax(flat == int(c)) for c in ids[level][positions]]))
+        return ids[level][positions][np.argsort(first, kind="stable")]  # sync: above, once
+
+    def labelling(level):
+        return (components, n_components) if level == 0 else foreground(levels[level])
+
+    return _paint(leaves, splits, labelling, numbers, lambda level, positions:
+                  ids[level][positions], components, connectivity, xp, to_host)
+
+
+def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity, xp,
+           to_host):
+    """Pass 2 of :func:`split_persistent`: from the top level down, number the leaves,
+    then grow each split's pieces over its component. ``labelling(level) -> (labelled,
+    n)``; ``numbers(level, labelled, positions)``: the leaves' numbers in ``labelled``, in
+    raster order of their first cell; ``split_numbers(level, positions)``: the splitting
+    components' numbers in ``labelling(level)``."""
+    out = xp.zeros_like(like)
     next_id = 1
     for level in sorted({i for i, _ in leaves} | {i for i, _ in splits}, reverse=True):
-        labelled, n = ((components, n_components) if level == 0
-                       else foreground(levels[level]))
+        labelled, n = labelling(level)
         here = [k for i, k in leaves if i == level]
-        if here:  # numbered in raster order of their first cell, whatever the strategy's
-            flat = labelled.ravel()
-            first = to_host(xp.stack([xp.argmax(flat == int(c)) for c in ids[level][here]]))
-            here = [here[k] for k in np.argsort(first, kind="stable")]  # sync: above, once
+        if here:
             table = xp.zeros(n + 1, dtype=out.dtype)
-            table[xp.asarray(ids[level][here])] = xp.arange(next_id, next_id + len(here),
-                                                            dtype=out.dtype)
+            table[xp.asarray(numbers(level, labelled, here))] = xp.arange(
+                next_id, next_id + len(here), dtype=out.dtype)
             next_id += len(here)
             out = xp.where(out == 0, table[labelled], out)
         grown = [k for i, k in splits if i == level]
         if grown:  # the regions of one level's splits are apart: grow them together
             inside = xp.zeros(n + 1, dtype=bool)
-            inside[xp.asarray(ids[level][grown])] = True
+            inside[xp.asarray(split_numbers(level, grown))] = True
             out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host)
     return out, next_id - 1
+
+
+def _split_on_host(coarse, components, n_components, *, base_points, unit, minimum,
+                   connectivity, xp, to_host):
+    """:func:`split_persistent` with NumPy and SciPy on a host copy of the coarse grid, each
+    level labelled only inside the bounding boxes of the previous level's significant
+    components (one small labelling each) -- where a whole-grid labelling per level, or
+    a GPU's launches and syncs per level, would cost more than the fit."""
+    structure = ndimage.generate_binary_structure(coarse.ndim, connectivity)
+    base = np.asarray(to_host(components))  # sync: the base labelling, once (GPU)
+
+    def pieces(labelled, n, offset, weights):
+        """The significant components of a labelled box: (global box, mask, mass, first
+        cell's flat index) each."""
+        mass = np.bincount(labelled.ravel(), weights=weights.ravel(), minlength=n + 1)
+        kept = np.flatnonzero(mass[1:] >= minimum) + 1
+        boxes = ndimage.find_objects(labelled) if kept.size else []
+        found = []
+        for c in kept:
+            box = boxes[c - 1]
+            mask = labelled[box] == c
+            corner = [o + b.start for o, b in zip(offset, box, strict=True)]
+            first = np.add(np.unravel_index(int(np.argmax(mask)), mask.shape), corner)
+            found.append((tuple(slice(c0, c0 + m) for c0, m in zip(corner, mask.shape,
+                                                                     strict=True)),
+                          mask, float(mass[c]), int(np.ravel_multi_index(first, coarse.shape))))
+        return found
+
+    # pass 1: the tree; a node is (box, mask, mass, first cell), its parent a position
+    nodes = pieces(base, n_components, (0,) * coarse.ndim, coarse)
+    levels, tree, parents = [base_points], [nodes], [None]
+    for points in threshold_levels():
+        if points <= base_points:
+            continue
+        threshold = (points - 0.5) * unit
+        found, up = [], []
+        for position, (box, region, _, _) in enumerate(tree[-1]):
+            part = coarse[box]
+            mask = region & (part >= threshold)
+            labelled, n = ndimage.label(mask, structure)
+            if n:
+                children = pieces(labelled, n, [b.start for b in box], part)
+                found += children
+                up += [position + 1] * len(children)
+        if not found:
+            break
+        levels.append(points)
+        tree.append(found)
+        parents.append(np.asarray(up))
+    ids = [np.arange(1, len(level) + 1) for level in tree]
+    masses = [np.asarray([node[2] for node in level]) for level in tree]
+    leaves, splits = _decide(ids, masses, parents)
+    if not splits:
+        return components, n_components
+
+    def labelling(level):
+        if level == 0:
+            return base, n_components
+        return ndimage.label(coarse >= (levels[level] - 0.5) * unit, structure)
+
+    def split_numbers(level, positions):
+        labelled, _ = labelling(level)
+        return labelled.ravel()[[tree[level][k][3] for k in positions]]
+
+    def numbers(level, labelled, positions):
+        firsts = sorted(tree[level][k][3] for k in positions)
+        return labelled.ravel()[firsts]
+
+    out, n = _paint(leaves, splits, labelling, numbers, split_numbers, base, connectivity,
+                    np, np.asarray)
+    return xp.asarray(out), n
 
 
 def _decide(ids, masses, parents) -> tuple[list, list]:
