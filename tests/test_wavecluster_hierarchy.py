@@ -137,6 +137,8 @@ def test_spirals_are_found_and_blobs_in_noise_separated(label, monkeypatch):
         merged = WaveCluster(device="cpu").fit(X)
         monkeypatch.undo()
         assert merged.n_clusters_ < arms
+        # the pieces are grown back over their component: no point changes to or from noise
+        np.testing.assert_array_equal(model.labels_ >= 0, merged.labels_ >= 0)
         assert scores[name] > adjusted_rand_score(y, merged.labels_) + 0.15
     assert scores["spirals"] > 0.9 and scores["blobs-noise20-d5"] > 0.9
 

@@ -55,7 +55,13 @@ class WaveCluster(GpumineEstimator):
         occupied coarse cell, unless they join into one significant component (a
         background of noise that percolates); then the lowest of 2, 3, 4, 6, 8, ...
         points per cell at which two or more clusters appear and persist one level
-        more (reasoning in :mod:`gpumine.wavecluster.engine`).
+        more (reasoning in :mod:`gpumine.wavecluster.engine`). Then each component
+        of that level splits where it holds clusters that separate only at a higher
+        density and persist far above it (spiral arms meeting at the centre, blobs
+        whose tails overlap): the pieces are grown back over the component, so no
+        point changes between cluster and noise
+        (:mod:`gpumine.wavecluster.hierarchy`). A number: the classic WaveCluster,
+        one threshold, no split.
     connectivity : int or None, default=None
         1..d as in scikit-image (1: cells sharing a face, d: all 3^d - 1
         neighbours). None: d up to 3 features (8 neighbours in 2-d, 26 in 3-d), 2
@@ -99,7 +105,8 @@ class WaveCluster(GpumineEstimator):
         Fine-grid shape.
     bounds_ : ndarray of shape (2, n_features)
     threshold_ : float
-        The threshold applied (resolved when ``"auto"``).
+        The threshold applied (resolved when ``"auto"``: the base level's; clusters
+        split from one of its components separated at higher densities).
     n_features_in_ : int
     feature_names_in_ : ndarray
     device_ : str
