@@ -29,7 +29,7 @@ def _split(coarse, base_points, minimum, label=label_scipy, connectivity=2):
 def _bumps(peaks, widths=None, size=64, floor=1.0):
     """A 2-d grid (points per cell): Gaussian bumps of the given peaks and widths along the
     middle row, centres 20 cells apart, on a plateau of ``floor`` points that joins them."""
-    widths = widths or [5.0] * len(peaks)
+    widths = widths or [3.0] * len(peaks)
     yy, xx = np.mgrid[:size, :size]
     grid = np.zeros((size, size))
     for k, (peak, width) in enumerate(zip(peaks, widths, strict=True)):
@@ -39,7 +39,7 @@ def _bumps(peaks, widths=None, size=64, floor=1.0):
     return np.where(plateau, np.maximum(grid, floor), grid)
 
 
-def test_threshold_levels_continue_the_base_rule():
+def test_levels_of_the_base_rule_and_of_the_split_step():
     from gpumine.wavecluster.engine import AUTO_THRESHOLD_LEVELS
 
     assert AUTO_THRESHOLD_LEVELS == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -47,11 +47,16 @@ def test_threshold_levels_continue_the_base_rule():
     assert levels[:12] == list(AUTO_THRESHOLD_LEVELS)
     assert levels[-1] == 2 ** 10
     assert all(b > a for a, b in itertools.pairwise(levels))
+    for base in AUTO_THRESHOLD_LEVELS:  # sqrt(2) steps, starting just above the base
+        split = list(itertools.islice(hierarchy.split_levels(base), 9))
+        assert base < split[0] <= base * 2 ** 0.5 + 1e-9
+        np.testing.assert_allclose(np.diff(np.log2(split)), 0.5)
+        assert split[8] == split[0] * 16  # powers of two are exact
 
 
 def test_bumps_that_persist_are_split_and_every_base_cell_kept():
-    """Two bumps of peak 40 on a plateau of 1.5 points: they separate near level 2-3 and
-    stay significant far above it, so the one base component becomes two clusters that
+    """Two bumps of peak 40 on a plateau of 1.5 points: they separate at 2 points and stay
+    significant far above 8, so the one base component becomes two clusters that
     share all of its cells, each cell going to the bump it is nearer along the plateau."""
     coarse = _bumps([40, 40], floor=1.5)
     components, (split, n) = _split(coarse, 1, minimum=20)
@@ -63,8 +68,8 @@ def test_bumps_that_persist_are_split_and_every_base_cell_kept():
 
 
 def test_a_bump_that_dies_out_soon_is_not_a_cluster():
-    """A bump of peak 4 beside one of peak 40: it separates at level 3 but has nothing
-    significant three levels up (12 points), so the component stays whole -- the very
+    """A bump of peak 4 beside one of peak 40: it separates at 2.83 points but has nothing
+    significant at four times that density, so the component stays whole -- the very
     labelling given (no copy made)."""
     coarse = _bumps([40, 4], floor=1.5)
     components, (split, n) = _split(coarse, 1, minimum=20)
@@ -73,9 +78,9 @@ def test_a_bump_that_dies_out_soon_is_not_a_cluster():
 
 @pytest.mark.parametrize(("width", "splits"), [(1.2, False), (3.0, True)])
 def test_a_piece_far_lighter_than_its_sibling_is_a_bump_on_it(width, splits):
-    """Two bumps of peak 40, both persisting; the second of width 1.2 holds about 6 % of the
-    first's mass (below the minimum share): no split; of width 3, about 36 %: a split."""
-    coarse = _bumps([40, 40], widths=[5.0, width], floor=1.5)
+    """Two bumps of peak 40, both persisting; the second of width 1.2 holds about 9 % of the
+    first's mass (below the minimum share): no split; of width 3, about 56 %: a split."""
+    coarse = _bumps([40, 40], widths=[4.0, width], floor=1.5)
     components, (split, n) = _split(coarse, 1, minimum=5)
     assert components.max() == 1
     assert n == (2 if splits else 1)
@@ -83,25 +88,25 @@ def test_a_piece_far_lighter_than_its_sibling_is_a_bump_on_it(width, splits):
 
 
 def test_decide_on_a_hand_made_tree():
-    """The rule on the tree alone: level 0 holds one component; level 1 two pieces, one
-    that lives to level 4 and one that dies at level 2; later one piece splits again."""
-    ids = [np.array([1]), np.array([1, 2]), np.array([1, 2]), np.array([1, 2]),
-           np.array([1, 2]), np.array([1, 2])]
+    """The rule on the tree alone: level 0 holds one component; level 1 two pieces, one of
+    which has no descendant; at level 2 the other holds two pieces that reach level 6, four
+    steps up: the root splits there, into them."""
+    ids = [np.array([1])] + [np.array([1, 2])] * 6
     masses = [np.array([100.0]), np.array([50, 40.0]), np.array([30, 30.0]),
-              np.array([20, 20.0]), np.array([10, 10.0]), np.array([5, 5.0])]
-    # level 1: both pieces of the root; level 2 on: both inside piece 1 of level 1
-    parents = [None, np.array([1, 1]), np.array([1, 1]), np.array([1, 2]),
-               np.array([1, 2]), np.array([1, 2])]
+              np.array([20, 20.0]), np.array([15, 15.0]), np.array([10, 10.0]),
+              np.array([5, 5.0])]
+    # level 1: both pieces of the root; level 2: both inside piece 1 of level 1; then each
+    # level's pieces continue the previous level's
+    parents = [None, np.array([1, 1]), np.array([1, 1])] + [np.array([1, 2])] * 4
     leaves, splits = hierarchy._decide(ids, masses, parents)
-    # level 1's piece 2 has no descendant: it does not persist; level 2's two pieces do
-    # (they reach level 5 = 2 + 3), so the root splits at level 2 into them
+    assert hierarchy.AUTO_SPLIT_PERSISTENCE == 4
     assert splits == [(0, 0)]
     assert leaves == [(2, 0), (2, 1)]
-    short = [ids[k] for k in range(5)], masses[:5], parents[:5]
-    leaves, splits = hierarchy._decide(*short)  # level 2 + 3 is not there: no split
+    short = ids[:6], masses[:6], parents[:6]
+    leaves, splits = hierarchy._decide(*short)  # level 2 + 4 is not there: no split
     assert splits == [] and leaves == [(0, 0)]
     lopsided = [m.copy() for m in masses]
-    lopsided[2] = np.array([30, 3.0])
+    lopsided[2] = np.array([30, 3.0])  # under a quarter of its sibling: a bump, not a piece
     assert hierarchy._decide(ids, lopsided, parents)[0] == [(0, 0)]
 
 
