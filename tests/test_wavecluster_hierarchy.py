@@ -179,38 +179,41 @@ class _NumpyAsDevice:
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons", "tori-3d"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_whole_grid_and_cropped_trees_agree(name, seed, monkeypatch):
-    """The two ways to build the tree -- every level labelled over the whole grid with the
-    fit's strategy (the GPU's way for large grids), or inside the boxes of the previous
-    level's components on the host -- give the same clusters, split or not."""
+    """The ways to build the tree -- every level labelled over the whole grid (small grids,
+    and the GPU's way for large ones, here through a module that is NumPy under another
+    name), or inside the boxes of the previous level's components (large CPU grids) -- give
+    the same clusters, split or not."""
     from gpumine.wavecluster import engine
 
     X, _ = make_shape_sets(random_state=seed)[name]
-    host = WaveCluster(device="cpu").fit(X)
+    whole = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", 0)
+    cropped = WaveCluster(device="cpu").fit(X)
     real = engine.split_persistent
 
-    def whole_grid(*args, **kwargs):
+    def device_way(*args, **kwargs):
         return real(*args, **{**kwargs, "xp": _NumpyAsDevice()})
 
-    monkeypatch.setattr(engine, "split_persistent", whole_grid)
-    monkeypatch.setattr(hierarchy, "HOST_TREE_CELLS", 0)
-    whole = WaveCluster(device="cpu").fit(X)
-    assert whole.n_clusters_ == host.n_clusters_
-    np.testing.assert_array_equal(whole.labels_, host.labels_)
-    np.testing.assert_array_equal(whole.grid_labels_, host.grid_labels_)
+    monkeypatch.setattr(engine, "split_persistent", device_way)
+    device = WaveCluster(device="cpu").fit(X)
+    for other in (cropped, device):
+        assert other.n_clusters_ == whole.n_clusters_
+        np.testing.assert_array_equal(other.labels_, whole.labels_)
+        np.testing.assert_array_equal(other.grid_labels_, whole.grid_labels_)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("host_tree_cells", [hierarchy.HOST_TREE_CELLS, 0])
+@pytest.mark.parametrize("host_tree_work", [hierarchy.HOST_TREE_WORK, 0])
 @pytest.mark.parametrize(("name", "label"), [
     ("spirals", "sliding-window"), ("spirals", "union-find-gpu"),  # sliding-window: d <= 4
     ("blobs-noise20-d5", "union-find-gpu"), ("blobs-noise20-d6", "union-find-gpu")])
-def test_gpu_split_gives_the_cpu_labels(name, label, host_tree_cells, monkeypatch):
+def test_gpu_split_gives_the_cpu_labels(name, label, host_tree_work, monkeypatch):
     """Where the split step fires, the GPU (host and CuPy input) gives the CPU's labels: the
     same tree, the same pieces, the same growth -- with the tree built on the host (small
-    grids) and on the device (``HOST_TREE_CELLS`` 0)."""
+    grids) and on the device (``HOST_TREE_WORK`` 0)."""
     from gpumine.backend import cupy_module
 
-    monkeypatch.setattr(hierarchy, "HOST_TREE_CELLS", host_tree_cells)
+    monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
     cp = cupy_module()
     X, _ = make_shape_sets(random_state=1 if name.endswith("d6") else 0)[name]
     cpu = WaveCluster(device="cpu").fit(X)
