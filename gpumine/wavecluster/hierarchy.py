@@ -43,9 +43,12 @@ mass; 0.5 undoes the spirals). On 11 other shapes (FCPS-like and scikit-learn's,
 draws each) the step never lowered the index.
 
 Cost: one more labelling per level up to the densest cell's (two per doubling of the
-peak density), and, where a component splits, a second labelling of the levels that
-hold the result and the growth (a few vectorized steps per cell of the longest path
-through the component, on its bounding box).
+peak density), and, where a component splits, a second labelling of the levels that hold
+the result and the growth. Small grids (:data:`HOST_TREE_WORK`) are labelled whole on the
+host, a GPU's coarse grid copied there once (small SciPy calls beat kernel launches and
+syncs); large CPU grids only inside the previous level's component boxes; large GPU grids
+whole, on the device, with the fit's labelling strategy. The growth runs on the host, on
+the component's bounding box. README ("WaveCluster") has the measured cost.
 """
 
 from __future__ import annotations
