@@ -239,9 +239,8 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
 
     def significant(labelled, n):
         sizes = weigh(labelled.ravel(), coarse.ravel(), n + 1)
-        found = xp.flatnonzero(sizes[1:] >= minimum) + 1
-        # sync: the significant components' numbers and masses, a handful per level
-        return to_host(found), to_host(sizes[found])
+        found = xp.flatnonzero(sizes[1:] >= minimum) + 1  # sync: the count, once a level
+        return to_host(found), to_host(sizes[found])  # sync: a handful of numbers a level
 
     # pass 1: the tree of significant components (numbers, masses, parents, on the host)
     found, mass = significant(components, n_components)
@@ -267,8 +266,9 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
     def numbers(level, labelled, positions):
         """The leaves' numbers in ``labelled``, in raster order of their first cell."""
         flat = labelled.ravel()
-        first = to_host(xp.stack([xp.argmax(flat == int(c)) for c in ids[level][positions]]))
-        return ids[level][positions][np.argsort(first, kind="stable")]  # sync: above, once
+        first = to_host(xp.stack([xp.argmax(flat == int(c))  # sync: c is a host number
+                                  for c in ids[level][positions]]))  # sync: one per leaf
+        return ids[level][positions][np.argsort(first, kind="stable")]
 
     def labelling(level):
         return (components, n_components) if level == 0 else foreground(levels[level])
@@ -327,10 +327,12 @@ def _split_cropped(coarse, components, n_components, *, base_points, unit, minim
             box = boxes[c - 1]
             mask = labelled[box] == c
             corner = [o + b.start for o, b in zip(offset, box, strict=True)]
-            first = np.add(np.unravel_index(int(np.argmax(mask)), mask.shape), corner)
+            first = np.add(np.unravel_index(int(np.argmax(mask)),  # sync: none, host (CPU)
+                                            mask.shape), corner)
             found.append((tuple(slice(c0, c0 + m) for c0, m in zip(corner, mask.shape,
                                                                      strict=True)),
-                          mask, float(mass[c]), int(np.ravel_multi_index(first, coarse.shape))))
+                          mask, float(mass[c]),  # sync: none, host (CPU path)
+                          int(np.ravel_multi_index(first, coarse.shape))))  # sync: none
         return found
 
     # pass 1: the tree; a node is (box, mask, mass, first cell), its parent a position
@@ -380,9 +382,9 @@ def _decide(ids, masses, parents) -> tuple[list, list]:
     ``(level index, position in ids[level])``."""
     children = [[[] for _ in level] for level in ids]
     for j in range(1, len(ids)):
-        position = {int(c): k for k, c in enumerate(ids[j - 1])}
+        position = {int(c): k for k, c in enumerate(ids[j - 1])}  # sync: none, host lists
         for k, p in enumerate(parents[j]):
-            children[j - 1][position[int(p)]].append(k)
+            children[j - 1][position[int(p)]].append(k)  # sync: none, host lists
     last = [[j] * len(level) for j, level in enumerate(ids)]  # highest level reached
     for j in range(len(ids) - 2, -1, -1):
         for k, kids in enumerate(children[j]):
