@@ -48,7 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpumine.validation import is_device_array
-from gpumine.wavecluster.hierarchy import split_persistent, threshold_levels
+from gpumine.wavecluster.hierarchy import on_host_is_faster, split_persistent, threshold_levels
+from gpumine.wavecluster.labeling import label_scipy
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
@@ -200,6 +201,14 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
 
     if threshold != "auto":
         return float(threshold), foreground(float(threshold))
+    if xp is not np and on_host_is_faster(coarse.shape, connectivity):
+        # a small grid: its levels labelled by SciPy on the host beat kernel launches and a
+        # sync per level; the same partition, numbered the same (raster order)
+        threshold, (components, n_components) = resolve_threshold(
+            "auto", np.asarray(to_host(coarse)),  # sync: the coarse grid, once
+            grid_weight=grid_weight, min_cluster_size=min_cluster_size, label=label_scipy,
+            connectivity=connectivity)
+        return threshold, (xp.asarray(components), n_components)
     if weigh is None:
         def weigh(values, weights, bins):
             return xp.bincount(values, weights=weights, minlength=bins)

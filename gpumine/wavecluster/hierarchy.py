@@ -60,8 +60,8 @@ from scipy import ndimage
 
 from gpumine.wavecluster.labeling import label_scipy, neighbour_offsets
 
-__all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "split_levels",
-           "split_persistent", "threshold_levels"]
+__all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "on_host_is_faster",
+           "split_levels", "split_persistent", "threshold_levels"]
 
 #: How many sqrt(2) steps further up a descendant must stay significant to count: 4, four
 #: times the density (module docstring).
@@ -109,6 +109,14 @@ def split_levels(base_points):
         if points > base_points:
             yield points
         step += 1
+
+
+def on_host_is_faster(shape, connectivity: int) -> bool:
+    """Whether a grid of ``shape`` is small enough (:data:`HOST_TREE_WORK`: its cells times
+    their neighbours) that labelling it level after level is faster on the host than on a
+    GPU -- and, on the CPU, faster whole than inside its components' boxes."""
+    cells = math.prod(int(s) for s in shape)
+    return cells * 2 * len(neighbour_offsets(len(shape), connectivity)) <= HOST_TREE_WORK
 
 
 def _bounding_box(region, xp, to_host) -> tuple:
@@ -221,8 +229,7 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
     n_components : int
     """
 
-    # the work of one whole-grid labelling: cells times neighbours
-    small = coarse.size * 2 * len(neighbour_offsets(coarse.ndim, connectivity)) <= HOST_TREE_WORK
+    small = on_host_is_faster(coarse.shape, connectivity)
     if small and xp is not np:  # a small grid: the host's labelling is faster
         host = np.asarray(to_host(components))  # sync: the base labelling, once
         out, n = split_persistent(
