@@ -280,7 +280,7 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
     def labelling(level):
         return (components, n_components) if level == 0 else foreground(levels[level])
 
-    return _paint(leaves, splits, labelling, numbers, lambda level, positions:
+    return _paint(leaves, splits, labelling, numbers, lambda level, labelled, positions:
                   ids[level][positions], components, connectivity, xp, to_host)
 
 
@@ -289,8 +289,8 @@ def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity
     """Pass 2 of :func:`split_persistent`: from the top level down, number the leaves,
     then grow each split's pieces over its component. ``labelling(level) -> (labelled,
     n)``; ``numbers(level, labelled, positions)``: the leaves' numbers in ``labelled``, in
-    raster order of their first cell; ``split_numbers(level, positions)``: the splitting
-    components' numbers in ``labelling(level)``."""
+    raster order of their first cell; ``split_numbers(level, labelled, positions)``: the
+    splitting components' numbers in ``labelled``."""
     out = xp.zeros_like(like)
     next_id = 1
     for level in sorted({i for i, _ in leaves} | {i for i, _ in splits}, reverse=True):
@@ -305,7 +305,7 @@ def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity
         grown = [k for i, k in splits if i == level]
         if grown:  # the regions of one level's splits are apart: grow them together
             inside = xp.zeros(n + 1, dtype=bool)
-            inside[xp.asarray(split_numbers(level, grown))] = True
+            inside[xp.asarray(split_numbers(level, labelled, grown))] = True
             out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host)
     return out, next_id - 1
 
@@ -372,8 +372,7 @@ def _split_cropped(coarse, components, n_components, *, base_points, unit, minim
             return base, n_components
         return ndimage.label(coarse >= (levels[level] - 0.5) * unit, structure)
 
-    def split_numbers(level, positions):
-        labelled, _ = labelling(level)
+    def split_numbers(level, labelled, positions):
         return labelled.ravel()[[tree[level][k][3] for k in positions]]
 
     def numbers(level, labelled, positions):
