@@ -66,7 +66,7 @@ __all__ = [
 
 AUTO_CELLS_PER_POINT = 2.0
 #: Thresholds the ``"auto"`` rule tries for its base level, in points per coarse cell
-#: (module docstring); the split step goes on up the same sequence.
+#: (module docstring); the split step climbs above it in sqrt(2) steps.
 AUTO_THRESHOLD_LEVELS = tuple(itertools.islice(threshold_levels(), 12))
 AUTO_MIN_CLUSTER_FRACTION = 0.01
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
