@@ -58,7 +58,7 @@ import math
 import numpy as np
 from scipy import ndimage
 
-from gpumine.wavecluster.labeling import label_scipy, neighbour_offsets
+from gpumine.wavecluster.labeling import neighbour_offsets
 
 __all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "on_host_is_faster",
            "split_levels", "split_persistent", "threshold_levels"]
@@ -162,7 +162,7 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     --------
     >>> import numpy as np
     >>> labels = np.array([[1, 0, 0, 0, 2]])
-    >>> grow_labels(labels, np.ones((1, 5), bool), 1)
+    >>> grow_labels(labels, np.ones((1, 5), bool), 1)  # sync: none, a host example
     array([[1, 1, 1, 2, 2]])
     """
     box = _bounding_box(region, xp, to_host)
@@ -185,7 +185,7 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
         reached, label = reached[new], label[new]
         order = np.lexsort((label, reached))  # per cell, its lowest label first
         reached, label = reached[order], label[order]
-        first = np.ones(reached.size, dtype=bool)
+        first = np.ones(reached.size, dtype=bool)  # sync: none, host (the growth's copy)
         first[1:] = reached[1:] != reached[:-1]
         front = reached[first]
         grown[front] = label[first]
@@ -229,41 +229,42 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
     n_components : int
     """
 
-    small = on_host_is_faster(coarse.shape, connectivity)
-    if small and xp is not np:  # a small grid: the host's labelling is faster
-        host = np.asarray(to_host(components))  # sync: the base labelling, once
-        out, n = split_persistent(
-            np.asarray(to_host(coarse)), host, n_components,  # sync: the grid, once
-            base_points=base_points, unit=unit, minimum=minimum, label=label_scipy,
-            connectivity=connectivity, xp=np, weigh=_host_weigh, to_host=np.asarray)
-        return (components, n_components) if out is host else (xp.asarray(out), n)
-    if not small and xp is np:
+    # (a GPU's small grid never gets here: resolve_threshold runs the whole rule on the host)
+    if xp is np and not on_host_is_faster(coarse.shape, connectivity):
         return _split_cropped(coarse, components, n_components, base_points=base_points,
                               unit=unit, minimum=minimum, connectivity=connectivity)
 
     def foreground(points):
         return label(coarse >= (points - 0.5) * unit, connectivity)
 
-    def significant(labelled, n):
+    def significant(labelled, n, below):
+        """The significant components' numbers, masses and parents' numbers in ``below``
+        (the level under it; None: zeros), on the host."""
         sizes = weigh(labelled.ravel(), coarse.ravel(), n + 1)
         found = xp.flatnonzero(sizes[1:] >= minimum) + 1  # sync: the count, once a level
-        return to_host(found), to_host(sizes[found])  # sync: a handful of numbers a level
+        parent = xp.zeros_like(found)
+        if below is not None:
+            up = xp.zeros(n + 1, dtype=found.dtype)
+            up[labelled.ravel()] = below.ravel()  # every cell of a component has one parent
+            parent = up[found]
+        # sync: three numbers per significant component (a handful), once a level
+        packed = to_host(xp.stack([found.astype(xp.float64), sizes[found],
+                                   parent.astype(xp.float64)]))
+        return packed[0].astype(np.int64), packed[1], packed[2].astype(np.int64)
 
     # pass 1: the tree of significant components (numbers, masses, parents, on the host)
-    found, mass = significant(components, n_components)
+    found, mass, _ = significant(components, n_components, None)
     levels, ids, masses, parents = [base_points], [found], [mass], [None]
     below = components
     for points in split_levels(base_points):
         labelled, n = foreground(points)
-        found, mass = significant(labelled, n)
+        found, mass, parent = significant(labelled, n, below)
         if found.size == 0:
             break
-        up = xp.zeros(n + 1, dtype=below.dtype)
-        up[labelled.ravel()] = below.ravel()  # every cell of a component has one parent
-        parents.append(to_host(up[xp.asarray(found)]))  # sync: one number per component
         levels.append(points)
         ids.append(found)
         masses.append(mass)
+        parents.append(parent)
         below = labelled
     del below
     leaves, splits = _decide(ids, masses, parents)
@@ -308,10 +309,6 @@ def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity
             inside[xp.asarray(split_numbers(level, labelled, grown))] = True
             out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host)
     return out, next_id - 1
-
-
-def _host_weigh(values, weights, bins):
-    return np.bincount(values, weights=weights, minlength=bins)
 
 
 def _split_cropped(coarse, components, n_components, *, base_points, unit, minimum,
