@@ -43,7 +43,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--host-tree-work", type=int, default=None,
+                        help="override hierarchy.HOST_TREE_WORK (0: every GPU grid's levels "
+                             "labelled on the device)")
+    parser.add_argument("--tag", default="", help="appended to the record's name")
     args = parser.parse_args()
+    from gpumine.wavecluster import hierarchy
+
+    if args.host_tree_work is not None:
+        hierarchy.HOST_TREE_WORK = args.host_tree_work
 
     from gpumine import WaveCluster
     from gpumine.backend import get_backend
@@ -72,7 +80,7 @@ def main() -> None:
                 rows.append(row)
     record = {"device": args.device, "commit": commit(), "repeats": REPEATS,
               "versions": {"numpy": np.__version__, "python": platform.python_version()},
-              "rows": rows}
+              "host_tree_work": hierarchy.HOST_TREE_WORK, "rows": rows}
     if backend.is_gpu:
         import cupy as cp
 
@@ -80,7 +88,7 @@ def main() -> None:
         record["versions"]["cupy"] = cp.__version__
     else:
         record["device"] = f"cpu ({platform.processor() or platform.machine()})"
-    save(args.out, "wavecluster-auto-cost", record)
+    save(args.out, "wavecluster-auto-cost" + args.tag, record)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def _split(coarse, base_points, minimum, label=label_scipy, connectivity=2):
     components, n = label(coarse >= base_points - 0.5, connectivity)
     return components, hierarchy.split_persistent(
         coarse, components, n, base_points=base_points, unit=1.0, minimum=minimum,
-        label=label, connectivity=connectivity, weigh=_weigh, to_host=np.asarray)
+        connectivity=connectivity)
 
 
 def _bumps(peaks, widths=None, size=64, floor=1.0):
@@ -168,36 +168,22 @@ def test_weighted_fit_equals_repetition_with_the_split():
     assert np.array_equal(np.repeat(weighted.labels_, counts), repeated.labels_)
 
 
-class _NumpyAsDevice:
-    """NumPy under another name: ``split_persistent`` takes its whole-grid path (the GPU's
-    for large grids) only for a module that is not NumPy itself."""
-
-    def __getattr__(self, name):
-        return getattr(np, name)
-
-
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons", "tori-3d"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_whole_grid_and_cropped_trees_agree(name, seed, monkeypatch):
-    """The ways to build the tree -- every level labelled over the whole grid (small grids,
-    and the GPU's way for large ones, here through a module that is NumPy under another
-    name), or inside the boxes of the previous level's components (large CPU grids) -- give
-    the same clusters, split or not."""
-    from gpumine.wavecluster import engine
-
+def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
+    """The ways to build the tree -- every level in one stacked labelling (small grids, and
+    the GPU's way), in stacks of a few levels each (``STACK_CELLS`` small: the pieces then
+    labelled anew), or level by level inside the boxes of the previous level's components
+    (large CPU grids) -- give the same clusters, split or not."""
     X, _ = make_shape_sets(random_state=seed)[name]
     whole = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(hierarchy, "STACK_CELLS", 1)  # two levels a stack, one shared
+    chunked = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", 0)
     cropped = WaveCluster(device="cpu").fit(X)
-    real = engine.split_persistent
-
-    def device_way(*args, **kwargs):
-        return real(*args, **{**kwargs, "xp": _NumpyAsDevice()})
-
-    monkeypatch.setattr(engine, "split_persistent", device_way)
-    device = WaveCluster(device="cpu").fit(X)
-    for other in (cropped, device):
+    for other in (chunked, cropped):
         assert other.n_clusters_ == whole.n_clusters_
+        assert other.threshold_ == whole.threshold_
         np.testing.assert_array_equal(other.labels_, whole.labels_)
         np.testing.assert_array_equal(other.grid_labels_, whole.grid_labels_)
 

@@ -48,7 +48,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpumine.validation import is_device_array
-from gpumine.wavecluster.hierarchy import on_host_is_faster, split_persistent, threshold_levels
+from gpumine.wavecluster.hierarchy import (
+    on_host_is_faster,
+    resolve_stacked,
+    split_persistent,
+    threshold_levels,
+)
 from gpumine.wavecluster.labeling import label_scipy
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
@@ -56,6 +61,7 @@ __all__ = [
     "WaveClusterResult",
     "auto_connectivity",
     "auto_grid_shape",
+    "choose_base",
     "chunk_bounds",
     "cluster_ids",
     "lookup",
@@ -175,7 +181,9 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         The fit's ``wavecluster.label`` strategy (same backend as ``coarse``).
     connectivity : int
     xp : module
-        ``numpy`` or ``cupy``. On the GPU each level tried reads back one count.
+        ``numpy`` or ``cupy``. On the GPU ``"auto"`` reads back the grid's mass and peak,
+        then a few numbers per stack of levels
+        (:func:`~gpumine.wavecluster.hierarchy.resolve_stacked`).
     weigh : callable, optional
         ``weigh(values, weights, bins)``: the weight of each component, as
         ``xp.bincount(values, weights=weights, minlength=bins)`` (the default) gives
@@ -192,8 +200,9 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     labelled : tuple
         ``(components, n_components)``: ``label``'s labelling of that foreground (the
         rule's own labelling of the level it chose, not done twice); with ``"auto"``, the
-        components that split replaced by their pieces
-        (:func:`gpumine.wavecluster.hierarchy.split_persistent`).
+        components that split replaced by their pieces (:mod:`gpumine.wavecluster.hierarchy`:
+        all levels labelled in stacks, or, for a large CPU grid, level by level and the split
+        inside the components' boxes).
     """
 
     def foreground(value):
@@ -213,36 +222,62 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         def weigh(values, weights, bins):
             return xp.bincount(values, weights=weights, minlength=bins)
 
-    mass = float(coarse.sum())  # sync: 8 bytes on the GPU, once per fit
+    stats = to_host(xp.stack([coarse.sum(), coarse.max()]))  # sync: 16 bytes, once per fit
+    mass, peak = float(stats[0]), float(stats[1])  # sync: none, host values
     if grid_weight <= 0 or mass <= 0:
         return 0.0, foreground(0.0)
     unit = mass / grid_weight  # the coarse grid's mass per unit of weight: "one point"
     minimum = max(min_cluster_size, np.finfo(float).tiny) * unit
+    if xp is not np or on_host_is_faster(coarse.shape, connectivity):
+        points, labelled = resolve_stacked(
+            coarse, peak, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
+            choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
+            weigh=weigh, to_host=to_host)
+        return (points - 0.5) * unit, labelled
+    # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}
 
-    def significant(points):
+    def count(i):
+        points = AUTO_THRESHOLD_LEVELS[i]
         labelled[points] = foreground((points - 0.5) * unit)
+        keep = {AUTO_THRESHOLD_LEVELS[0], AUTO_THRESHOLD_LEVELS[max(i - 1, 0)], points}
+        for other in [p for p in labelled if p not in keep]:
+            del labelled[other]  # the first level and the last two: choose_base's candidates
         components, n_components = labelled[points]
         sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
-        return int((sizes[1:] >= minimum).sum())  # sync: one count per level tried
+        return int((sizes[1:] >= minimum).sum())
 
-    levels = AUTO_THRESHOLD_LEVELS
-    chosen = levels[0]
-    if significant(levels[0]) == 1:  # one component: is it a percolating background?
-        counts = [significant(levels[1])]
-        for level in levels[2:]:
-            counts.append(significant(level))
-            if counts[-2] >= 2 and counts[-1] == counts[-2]:
-                chosen = levels[len(counts) - 1]
-                break
-            if counts[-1] == 0:  # nothing significant left: higher levels hold only less
-                break
-            del labelled[levels[len(counts) - 1]]  # keep at most the two last levels
+    chosen = AUTO_THRESHOLD_LEVELS[choose_base(count)]
     components, n_components = labelled.pop(chosen)
     labelled.clear()
     return (chosen - 0.5) * unit, split_persistent(
         coarse, components, n_components, base_points=chosen, unit=unit, minimum=minimum,
-        label=label, connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
+        connectivity=connectivity)
+
+
+def choose_base(count) -> int:
+    """The base rule of the module docstring: the index of the chosen level in
+    :data:`AUTO_THRESHOLD_LEVELS`, ``count(i)`` being the number of significant components at
+    ``AUTO_THRESHOLD_LEVELS[i]`` (called in order of i, and only as far as the rule reads).
+
+    Examples
+    --------
+    >>> counts = [1, 1, 2, 3, 3, 3]  # one percolating component, then three that stay
+    >>> AUTO_THRESHOLD_LEVELS[choose_base(lambda i: counts[i] if i < len(counts) else 0)]
+    4
+    >>> choose_base(lambda i: [3, 3][i])  # several from the first level on: keep it
+    0
+    """
+    if count(0) != 1:  # not one component: no percolating background to remove
+        return 0
+    counts = [count(1)]
+    for i in range(2, len(AUTO_THRESHOLD_LEVELS)):
+        counts.append(count(i))
+        if counts[-2] >= 2 and counts[-1] == counts[-2]:
+            return i - 1
+        if counts[-1] == 0:  # nothing significant left: higher levels hold only less
+            return 0
+    return 0
 
 
 def mean_occupied_density(coarse, xp=np) -> float:

@@ -60,8 +60,9 @@ from scipy import ndimage
 
 from gpumine.wavecluster.labeling import neighbour_offsets
 
-__all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "grow_labels", "on_host_is_faster",
-           "split_levels", "split_persistent", "threshold_levels"]
+__all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "STACK_CELLS", "grow_labels",
+           "on_host_is_faster", "resolve_stacked", "split_levels", "split_persistent",
+           "threshold_levels"]
 
 #: How many sqrt(2) steps further up a descendant must stay significant to count: 4, four
 #: times the density (module docstring).
@@ -72,6 +73,9 @@ AUTO_SPLIT_PERSISTENCE = 4
 HOST_TREE_WORK = 2 ** 19
 #: A persisting piece counts only with at least this share of its heaviest sibling's mass.
 AUTO_SPLIT_MIN_SHARE = 0.25
+#: :func:`resolve_stacked` labels at most this many cells (levels times the coarse grid,
+#: an empty plane each) in one call; more levels take more calls.
+STACK_CELLS = 2 ** 24
 
 
 def threshold_levels():
@@ -194,24 +198,36 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     return labels
 
 
-def split_persistent(coarse, components, n_components, *, base_points: float, unit: float,
-                     minimum: float, label, connectivity: int, xp=np, weigh, to_host):
-    """The clusters of the module docstring's rule, as a labelled coarse grid.
+def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_levels,
+                    choose_base, label, connectivity: int, xp=np, weigh, to_host
+                    ) -> tuple[float, tuple]:
+    """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
+
+    Every level either step may look at -- the base rule's ``base_levels`` and the split
+    step's sqrt(2) levels, up to the densest cell (``peak``) -- is labelled in one call of
+    ``label``: the levels' masks stacked along the first axis, an empty plane after each
+    so that no component crosses from one level to the next (:data:`STACK_CELLS` bounds a
+    call; more levels take more calls). One bincount weighs every component of every
+    level, one scatter finds each one's parent in the level below, and one transfer brings
+    the significant ones to the host, where the base rule (``choose_base``) and the split
+    (:func:`_decide`) read the tree. The chosen level's components, and the pieces a split
+    grows back, are slices of the same stack. Levels above the first that holds nothing
+    significant are not labelled. On the GPU: three syncs per call, against a labelling,
+    a count and a transfer for each level one at a time.
 
     Parameters
     ----------
     coarse : array   -- IN
         The transformed (coarse) grid, on the backend of ``xp``.
-    components : array of int   -- IN
-        The base level's labelling (``label``'s output for it).
-    n_components : int
-    base_points : float
-        The base level in points per coarse cell (the threshold is
-        ``(base_points - 0.5) * unit``).
-    unit : float
-        The coarse grid's mass per unit of weight: "one point".
-    minimum : float
-        A component is significant from this mass on (coarse units).
+    peak : float
+        ``coarse.max()``: no level above it holds a cell.
+    unit, minimum : float
+        One point's mass, and the significant mass, in coarse units.
+    base_levels : sequence of float
+        The base rule's levels in points per coarse cell.
+    choose_base : callable
+        ``choose_base(count) -> index into base_levels``, ``count(i)`` being the number of
+        significant components at ``base_levels[i]``.
     label : callable
         The fit's ``wavecluster.label`` strategy.
     connectivity : int
@@ -222,101 +238,182 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
 
     Returns
     -------
-    components : array of int
+    base_points : float
+        The base level (the threshold is ``(base_points - 0.5) * unit``).
+    labelled : tuple
+        ``(components, n_components)``: the base level's components, or, where some split,
+        the clusters (0 outside the base foreground, 1..n).
+    """
+    halves, step = [], 1
+    while (2.0 ** (step / 2) - 0.5) * unit <= peak:
+        halves.append(2.0 ** (step / 2))
+        step += 1
+    reached = [p for p in base_levels[1:] if (p - 0.5) * unit <= peak]
+    levels = sorted({base_levels[0], *reached, *halves})
+    stack = _LevelStack(coarse, levels, unit=unit, minimum=minimum, label=label,
+                        connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
+    where = {p: j for j, p in enumerate(levels)}
+
+    def count(i):
+        j = where.get(base_levels[i])
+        return 0 if j is None or j >= len(stack.tree) else len(stack.tree[j][0])
+
+    base_points = base_levels[choose_base(count)]
+    chosen = where[base_points]
+    components, n_components = stack.labelling(chosen)
+    if chosen >= len(stack.tree):  # nothing significant at the base level: nothing to split
+        return base_points, (components, n_components)
+    # the split's levels: the base, then the sqrt(2) levels above it while any holds a
+    # significant component (the tree ends at the first that holds none)
+    path = [chosen] + [where[p] for p in halves
+                       if p > base_points and where[p] < len(stack.tree)]
+    ids, masses, parents = [], [], []
+    for t, j in enumerate(path):
+        found, mass, _ = stack.tree[j]
+        ids.append(found)
+        masses.append(mass)
+        parents.append(None if t == 0 else stack.ancestors(found, j, path[t - 1]))
+    leaves, splits = _decide(ids, masses, parents)
+    if not splits:
+        return base_points, (components, n_components)
+
+    def labelling(level):
+        return stack.labelling(path[level])
+
+    def numbers(level, labelled, positions):
+        # every labelling strategy numbers components in raster order of their first cell
+        return np.sort(ids[level][positions])
+
+    return base_points, _paint(leaves, splits, labelling, numbers,
+                               lambda level, labelled, positions: ids[level][positions],
+                               components, connectivity, xp, to_host)
+
+
+class _LevelStack:
+    """The significant components of every level of :func:`resolve_stacked`, labelled in
+    stacks of :data:`STACK_CELLS` cells.
+
+    ``tree[j]`` is ``(numbers, masses, parents)`` of level j's significant components, on
+    the host: their numbers in level j's own labelling (1..n in raster order of the first
+    cell), their masses, and their parents' numbers in level j - 1's (zeros at level 0).
+    The tree stops at the first level that holds nothing significant.
+    """
+
+    def __init__(self, coarse, levels, *, unit, minimum, label, connectivity, xp, weigh,
+                 to_host):
+        self.coarse, self.levels, self.unit = coarse, levels, unit
+        self.label, self.connectivity, self.xp = label, connectivity, xp
+        shape = coarse.shape
+        # the grid with an empty plane after it: stacked, the planes keep levels apart
+        padded = xp.zeros((shape[0] + 1, *shape[1:]), dtype=coarse.dtype)
+        padded[:shape[0]] = coarse
+        batch = max(2, STACK_CELLS // padded.size)
+        self.tree, self.kept = [], None
+        done = 0
+        while done < len(levels):
+            first = max(done - 1, 0)  # a later stack repeats the level under it: its parents
+            last = min(len(levels), first + batch)
+            labels, n = self._label(padded, levels[first:last])
+            slabs, starts, ends = self._read(labels, n, padded, minimum, weigh, to_host)
+            if first == 0 and last == len(levels):
+                self.kept = (labels, starts, ends)  # every level in one stack: reused
+            new = slabs[done - first:]
+            self.tree += new
+            if any(found.size == 0 for found, _, _ in new):
+                self.tree = self.tree[:next(j for j, (found, _, _) in enumerate(self.tree)
+                                            if found.size == 0)]
+                break
+            done = last
+
+    def _label(self, padded, points):
+        """One labelling of the levels ``points``: (labels (m, s0 + 1, ...), count)."""
+        xp, shape = self.xp, padded.shape
+        thresholds = xp.asarray(np.array([(p - 0.5) * self.unit for p in points]))
+        mask = padded[None] >= thresholds.reshape((-1,) + (1,) * padded.ndim)
+        labels, n = self.label(mask.reshape((-1, *shape[1:])), self.connectivity)
+        return labels.reshape((len(points), *shape)), n
+
+    def _read(self, labels, n, padded, minimum, weigh, to_host):
+        """Per level of a stack: its significant components' numbers, masses and parents
+        (host); and each level's first and last number in the stack's labelling."""
+        xp, m = self.xp, labels.shape[0]
+        flat = labels.ravel()
+        mass = weigh(flat, xp.broadcast_to(padded, labels.shape).ravel(), n + 1)
+        up = xp.zeros(n + 1, dtype=labels.dtype)
+        up[labels[1:].ravel()] = labels[:-1].ravel()  # a component's cells share one parent
+        tops = labels.reshape(m, -1).max(axis=1)
+        found = xp.flatnonzero(mass[1:] >= minimum) + 1  # sync: the count, once a stack
+        # sync: the levels' last numbers and three numbers a significant component, once
+        packed = np.asarray(to_host(xp.concatenate([
+            tops.astype(xp.float64), found.astype(xp.float64), mass[found],
+            up[found].astype(xp.float64)])))
+        ends = np.maximum.accumulate(packed[:m].astype(np.int64))  # empty levels: no number
+        starts = np.concatenate([[0], ends[:-1]])
+        found, mass, up = packed[m:].reshape(3, -1)
+        found, up = found.astype(np.int64), up.astype(np.int64)
+        level = np.searchsorted(ends, found)  # a level's numbers follow the level's below
+        slabs = []
+        for j in range(m):
+            here = level == j
+            parents = up[here] - starts[j - 1] if j else np.zeros(int(here.sum()), np.int64)
+            slabs.append((found[here] - starts[j], mass[here], parents))
+        return slabs, starts, ends
+
+    def ancestors(self, numbers, j, i):
+        """The numbers at level i < j of the components ``numbers`` of level j."""
+        numbers = numbers.tolist()  # sync: none, host arrays
+        for t in range(j, i, -1):
+            found, _, parents = self.tree[t]
+            up = dict(zip(found.tolist(), parents.tolist(), strict=True))
+            numbers = [up[c] for c in numbers]
+        return np.asarray(numbers, dtype=np.int64)
+
+    def labelling(self, j):
+        """Level j's labelling ``(labels, n)``: a slice of the stack when one stack held
+        every level, else labelled anew."""
+        xp, shape = self.xp, self.coarse.shape
+        if self.kept is None:
+            return self.label(self.coarse >= (self.levels[j] - 0.5) * self.unit,
+                              self.connectivity)
+        labels, starts, ends = self.kept
+        part = labels[j, :shape[0]]
+        return (xp.where(part > 0, part - int(starts[j]), 0),  # sync: none, host numbers
+                int(ends[j] - starts[j]))  # sync: none, host numbers
+
+
+def split_persistent(coarse, components, n_components, *, base_points: float, unit: float,
+                     minimum: float, connectivity: int):
+    """The split step on the CPU for a large grid (the module docstring's rule).
+
+    Each level is labelled with SciPy only inside the bounding boxes of the previous
+    level's significant components (one small labelling each), where a whole-grid
+    labelling per level (or a stack of them, :func:`resolve_stacked`) would cost more
+    than the fit (5-d blobs: 1.3-1.8x the fit given the threshold, against 4-6x).
+
+    Parameters
+    ----------
+    coarse : ndarray   -- IN
+        The transformed (coarse) grid.
+    components : ndarray of int   -- IN
+        The base level's labelling.
+    n_components : int
+    base_points : float
+        The base level in points per coarse cell (the threshold is
+        ``(base_points - 0.5) * unit``).
+    unit : float
+        The coarse grid's mass per unit of weight: "one point".
+    minimum : float
+        A component is significant from this mass on (coarse units).
+    connectivity : int
+
+    Returns
+    -------
+    components : ndarray of int
         ``components`` itself when nothing splits; else a new labelling, 0 outside the
         base foreground and 1..n for the clusters (a cluster's cells are those of the
         components it was grown from).
     n_components : int
     """
-
-    # (a GPU's small grid never gets here: resolve_threshold runs the whole rule on the host)
-    if xp is np and not on_host_is_faster(coarse.shape, connectivity):
-        return _split_cropped(coarse, components, n_components, base_points=base_points,
-                              unit=unit, minimum=minimum, connectivity=connectivity)
-
-    def foreground(points):
-        return label(coarse >= (points - 0.5) * unit, connectivity)
-
-    def significant(labelled, n, below):
-        """The significant components' numbers, masses and parents' numbers in ``below``
-        (the level under it; None: zeros), on the host."""
-        sizes = weigh(labelled.ravel(), coarse.ravel(), n + 1)
-        found = xp.flatnonzero(sizes[1:] >= minimum) + 1  # sync: the count, once a level
-        parent = xp.zeros_like(found)
-        if below is not None:
-            up = xp.zeros(n + 1, dtype=found.dtype)
-            up[labelled.ravel()] = below.ravel()  # every cell of a component has one parent
-            parent = up[found]
-        # sync: three numbers per significant component (a handful), once a level
-        packed = to_host(xp.stack([found.astype(xp.float64), sizes[found],
-                                   parent.astype(xp.float64)]))
-        return packed[0].astype(np.int64), packed[1], packed[2].astype(np.int64)
-
-    # pass 1: the tree of significant components (numbers, masses, parents, on the host)
-    found, mass, _ = significant(components, n_components, None)
-    levels, ids, masses, parents = [base_points], [found], [mass], [None]
-    below = components
-    for points in split_levels(base_points):
-        labelled, n = foreground(points)
-        found, mass, parent = significant(labelled, n, below)
-        if found.size == 0:
-            break
-        levels.append(points)
-        ids.append(found)
-        masses.append(mass)
-        parents.append(parent)
-        below = labelled
-    del below
-    leaves, splits = _decide(ids, masses, parents)
-    if not splits:
-        return components, n_components
-
-    def numbers(level, labelled, positions):
-        """The leaves' numbers in ``labelled``, in raster order of their first cell."""
-        flat = labelled.ravel()
-        first = to_host(xp.stack([xp.argmax(flat == int(c))  # sync: c is a host number
-                                  for c in ids[level][positions]]))  # sync: one per leaf
-        return ids[level][positions][np.argsort(first, kind="stable")]
-
-    def labelling(level):
-        return (components, n_components) if level == 0 else foreground(levels[level])
-
-    return _paint(leaves, splits, labelling, numbers, lambda level, labelled, positions:
-                  ids[level][positions], components, connectivity, xp, to_host)
-
-
-def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity, xp,
-           to_host):
-    """Pass 2 of :func:`split_persistent`: from the top level down, number the leaves,
-    then grow each split's pieces over its component. ``labelling(level) -> (labelled,
-    n)``; ``numbers(level, labelled, positions)``: the leaves' numbers in ``labelled``, in
-    raster order of their first cell; ``split_numbers(level, labelled, positions)``: the
-    splitting components' numbers in ``labelled``."""
-    out = xp.zeros_like(like)
-    next_id = 1
-    for level in sorted({i for i, _ in leaves} | {i for i, _ in splits}, reverse=True):
-        labelled, n = labelling(level)
-        here = [k for i, k in leaves if i == level]
-        if here:
-            table = xp.zeros(n + 1, dtype=out.dtype)
-            table[xp.asarray(numbers(level, labelled, here))] = xp.arange(
-                next_id, next_id + len(here), dtype=out.dtype)
-            next_id += len(here)
-            out = xp.where(out == 0, table[labelled], out)
-        grown = [k for i, k in splits if i == level]
-        if grown:  # the regions of one level's splits are apart: grow them together
-            inside = xp.zeros(n + 1, dtype=bool)
-            inside[xp.asarray(split_numbers(level, labelled, grown))] = True
-            out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host)
-    return out, next_id - 1
-
-
-def _split_cropped(coarse, components, n_components, *, base_points, unit, minimum,
-                   connectivity):
-    """:func:`split_persistent` on the CPU for a large grid: each level labelled with SciPy
-    only inside the bounding boxes of the previous level's significant components (one
-    small labelling each), where a whole-grid labelling per level would cost more than the
-    fit (5-d blobs: 1.3-1.8x the fit given the threshold, against 4-6x)."""
     structure = ndimage.generate_binary_structure(coarse.ndim, connectivity)
     base = components
 
@@ -325,10 +422,16 @@ def _split_cropped(coarse, components, n_components, *, base_points, unit, minim
         cell's flat index) each."""
         mass = np.bincount(labelled.ravel(), weights=weights.ravel(), minlength=n + 1)
         kept = np.flatnonzero(mass[1:] >= minimum) + 1
-        boxes = ndimage.find_objects(labelled) if kept.size else []
+        if not kept.size:
+            return []
+        # find_objects builds a box for every number: renumber the kept ones 1..m first
+        # (a background level holds thousands of specks; 667 x 667 cells, 47k components:
+        # 44 ms, against under 1 ms for a few)
+        table = np.zeros(n + 1, dtype=np.int32)
+        table[kept] = np.arange(1, kept.size + 1, dtype=np.int32)
+        boxes = ndimage.find_objects(table[labelled])
         found = []
-        for c in kept:
-            box = boxes[c - 1]
+        for c, box in zip(kept, boxes, strict=True):
             mask = labelled[box] == c
             corner = [o + b.start for o, b in zip(offset, box, strict=True)]
             first = np.add(np.unravel_index(int(np.argmax(mask)),  # sync: none, host (CPU)
@@ -378,6 +481,32 @@ def _split_cropped(coarse, components, n_components, *, base_points, unit, minim
 
     return _paint(leaves, splits, labelling, numbers, split_numbers, base, connectivity,
                   np, np.asarray)
+
+
+def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity, xp,
+           to_host):
+    """Pass 2 of :func:`split_persistent`: from the top level down, number the leaves,
+    then grow each split's pieces over its component. ``labelling(level) -> (labelled,
+    n)``; ``numbers(level, labelled, positions)``: the leaves' numbers in ``labelled``, in
+    raster order of their first cell; ``split_numbers(level, labelled, positions)``: the
+    splitting components' numbers in ``labelled``."""
+    out = xp.zeros_like(like)
+    next_id = 1
+    for level in sorted({i for i, _ in leaves} | {i for i, _ in splits}, reverse=True):
+        labelled, n = labelling(level)
+        here = [k for i, k in leaves if i == level]
+        if here:
+            table = xp.zeros(n + 1, dtype=out.dtype)
+            table[xp.asarray(numbers(level, labelled, here))] = xp.arange(
+                next_id, next_id + len(here), dtype=out.dtype)
+            next_id += len(here)
+            out = xp.where(out == 0, table[labelled], out)
+        grown = [k for i, k in splits if i == level]
+        if grown:  # the regions of one level's splits are apart: grow them together
+            inside = xp.zeros(n + 1, dtype=bool)
+            inside[xp.asarray(split_numbers(level, labelled, grown))] = True
+            out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host)
+    return out, next_id - 1
 
 
 def _decide(ids, masses, parents) -> tuple[list, list]:
