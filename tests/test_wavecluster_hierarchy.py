@@ -189,17 +189,17 @@ def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("host_tree_work", [hierarchy.HOST_TREE_WORK, 0])
+@pytest.mark.parametrize("stack_cells", [hierarchy.STACK_CELLS, 1])
 @pytest.mark.parametrize(("name", "label"), [
     ("spirals", "sliding-window"), ("spirals", "union-find-gpu"),  # sliding-window: d <= 4
     ("blobs-noise20-d5", "union-find-gpu"), ("blobs-noise20-d6", "union-find-gpu")])
-def test_gpu_split_gives_the_cpu_labels(name, label, host_tree_work, monkeypatch):
+def test_gpu_split_gives_the_cpu_labels(name, label, stack_cells, monkeypatch):
     """Where the split step fires, the GPU (host and CuPy input) gives the CPU's labels: the
-    same tree, the same pieces, the same growth -- with the tree built on the host (small
-    grids) and on the device (``HOST_TREE_WORK`` 0)."""
+    same tree, the same pieces, the same growth -- with every level in one stack, and in
+    stacks of two levels (``STACK_CELLS`` 1: the pieces then labelled anew)."""
     from gpumine.backend import cupy_module
 
-    monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
+    monkeypatch.setattr(hierarchy, "STACK_CELLS", stack_cells)
     cp = cupy_module()
     X, _ = make_shape_sets(random_state=1 if name.endswith("d6") else 0)[name]
     cpu = WaveCluster(device="cpu").fit(X)
@@ -212,18 +212,35 @@ def test_gpu_split_gives_the_cpu_labels(name, label, host_tree_work, monkeypatch
 
 
 @pytest.mark.gpu
-def test_gpu_grow_labels_equals_cpu(rng):
-    """grow_labels on CuPy arrays: the NumPy result, on random regions and seeds in 3-d."""
+@pytest.mark.parametrize("on_device", [False, True])
+def test_gpu_grow_labels_equals_cpu(on_device, rng):
+    """grow_labels on CuPy arrays, its steps on the host or in the device's one cooperative
+    launch (``spread_labels``): the NumPy result -- on random regions and seeds in 3-d, on a
+    2-d box larger than the launch's threads (a grid-stride loop), and along a corridor
+    that takes thousands of steps (the step flags' turns)."""
     from gpumine.backend import cupy_module, get_backend
+    from gpumine.wavecluster.gpu import spread_labels
 
     cp = cupy_module()
+    spread = spread_labels if on_device else None
+    cases = []
     for connectivity in (1, 2, 3):
         region = rng.uniform(size=(20, 17, 9)) < 0.7
-        labels = np.where(region & (rng.uniform(size=region.shape) < 0.02),
+        cases.append((region, 0.02, connectivity))
+    cases.append((rng.uniform(size=(1500, 1400)) < 0.65, 1e-5, 2))
+    corridor = np.zeros((41, 2001), dtype=bool)  # a serpentine: 21 rows joined at alternate ends
+    corridor[::2] = True
+    corridor[1::4, -1] = corridor[3::4, 0] = True
+    cases.append((corridor, 0.0, 1))
+    for region, share, connectivity in cases:
+        labels = np.where(region & (rng.uniform(size=region.shape) < share),
                           rng.randint(1, 6, region.shape), 0).astype(np.int64)
+        if not labels.any():
+            labels[0, 0] = 3  # the corridor's one seed, at its start
         want = hierarchy.grow_labels(labels.copy(), region, connectivity)
+        assert (want[region] > 0).mean() > 0.5  # it grew
         got = hierarchy.grow_labels(cp.asarray(labels), cp.asarray(region), connectivity,
-                                    xp=cp, to_host=get_backend("gpu").to_host)
+                                    xp=cp, to_host=get_backend("gpu").to_host, spread=spread)
         np.testing.assert_array_equal(cp.asnumpy(got), want)
 
 

@@ -49,12 +49,11 @@ import numpy as np
 
 from gpumine.validation import is_device_array
 from gpumine.wavecluster.hierarchy import (
-    on_host_is_faster,
     resolve_stacked,
     split_persistent,
+    stack_is_faster,
     threshold_levels,
 )
-from gpumine.wavecluster.labeling import label_scipy
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
@@ -163,7 +162,7 @@ def auto_connectivity(n_features: int) -> int:
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
-                      connectivity, xp=np, weigh=None, to_host=np.asarray
+                      connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None
                       ) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
@@ -191,6 +190,8 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         :func:`gpumine.wavecluster.gpu.weighted_bincount`.
     to_host : callable
         Brings a small backend array to the host (the split step's component numbers).
+    spread : callable, optional
+        The backend's growth of split pieces (``Stages.spread``); None: NumPy's.
 
     Returns
     -------
@@ -210,14 +211,6 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
 
     if threshold != "auto":
         return float(threshold), foreground(float(threshold))
-    if xp is not np and on_host_is_faster(coarse.shape, connectivity):
-        # a small grid: its levels labelled by SciPy on the host beat kernel launches and a
-        # sync per level; the same partition, numbered the same (raster order)
-        threshold, (components, n_components) = resolve_threshold(
-            "auto", np.asarray(to_host(coarse)),  # sync: the coarse grid, once
-            grid_weight=grid_weight, min_cluster_size=min_cluster_size, label=label_scipy,
-            connectivity=connectivity)
-        return threshold, (xp.asarray(components), n_components)
     if weigh is None:
         def weigh(values, weights, bins):
             return xp.bincount(values, weights=weights, minlength=bins)
@@ -228,11 +221,11 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         return 0.0, foreground(0.0)
     unit = mass / grid_weight  # the coarse grid's mass per unit of weight: "one point"
     minimum = max(min_cluster_size, np.finfo(float).tiny) * unit
-    if xp is not np or on_host_is_faster(coarse.shape, connectivity):
+    if xp is not np or stack_is_faster(coarse.shape, connectivity):
         points, labelled = resolve_stacked(
             coarse, peak, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
-            weigh=weigh, to_host=to_host)
+            weigh=weigh, to_host=to_host, spread=spread)
         return (points - 0.5) * unit, labelled
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}

@@ -78,10 +78,9 @@ class WaveCluster(GpumineEstimator):
     label : str, default="auto"
         ``wavecluster.label`` strategy: ``scipy`` or ``union-find`` on the CPU
         (``"auto"``: ``scipy``), ``union-find-gpu`` or ``sliding-window`` on the
-        GPU (``"auto"``: ``union-find-gpu``). With ``threshold="auto"``, a coarse grid
-        small enough (:func:`gpumine.wavecluster.hierarchy.on_host_is_faster`) is copied
-        to the host and its levels labelled by SciPy there (the same partition, numbered
-        alike), where launches and a sync per level would cost more.
+        GPU (``"auto"``: ``union-find-gpu``). With ``threshold="auto"`` the GPU labels
+        every level it considers in one call of this strategy
+        (:func:`gpumine.wavecluster.hierarchy.resolve_stacked`).
     batch_rows : int or None, default=None
         Stream X in chunks of this many rows: a pass for the bounds, one for the
         grid's histogram, one to weigh the components and one to label the points,

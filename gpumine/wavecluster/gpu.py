@@ -14,7 +14,7 @@ import numpy as np
 
 from gpumine.backend import cupy_module, get_backend
 from gpumine.exceptions import InvalidParameterError
-from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
+from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch, resident_blocks
 from gpumine.wavecluster.labeling import neighbour_offsets
 from gpumine.wavecluster.wavelet import coarse_shape, get_wavelet
 
@@ -26,11 +26,13 @@ __all__ = [
     "lowpass",
     "point_components",
     "quantize_histogram",
+    "spread_labels",
     "stages",
     "weighted_bincount",
 ]
 
 _SOURCE = "wavecluster.cu"
+_GROW = "wavecluster_grow.cu"
 _BLOCK = BLOCK  # minmax_columns is compiled for it
 #: The most grid axes the labelling kernels take (``WC_MAX_DIMS`` in wavecluster.cu);
 #: the sliding window's 2^d-cell windows, held in registers, take at most 4.
@@ -238,6 +240,38 @@ def label_union_find_gpu(mask, connectivity):
     return _compact(parent, mask)
 
 
+@declares(_GROW, "grow_geodesic")
+def spread_labels(labels, region, steps):
+    """:func:`gpumine.wavecluster.hierarchy.grow_labels`'s breadth-first steps on the device,
+    all in one cooperative launch (``kernels/wavecluster_grow.cu``): a grid barrier a step,
+    where the host's loop pays a copy of the box each way and NumPy calls a step.
+
+    Parameters
+    ----------
+    labels : cupy.ndarray of int64, flat   -- IN
+        The padded box's labels, 0 unlabelled (one empty cell all round).
+    region : cupy.ndarray of bool, flat   -- IN
+        Where labels may grow (False on the padding).
+    steps : numpy.ndarray of int64
+        The neighbours' flat offsets, both signs.
+
+    Returns
+    -------
+    cupy.ndarray of int64
+        The grown labels, flat.
+    """
+    cp = cupy_module()
+    a = cp.ascontiguousarray(labels, dtype=cp.int64)
+    b = a.copy()
+    changed = cp.zeros(3, dtype=cp.int32)
+    kernel = get_kernel(_GROW, "grow_geodesic", cooperative=True)
+    grid = max(1, min(resident_blocks(kernel, _BLOCK), _blocks(a.size)))
+    launch(kernel, grid, _BLOCK, (a, b, cp.ascontiguousarray(region, dtype=cp.bool_),
+                                  cp.asarray(steps, dtype=cp.int64), np.int32(len(steps)),
+                                  np.int64(a.size), changed))
+    return a
+
+
 @declares(_SOURCE, "point_components")
 def point_components(point_cell, components, wavelet, levels, grid_shape, outside=0):
     """``components`` (a coarse grid) at every point's coarse cell; ``outside`` off the grid.
@@ -342,4 +376,5 @@ def stages(*, device_labels: bool = True):
         xp=cupy_module(), histogram=_histogram, lowpass=lowpass,
         point_components=point_components, weigh=weighted_bincount,
         results=_device_results if device_labels else _host_results,
-        prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host)
+        prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host,
+        spread=spread_labels)

@@ -42,13 +42,14 @@ mass was tried and rejected: it helps on these sets only in a narrow band (0.4 o
 mass; 0.5 undoes the spirals). On 11 other shapes (FCPS-like and scikit-learn's, four
 draws each) the step never lowered the index.
 
-Cost: one more labelling per level up to the densest cell's (two per doubling of the
-peak density), and, where a component splits, a second labelling of the levels that hold
-the result and the growth. Small grids (:data:`HOST_TREE_WORK`) are labelled whole on the
-host, a GPU's coarse grid copied there once (small SciPy calls beat kernel launches and
-syncs); large CPU grids only inside the previous level's component boxes; large GPU grids
-whole, on the device, with the fit's labelling strategy. The growth runs on the host, on
-the component's bounding box. README ("WaveCluster") has the measured cost.
+Cost: the levels -- the base rule's and the sqrt(2) levels up to the densest cell's (about
+three per doubling of the peak density) -- are labelled together, stacked, in one call of
+the fit's labelling strategy (:func:`resolve_stacked`; on the GPU, a handful of syncs in
+all rather than a labelling, a count and a transfer per level), on the GPU and for small
+CPU grids (:data:`HOST_TREE_WORK`); a large CPU grid is labelled level by level, the split
+step's levels only inside the previous level's component boxes
+(:func:`split_persistent`). Where a component splits, the pieces are grown back over it
+(:func:`grow_labels`). README ("WaveCluster") has the measured cost.
 """
 
 from __future__ import annotations
@@ -60,16 +61,24 @@ from scipy import ndimage
 
 from gpumine.wavecluster.labeling import neighbour_offsets
 
-__all__ = ["AUTO_SPLIT_MIN_SHARE", "AUTO_SPLIT_PERSISTENCE", "STACK_CELLS", "grow_labels",
-           "on_host_is_faster", "resolve_stacked", "split_levels", "split_persistent",
-           "threshold_levels"]
+__all__ = [
+    "AUTO_SPLIT_MIN_SHARE",
+    "AUTO_SPLIT_PERSISTENCE",
+    "STACK_CELLS",
+    "grow_labels",
+    "resolve_stacked",
+    "split_levels",
+    "split_persistent",
+    "stack_is_faster",
+    "threshold_levels",
+]
 
 #: How many sqrt(2) steps further up a descendant must stay significant to count: 4, four
 #: times the density (module docstring).
 AUTO_SPLIT_PERSISTENCE = 4
-#: Up to this much work per labelling (coarse cells times neighbours) the tree is built on
-#: the host with a whole-grid labelling per level (a GPU's grid is copied there); beyond, on
-#: the CPU, inside the components' boxes, and on the GPU, per level on the device.
+#: Up to this much work per level (coarse cells times neighbours) a CPU grid's levels are
+#: labelled stacked (:func:`resolve_stacked`, as on the GPU); beyond, level by level, the
+#: split step's inside the components' boxes (:func:`split_persistent`).
 HOST_TREE_WORK = 2 ** 19
 #: A persisting piece counts only with at least this share of its heaviest sibling's mass.
 AUTO_SPLIT_MIN_SHARE = 0.25
@@ -115,10 +124,10 @@ def split_levels(base_points):
         step += 1
 
 
-def on_host_is_faster(shape, connectivity: int) -> bool:
-    """Whether a grid of ``shape`` is small enough (:data:`HOST_TREE_WORK`: its cells times
-    their neighbours) that labelling it level after level is faster on the host than on a
-    GPU -- and, on the CPU, faster whole than inside its components' boxes."""
+def stack_is_faster(shape, connectivity: int) -> bool:
+    """Whether a CPU grid of ``shape`` is small enough (:data:`HOST_TREE_WORK`: its cells
+    times their neighbours) that labelling its levels whole, stacked, is faster than level
+    by level inside the components' boxes."""
     cells = math.prod(int(s) for s in shape)
     return cells * 2 * len(neighbour_offsets(len(shape), connectivity)) <= HOST_TREE_WORK
 
@@ -136,14 +145,16 @@ def _bounding_box(region, xp, to_host) -> tuple:
     return tuple(box)
 
 
-def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray):
+def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray,
+                spread=None):
     """Geodesic growth of labels through a region, breadth first.
 
     Each step, every unlabelled (0) cell of ``region`` next to a labelled one (the
     neighbourhood of ``connectivity``, as in :mod:`gpumine.wavecluster.labeling`) takes
     the lowest label among those neighbours, until no cell of the region that a label can
-    reach is left. The steps run on the host, on the region's bounding box (one copy each
-    way on the GPU), so both backends agree by construction.
+    reach is left. The steps run on the region's bounding box, padded by one empty cell:
+    by ``spread`` on the backend (the GPU's one cooperative launch), or by NumPy on a
+    host copy of the box; both follow this rule, so both backends agree.
 
     Parameters
     ----------
@@ -155,7 +166,11 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     xp : module
         ``numpy`` or ``cupy``.
     to_host : callable
-        Brings a backend array to the host (the bounding box's flags, the box).
+        Brings a backend array to the host (the bounding box's flags; the box, without
+        ``spread``).
+    spread : callable, optional
+        ``spread(labels, region, steps) -> labels`` on flat padded ``xp`` arrays, ``steps``
+        the neighbours' flat offsets (``Stages.spread``); None: :func:`_spread_host`.
 
     Returns
     -------
@@ -170,15 +185,27 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
     array([[1, 1, 1, 2, 2]])
     """
     box = _bounding_box(region, xp, to_host)
-    # the growth runs on the host, on the box: many small steps, each a few microseconds
-    # of NumPy on the cells just reached, where a GPU would pay launches and a sync each
     shape = tuple(sl.stop - sl.start for sl in box)
+    padded = tuple(s + 2 for s in shape)
     # padded by one empty cell all round, so that a neighbour's flat index stays inside
-    grown = np.pad(np.asarray(to_host(labels[box])), 1).ravel()  # sync: the box, once
-    inside = np.pad(np.asarray(to_host(region[box])), 1).ravel()  # sync: the box, once
-    strides = np.cumprod((1, *(s + 2 for s in shape[:0:-1])))[::-1]
+    strides = np.cumprod((1, *padded[:0:-1]))[::-1]
     half = np.array(neighbour_offsets(len(shape), connectivity), dtype=np.int64)
     steps = np.concatenate([half @ strides, -(half @ strides)])
+    if spread is None:
+        # on the host: many small steps, each a few microseconds of NumPy on the cells just
+        # reached
+        grown = _spread_host(np.pad(np.asarray(to_host(labels[box])), 1).ravel(),  # sync: box
+                             np.pad(np.asarray(to_host(region[box])), 1).ravel(),  # sync: box
+                             steps)
+        grown = xp.asarray(grown)
+    else:
+        grown = spread(xp.pad(labels[box], 1).ravel(), xp.pad(region[box], 1).ravel(), steps)
+    labels[box] = grown.reshape(padded)[(slice(1, -1),) * len(shape)]
+    return labels
+
+
+def _spread_host(grown, inside, steps):
+    """:func:`grow_labels`'s steps in NumPy on a flat padded box (``grown`` in place)."""
     # breadth first: the cells labelled last step are the only labelled neighbours a newly
     # reached cell can have, so each step looks from them alone
     front = np.flatnonzero(grown)
@@ -193,14 +220,12 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray)
         first[1:] = reached[1:] != reached[:-1]
         front = reached[first]
         grown[front] = label[first]
-    grown = xp.asarray(grown.reshape(tuple(s + 2 for s in shape))[(slice(1, -1),) * len(shape)])
-    labels[box] = grown
-    return labels
+    return grown
 
 
 def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_levels,
-                    choose_base, label, connectivity: int, xp=np, weigh, to_host
-                    ) -> tuple[float, tuple]:
+                    choose_base, label, connectivity: int, xp=np, weigh, to_host,
+                    spread=None) -> tuple[float, tuple]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
@@ -235,6 +260,8 @@ def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_le
     weigh : callable
         ``weigh(values, weights, bins)`` as in :class:`~gpumine.wavecluster.pipeline.Stages`.
     to_host : callable
+    spread : callable, optional
+        The growth's steps on the backend (``Stages.spread``; :func:`grow_labels`).
 
     Returns
     -------
@@ -286,7 +313,7 @@ def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_le
 
     return base_points, _paint(leaves, splits, labelling, numbers,
                                lambda level, labelled, positions: ids[level][positions],
-                               components, connectivity, xp, to_host)
+                               components, connectivity, xp, to_host, spread)
 
 
 class _LevelStack:
@@ -484,7 +511,7 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
 
 
 def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity, xp,
-           to_host):
+           to_host, spread=None):
     """Pass 2 of :func:`split_persistent`: from the top level down, number the leaves,
     then grow each split's pieces over its component. ``labelling(level) -> (labelled,
     n)``; ``numbers(level, labelled, positions)``: the leaves' numbers in ``labelled``, in
@@ -505,7 +532,8 @@ def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity
         if grown:  # the regions of one level's splits are apart: grow them together
             inside = xp.zeros(n + 1, dtype=bool)
             inside[xp.asarray(split_numbers(level, labelled, grown))] = True
-            out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host)
+            out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host,
+                              spread=spread)
     return out, next_id - 1
 
 

@@ -78,6 +78,10 @@ class Stages:
     to_host : callable, optional
         An array of ``xp`` as a NumPy array (the component sizes; the chunked fit's
         labels, chunk by chunk).
+    spread : callable, optional
+        ``spread(labels, region, steps) -> labels``: the breadth-first growth of
+        :func:`~gpumine.wavecluster.hierarchy.grow_labels` on a padded, flattened box of
+        ``xp`` arrays; None: NumPy's, on a host copy of the box.
     """
 
     xp: ModuleType
@@ -88,6 +92,7 @@ class Stages:
     results: Callable
     prepare: Callable | None = None
     to_host: Callable = np.asarray
+    spread: Callable | None = None
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -142,7 +147,7 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
-        to_host=stages.to_host)
+        to_host=stages.to_host, spread=stages.spread)
     return threshold, components, n_components
 
 
