@@ -172,16 +172,21 @@ def test_weighted_fit_equals_repetition_with_the_split():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
     """The ways to build the tree -- every level in one stacked labelling (small grids, and
-    the GPU's way), in stacks of a few levels each (``STACK_CELLS`` small: the pieces then
-    labelled anew), or level by level inside the boxes of the previous level's components
-    (large CPU grids) -- give the same clusters, split or not."""
+    the GPU's way), in stacks cut where the levels' bounding box halves (``CROP_CELLS`` 0;
+    with ``SMALL_TREE`` 0, only the significant components read back), in stacks of two
+    levels each (``STACK_CELLS`` 1: the pieces then labelled anew), or level by level
+    inside the boxes of the previous level's components (large CPU grids) -- give the same
+    clusters, split or not."""
     X, _ = make_shape_sets(random_state=seed)[name]
     whole = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(hierarchy, "CROP_CELLS", 0)  # a new stack where the box halves
+    monkeypatch.setattr(hierarchy, "SMALL_TREE", 0)  # the significant components alone read
+    boxed = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(hierarchy, "STACK_CELLS", 1)  # two levels a stack, one shared
     chunked = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", 0)
     cropped = WaveCluster(device="cpu").fit(X)
-    for other in (chunked, cropped):
+    for other in (boxed, chunked, cropped):
         assert other.n_clusters_ == whole.n_clusters_
         assert other.threshold_ == whole.threshold_
         np.testing.assert_array_equal(other.labels_, whole.labels_)
@@ -189,17 +194,24 @@ def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("stack_cells", [hierarchy.STACK_CELLS, 1])
+@pytest.mark.parametrize(("stack_cells", "crop_cells", "small_tree"), [
+    (hierarchy.STACK_CELLS, hierarchy.CROP_CELLS, hierarchy.SMALL_TREE),
+    (hierarchy.STACK_CELLS, 0, 0), (1, 0, hierarchy.SMALL_TREE)])
 @pytest.mark.parametrize(("name", "label"), [
     ("spirals", "sliding-window"), ("spirals", "union-find-gpu"),  # sliding-window: d <= 4
     ("blobs-noise20-d5", "union-find-gpu"), ("blobs-noise20-d6", "union-find-gpu")])
-def test_gpu_split_gives_the_cpu_labels(name, label, stack_cells, monkeypatch):
+def test_gpu_split_gives_the_cpu_labels(name, label, stack_cells, crop_cells, small_tree,
+                                        monkeypatch):
     """Where the split step fires, the GPU (host and CuPy input) gives the CPU's labels: the
-    same tree, the same pieces, the same growth -- with every level in one stack, and in
-    stacks of two levels (``STACK_CELLS`` 1: the pieces then labelled anew)."""
+    same tree, the same pieces, the same growth -- with every level in one stack, in stacks
+    cut where the levels' box halves (``CROP_CELLS`` 0, the significant components alone
+    read back: ``SMALL_TREE`` 0), and in stacks of two levels (``STACK_CELLS`` 1: the
+    pieces then labelled anew)."""
     from gpumine.backend import cupy_module
 
     monkeypatch.setattr(hierarchy, "STACK_CELLS", stack_cells)
+    monkeypatch.setattr(hierarchy, "CROP_CELLS", crop_cells)
+    monkeypatch.setattr(hierarchy, "SMALL_TREE", small_tree)
     cp = cupy_module()
     X, _ = make_shape_sets(random_state=1 if name.endswith("d6") else 0)[name]
     cpu = WaveCluster(device="cpu").fit(X)

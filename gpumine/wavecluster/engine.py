@@ -215,15 +215,23 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         def weigh(values, weights, bins):
             return xp.bincount(values, weights=weights, minlength=bins)
 
-    stats = to_host(xp.stack([coarse.sum(), coarse.max()]))  # sync: 16 bytes, once per fit
-    mass, peak = float(stats[0]), float(stats[1])  # sync: none, host values
+    stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
+    if stacked:
+        axes = range(coarse.ndim)
+        profiles = [coarse.max(axis=tuple(b for b in axes if b != a)) for a in axes]
+        # sync: the mass and each axis's profile (its densest cell per index), once per fit
+        packed = np.asarray(to_host(xp.concatenate([coarse.sum().reshape(1), *profiles])))
+        mass = float(packed[0])
+        projections = np.split(packed[1:], np.cumsum(coarse.shape[:-1]))
+    else:
+        mass = float(coarse.sum())  # sync: none, the CPU path
     if grid_weight <= 0 or mass <= 0:
         return 0.0, foreground(0.0)
     unit = mass / grid_weight  # the coarse grid's mass per unit of weight: "one point"
     minimum = max(min_cluster_size, np.finfo(float).tiny) * unit
-    if xp is not np or stack_is_faster(coarse.shape, connectivity):
+    if stacked:
         points, labelled = resolve_stacked(
-            coarse, peak, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
+            coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
             weigh=weigh, to_host=to_host, spread=spread)
         return (points - 0.5) * unit, labelled

@@ -85,6 +85,13 @@ AUTO_SPLIT_MIN_SHARE = 0.25
 #: :func:`resolve_stacked` labels at most this many cells (levels times the coarse grid,
 #: an empty plane each) in one call; more levels take more calls.
 STACK_CELLS = 2 ** 24
+#: :func:`resolve_stacked` starts a new stack, in a box at most half the size, where the
+#: cells it saves (the box's shrinkage times the levels left) reach this many: about what a
+#: call's launches and syncs cost in labelling on a GPU.
+CROP_CELLS = 2 ** 22
+#: Below this many components in a stack all their masses and parents come to the host in
+#: one transfer; from it on, only the significant ones (a count first: two syncs).
+SMALL_TREE = 2 ** 16
 
 
 def threshold_levels():
@@ -223,7 +230,7 @@ def _spread_host(grown, inside, steps):
     return grown
 
 
-def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_levels,
+def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_levels,
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
                     spread=None) -> tuple[float, tuple]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
@@ -244,8 +251,9 @@ def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_le
     ----------
     coarse : array   -- IN
         The transformed (coarse) grid, on the backend of ``xp``.
-    peak : float
-        ``coarse.max()``: no level above it holds a cell.
+    projections : list of ndarray
+        Per axis, the densest cell at each index (``coarse.max`` over the other axes), on
+        the host: the peak (no level above it holds a cell) and each level's bounding box.
     unit, minimum : float
         One point's mass, and the significant mass, in coarse units.
     base_levels : sequence of float
@@ -271,13 +279,14 @@ def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_le
         ``(components, n_components)``: the base level's components, or, where some split,
         the clusters (0 outside the base foreground, 1..n).
     """
+    peak = float(projections[0].max())  # sync: none, host values
     halves, step = [], 1
     while (2.0 ** (step / 2) - 0.5) * unit <= peak:
         halves.append(2.0 ** (step / 2))
         step += 1
     reached = [p for p in base_levels[1:] if (p - 0.5) * unit <= peak]
     levels = sorted({base_levels[0], *reached, *halves})
-    stack = _LevelStack(coarse, levels, unit=unit, minimum=minimum, label=label,
+    stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, label=label,
                         connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
     where = {p: j for j, p in enumerate(levels)}
 
@@ -316,6 +325,22 @@ def resolve_stacked(coarse, peak: float, *, unit: float, minimum: float, base_le
                                components, connectivity, xp, to_host, spread)
 
 
+def _profile_box(projections, threshold) -> tuple:
+    """The bounding box of ``coarse >= threshold`` from the axes' profiles (each axis's
+    densest cell per index; host arrays). The threshold is at most the peak: not empty."""
+    box = []
+    for profile in projections:
+        hit = np.flatnonzero(profile >= threshold)
+        box.append(slice(int(hit[0]), int(hit[-1]) + 1))  # sync: none, host values
+    return tuple(box)
+
+
+def _stack_cells(box) -> int:
+    """Cells a level of ``box`` takes in a stack (with its empty plane)."""
+    sizes = [sl.stop - sl.start for sl in box]
+    return (sizes[0] + 1) * math.prod(sizes[1:])
+
+
 class _LevelStack:
     """The significant components of every level of :func:`resolve_stacked`, labelled in
     stacks of :data:`STACK_CELLS` cells.
@@ -326,24 +351,28 @@ class _LevelStack:
     The tree stops at the first level that holds nothing significant.
     """
 
-    def __init__(self, coarse, levels, *, unit, minimum, label, connectivity, xp, weigh,
-                 to_host):
+    def __init__(self, coarse, levels, projections, *, unit, minimum, label, connectivity,
+                 xp, weigh, to_host):
         self.coarse, self.levels, self.unit = coarse, levels, unit
         self.label, self.connectivity, self.xp = label, connectivity, xp
-        shape = coarse.shape
-        # the grid with an empty plane after it: stacked, the planes keep levels apart
-        padded = xp.zeros((shape[0] + 1, *shape[1:]), dtype=coarse.dtype)
-        padded[:shape[0]] = coarse
-        batch = max(2, STACK_CELLS // padded.size)
+        # each level's bounding box, from the axes' profiles: a later stack labels only the
+        # box of its first level, which holds every level above
+        boxes = [_profile_box(projections, (p - 0.5) * unit) for p in levels]
         self.tree, self.kept = [], None
         done = 0
         while done < len(levels):
             first = max(done - 1, 0)  # a later stack repeats the level under it: its parents
-            last = min(len(levels), first + batch)
-            labels, n = self._label(padded, levels[first:last])
-            slabs, starts, ends = self._read(labels, n, padded, minimum, weigh, to_host)
+            cells = _stack_cells(boxes[first])
+            last = done + 1
+            while last < len(levels) and (last + 1 - first) * cells <= STACK_CELLS:
+                smaller = _stack_cells(boxes[last - 1])
+                if smaller * 2 <= cells and (len(levels) - last) * (cells - smaller) >= CROP_CELLS:
+                    break  # the levels from here on fit a box half the size: a new stack
+                last += 1
+            labels, n = self._label(boxes[first], levels[first:last])
+            slabs, starts, ends = self._read(labels, n, boxes[first], minimum, weigh, to_host)
             if first == 0 and last == len(levels):
-                self.kept = (labels, starts, ends)  # every level in one stack: reused
+                self.kept = (labels, boxes[0], starts, ends)  # one stack held every level
             new = slabs[done - first:]
             self.tree += new
             if any(found.size == 0 for found, _, _ in new):
@@ -352,32 +381,47 @@ class _LevelStack:
                 break
             done = last
 
-    def _label(self, padded, points):
-        """One labelling of the levels ``points``: (labels (m, s0 + 1, ...), count)."""
-        xp, shape = self.xp, padded.shape
+    def _padded(self, box):
+        """The grid's ``box`` with an empty plane after it: stacked, the planes keep levels
+        apart."""
+        part = self.coarse[box]
+        padded = self.xp.zeros((part.shape[0] + 1, *part.shape[1:]), dtype=part.dtype)
+        padded[:part.shape[0]] = part
+        return padded
+
+    def _label(self, box, points):
+        """One labelling of the levels ``points`` inside ``box``: (labels (m, b0 + 1, ...),
+        count). Numbers run in raster order of the first cell, in the box as in the grid."""
+        xp, padded = self.xp, self._padded(box)
         thresholds = xp.asarray(np.array([(p - 0.5) * self.unit for p in points]))
         mask = padded[None] >= thresholds.reshape((-1,) + (1,) * padded.ndim)
-        labels, n = self.label(mask.reshape((-1, *shape[1:])), self.connectivity)
-        return labels.reshape((len(points), *shape)), n
+        labels, n = self.label(mask.reshape((-1, *padded.shape[1:])), self.connectivity)
+        return labels.reshape((len(points), *padded.shape)), n
 
-    def _read(self, labels, n, padded, minimum, weigh, to_host):
+    def _read(self, labels, n, box, minimum, weigh, to_host):
         """Per level of a stack: its significant components' numbers, masses and parents
         (host); and each level's first and last number in the stack's labelling."""
         xp, m = self.xp, labels.shape[0]
         flat = labels.ravel()
-        mass = weigh(flat, xp.broadcast_to(padded, labels.shape).ravel(), n + 1)
+        mass = weigh(flat, xp.broadcast_to(self._padded(box), labels.shape).ravel(), n + 1)
         up = xp.zeros(n + 1, dtype=labels.dtype)
         up[labels[1:].ravel()] = labels[:-1].ravel()  # a component's cells share one parent
-        tops = labels.reshape(m, -1).max(axis=1)
-        found = xp.flatnonzero(mass[1:] >= minimum) + 1  # sync: the count, once a stack
-        # sync: the levels' last numbers and three numbers a significant component, once
-        packed = np.asarray(to_host(xp.concatenate([
-            tops.astype(xp.float64), found.astype(xp.float64), mass[found],
-            up[found].astype(xp.float64)])))
+        tops = labels.reshape(m, -1).max(axis=1).astype(xp.float64)
+        if n < SMALL_TREE:
+            # sync: every component's mass and parent and the levels' last numbers, once
+            packed = np.asarray(to_host(xp.concatenate([tops, mass, up.astype(xp.float64)])))
+            mass, up = packed[m:m + n + 1], packed[m + n + 1:].astype(np.int64)
+            found = np.flatnonzero(mass[1:] >= minimum) + 1
+            mass, up = mass[found], up[found]
+        else:
+            found = xp.flatnonzero(mass[1:] >= minimum) + 1  # sync: the count, once a stack
+            # sync: the levels' last numbers and three numbers a significant component, once
+            packed = np.asarray(to_host(xp.concatenate([
+                tops, found.astype(xp.float64), mass[found], up[found].astype(xp.float64)])))
+            found, mass, up = packed[m:].reshape(3, -1)
+            found, up = found.astype(np.int64), up.astype(np.int64)
         ends = np.maximum.accumulate(packed[:m].astype(np.int64))  # empty levels: no number
         starts = np.concatenate([[0], ends[:-1]])
-        found, mass, up = packed[m:].reshape(3, -1)
-        found, up = found.astype(np.int64), up.astype(np.int64)
         level = np.searchsorted(ends, found)  # a level's numbers follow the level's below
         slabs = []
         for j in range(m):
@@ -402,10 +446,11 @@ class _LevelStack:
         if self.kept is None:
             return self.label(self.coarse >= (self.levels[j] - 0.5) * self.unit,
                               self.connectivity)
-        labels, starts, ends = self.kept
-        part = labels[j, :shape[0]]
-        return (xp.where(part > 0, part - int(starts[j]), 0),  # sync: none, host numbers
-                int(ends[j] - starts[j]))  # sync: none, host numbers
+        labels, box, starts, ends = self.kept
+        part = labels[j, :labels.shape[1] - 1]
+        out = xp.zeros(shape, dtype=labels.dtype)
+        out[box] = xp.where(part > 0, part - int(starts[j]), 0)  # sync: none, host numbers
+        return out, int(ends[j] - starts[j])  # sync: none, host numbers
 
 
 def split_persistent(coarse, components, n_components, *, base_points: float, unit: float,
