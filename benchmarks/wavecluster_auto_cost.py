@@ -6,9 +6,10 @@ Usage (repository root; ``--device gpu`` on a GPU machine)::
 
 On generated sets where the split step fires (spirals, 5-d blobs in noise) and where it
 does not (moons, rings) at 1x, 10x and 40x the quality benchmark's size: the median of
-5 whole ``fit`` calls with ``threshold="auto"`` and with ``threshold=<the one auto
-chose>`` (same grid, labelling by the base level alone), from host data and, on the GPU,
-from device data; the ratio is what ``auto`` (base rule + split step) costs. Writes
+15 whole ``fit`` calls with ``threshold="auto"`` and of 15 with ``threshold=<the one auto
+chose>`` (same grid, labelling by the base level alone), taken in turns so that drift
+(clocks, other load) touches both alike, from host data and, on the GPU, from device
+data; the ratio is what ``auto`` (base rule + split step) costs. Writes
 ``wavecluster-auto-cost-<date>-<commit>.json``.
 """
 
@@ -26,17 +27,20 @@ from gpumine.bench.record import commit
 
 SETS = ("spirals", "blobs-noise20-d5", "moons", "rings")
 SCALES = (1.0, 10.0, 40.0)
-REPEATS = 5
+REPEATS = 15
 
 
-def _median_fit(make, X, sync):
-    times = []
+def _median_fits(makes, X, sync):
+    """Median seconds of REPEATS whole fits of each estimator factory, taken in turns."""
+    times = [[] for _ in makes]
+    models = [None] * len(makes)
     for _ in range(REPEATS):
-        start = time.perf_counter()
-        model = make().fit(X)
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), model
+        for k, make in enumerate(makes):
+            start = time.perf_counter()
+            models[k] = make().fit(X)
+            sync()
+            times[k].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times], models
 
 
 def main() -> None:
@@ -67,11 +71,11 @@ def main() -> None:
             X_host, _ = drawn[name]
             for where in inputs:
                 X = backend.to_device(X_host) if where == "device" else X_host
-                WaveCluster(device=args.device).fit(X)  # warm-up: kernels, imports
-                auto_s, auto = _median_fit(lambda: WaveCluster(device=args.device), X, sync)
-                fixed_s, fixed = _median_fit(
-                    lambda auto=auto: WaveCluster(device=args.device,
-                                                  threshold=auto.threshold_), X, sync)
+                auto = WaveCluster(device=args.device).fit(X)  # warm-up: kernels, imports
+                (auto_s, fixed_s), (auto, fixed) = _median_fits(
+                    [lambda: WaveCluster(device=args.device),
+                     lambda auto=auto: WaveCluster(device=args.device,
+                                                   threshold=auto.threshold_)], X, sync)
                 row = {"set": name, "scale": scale, "n": len(X_host), "d": X_host.shape[1],
                        "input": where, "grid": list(auto.grid_shape_),
                        "clusters_auto": auto.n_clusters_, "clusters_fixed": fixed.n_clusters_,
