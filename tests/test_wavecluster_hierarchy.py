@@ -277,3 +277,53 @@ def test_grow_labels_equals_a_grey_erosion_reference(connectivity, rng):
     got = hierarchy.grow_labels(labels.copy(), region, connectivity)
     np.testing.assert_array_equal(got, want)
     assert (got[~region] == labels[~region]).all()
+
+
+def test_border_cells_join_the_cluster_they_touch_by_a_face():
+    """add_border_cells: an occupied cell sharing a face with a significant component's cell
+    joins it (the lower number where two touch); a diagonal neighbour, a cell below half a
+    point, a cell next to an insignificant component and any cell at a base level of one
+    point stay as they were."""
+    from gpumine.wavecluster.engine import add_border_cells
+
+    coarse = np.array([[5, 5, 1, 0, 1, 5, 5],
+                       [0, 0, 0, 1, 0, 0, 0],
+                       [0.4, 5, 1, 0, 0, 0, 1],
+                       [0, 0, 0, 0, 0, 0, 2.0]])
+    components = np.array([[1, 1, 0, 0, 0, 2, 2],
+                           [0, 0, 0, 0, 0, 0, 0],
+                           [0, 3, 0, 0, 0, 0, 0],
+                           [0, 0, 0, 0, 0, 0, 4]])
+    expected = np.array([[1, 1, 1, 0, 2, 2, 2],
+                         [0, 0, 0, 0, 0, 0, 0],
+                         [0, 3, 3, 0, 0, 0, 0],
+                         [0, 0, 0, 0, 0, 0, 4]])
+    kwargs = {"unit": 1.0, "minimum": 5.0, "weigh": _weigh}
+    got, n = add_border_cells(components.copy(), 4, coarse, base_points=2, **kwargs)
+    assert n == 4
+    np.testing.assert_array_equal(got, expected)  # (1, 3) is only diagonal; 4 is too light
+    same, _ = add_border_cells(components.copy(), 4, coarse, base_points=1, **kwargs)
+    np.testing.assert_array_equal(same, components)
+    between = np.array([[5, 1, 5]])  # a cell between two clusters: the lower number
+    got, _ = add_border_cells(np.array([[2, 0, 1]]), 2, between, base_points=3, **kwargs)
+    np.testing.assert_array_equal(got, [[2, 1, 1]])
+
+
+def test_border_cells_give_blob_outskirts_back_in_noise(monkeypatch):
+    """3-d blobs in 20 % noise: the base level drops the blobs' outskirts with the noise;
+    the border gives them back (a higher index, less noise, the same clusters), and it
+    changes nothing where the base level is one point (moons)."""
+    from gpumine.wavecluster import engine
+
+    sets = make_shape_sets(random_state=2)
+    X, y = sets["blobs-noise20-d3"]
+    moons, _ = sets["moons"]
+    with_border = WaveCluster(device="cpu").fit(X)
+    moons_border = WaveCluster(device="cpu").fit(moons).labels_
+    monkeypatch.setattr(engine, "AUTO_BORDER_CONNECTIVITY", 0)
+    without = WaveCluster(device="cpu").fit(X)
+    assert with_border.n_clusters_ == without.n_clusters_ == 4
+    assert (with_border.labels_ < 0).mean() < (without.labels_ < 0).mean()
+    assert adjusted_rand_score(y, with_border.labels_) > adjusted_rand_score(
+        y, without.labels_) + 0.02
+    np.testing.assert_array_equal(moons_border, WaveCluster(device="cpu").fit(moons).labels_)

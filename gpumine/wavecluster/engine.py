@@ -33,7 +33,19 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
   out as one cluster.) Then each significant component of that level is split where
   it holds clusters that separate only at a higher density and persist above it
   (:mod:`gpumine.wavecluster.hierarchy`: spiral arms meeting at the centre, blobs whose
-  tails overlap). ``gpumine bench run wavecluster-quality`` measures the rule;
+  tails overlap). Last, where the base level is above one point per cell, every occupied
+  cell (at least half a point) that shares a face with a cluster's cell joins that cluster
+  (the lowest-numbered, if several): the clusters' *border* (:func:`add_border_cells`),
+  as DBSCAN's border points join the core points they touch. Raising the threshold to
+  drop the background also drops the outskirts of every cluster, whose cells hold a
+  point or two like the background's; one face-neighbour ring gives them back, and an
+  isolated background cell rarely touches a cluster. Measured on the 45 sets of the
+  quality benchmark: mean adjusted Rand index 0.918 -> 0.924 (blobs in 20 % noise,
+  d = 3..6: +0.01 to +0.06 on 11 of 12, -0.02 on one 6-d draw; nothing else changes);
+  on 44 held-out draws of 11 other shapes it never lowers the index (0.654 -> 0.684).
+  The full neighbourhood ring (0.917: in 6-d a ring of 728 neighbours takes in
+  background) and two face rings (0.921) were worse. ``gpumine bench run
+  wavecluster-quality`` measures the rule;
 * minimum cluster size: 1 % of the total weight;
 * connectivity: all 3^d - 1 neighbours up to d = 3, cells that differ in at most two
   coordinates from d = 4 on (:func:`auto_connectivity`).
@@ -54,10 +66,12 @@ from gpumine.wavecluster.hierarchy import (
     stack_is_faster,
     threshold_levels,
 )
+from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
     "WaveClusterResult",
+    "add_border_cells",
     "auto_connectivity",
     "auto_grid_shape",
     "choose_base",
@@ -74,6 +88,9 @@ AUTO_CELLS_PER_POINT = 2.0
 #: (module docstring); the split step climbs above it in sqrt(2) steps.
 AUTO_THRESHOLD_LEVELS = tuple(itertools.islice(threshold_levels(), 12))
 AUTO_MIN_CLUSTER_FRACTION = 0.01
+#: The ``"auto"`` rule's border cells touch a cluster's cell with this connectivity (1: a
+#: shared face; module docstring); 0 adds none.
+AUTO_BORDER_CONNECTIVITY = 1
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
@@ -234,7 +251,9 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
             weigh=weigh, to_host=to_host, spread=spread)
-        return (points - 0.5) * unit, labelled
+        return (points - 0.5) * unit, add_border_cells(
+            *labelled, coarse, base_points=points, unit=unit, minimum=minimum, xp=xp,
+            weigh=weigh)
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}
 
@@ -251,9 +270,66 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     chosen = AUTO_THRESHOLD_LEVELS[choose_base(count)]
     components, n_components = labelled.pop(chosen)
     labelled.clear()
-    return (chosen - 0.5) * unit, split_persistent(
+    labelled = split_persistent(
         coarse, components, n_components, base_points=chosen, unit=unit, minimum=minimum,
         connectivity=connectivity)
+    return (chosen - 0.5) * unit, add_border_cells(
+        *labelled, coarse, base_points=chosen, unit=unit, minimum=minimum, xp=xp,
+        weigh=weigh)
+
+
+def add_border_cells(components, n_components, coarse, *, base_points: float, unit: float,
+                     minimum: float, xp=np, weigh) -> tuple:
+    """The ``"auto"`` rule's last step (module docstring): each occupied cell (at least half
+    a point) outside every component that touches a significant component's cell
+    (:data:`AUTO_BORDER_CONNECTIVITY`: shares a face) joins it, the lowest-numbered if
+    several. Nothing changes at a base level of one point (every occupied cell is already
+    foreground). Integer minima over shifted views: no sync, the same on both backends.
+
+    Parameters
+    ----------
+    components : array of int   -- IN
+        The rule's labelling (0: background).
+    n_components : int
+    coarse : array   -- IN
+    base_points : float
+        The base level, in points per coarse cell.
+    unit, minimum : float
+        One point's mass, and the significant mass, in coarse units.
+    xp : module
+    weigh : callable
+        ``weigh(values, weights, bins)`` (bin 0 need not be counted).
+
+    Returns
+    -------
+    tuple
+        ``(components, n_components)`` with the border cells.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> coarse = np.array([[3.0, 3.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    >>> components = np.array([[1, 1, 0, 0], [0, 0, 0, 0]])
+    >>> weigh = lambda v, w, bins: np.bincount(v, weights=w, minlength=bins)
+    >>> add_border_cells(components, 1, coarse, base_points=2, unit=1.0, minimum=1.0,
+    ...                  weigh=weigh)[0]  # the face neighbour joins; the diagonal does not
+    array([[1, 1, 1, 0],
+           [0, 0, 0, 0]])
+    """
+    if base_points <= AUTO_THRESHOLD_LEVELS[0] or not AUTO_BORDER_CONNECTIVITY:
+        return components, n_components
+    sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
+    significant = sizes >= minimum
+    significant[0] = False
+    none = n_components + 1  # larger than every number: no labelled neighbour
+    own = xp.where(significant[components], components, none)
+    lowest = own.copy()
+    for offset in neighbour_offsets(coarse.ndim, AUTO_BORDER_CONNECTIVITY):
+        cells, neighbours = shifted_slices(coarse.shape, offset)
+        lowest[cells] = xp.minimum(lowest[cells], own[neighbours])
+        lowest[neighbours] = xp.minimum(lowest[neighbours], own[cells])
+    border = (components == 0) & (coarse >= 0.5 * unit) & (lowest < none)
+    return xp.where(border, lowest, components), n_components
 
 
 def choose_base(count) -> int:
