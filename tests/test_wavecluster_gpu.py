@@ -230,14 +230,19 @@ def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
 
 
 @pytest.mark.parametrize("name", ["blobs-noise20-d3", "blobs-noise20-d4", "blobs-noise20-d6",
-                                  "spirals"])
+                                  "spirals", "clumps-1d"])
 @pytest.mark.parametrize("label", ["sliding-window", "union-find-gpu"])
 def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     """The automatic threshold's levels (labelled on the device) choose what the CPU chooses,
     also where the background percolates and the threshold rises."""
     from gpumine.datasets import make_shape_sets
 
-    X, _ = make_shape_sets(random_state=0)[name]
+    if name == "clumps-1d":  # one feature: each axis's profile is the grid itself
+        rng = np.random.default_rng(0)
+        X = np.concatenate([rng.normal(0, 0.3, 2000), rng.normal(3, 0.5, 1500),
+                            rng.normal(6, 0.2, 500), rng.uniform(-2, 8, 1000)])[:, None]
+    else:
+        X, _ = make_shape_sets(random_state=0)[name]
     if label == "sliding-window" and X.shape[1] > 4:  # its windows: 2^d cells in registers
         with pytest.raises(InvalidParameterError, match=r"up to 4 dimensions.*6 features"):
             WaveCluster(device="gpu", label=label).fit(X)

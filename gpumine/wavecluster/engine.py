@@ -11,7 +11,8 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
 * grid size: the coarse grid should hold about two cells per point --
   ``r = round((2 * N) ** (1 / d))`` coarse cells per axis, where ``N`` is the
   total sample weight (the number of points when unweighted) -- so the fine grid
-  has ``r * 2**levels`` cells per axis (at least 4);
+  has ``r * 2**levels`` cells per axis (at least 4); with one feature,
+  ``r = round(sqrt(2 * N))`` (:func:`auto_grid_shape` says why);
 * threshold, counted in points per coarse cell (a cell's transformed density
   divided by the grid's mass per unit of weight, so the wavelet's gain and the
   data's scale drop out): every occupied cell (at least half a point) is
@@ -110,8 +111,23 @@ class WaveClusterResult:
 
 
 def auto_grid_shape(total_weight: float, n_features: int, levels: int) -> tuple:
-    """Fine grid shape of the ``"auto"`` rule (module docstring)."""
-    coarse = max(2, round((AUTO_CELLS_PER_POINT * total_weight) ** (1.0 / n_features)))
+    """Fine grid shape of the ``"auto"`` rule (module docstring).
+
+    One feature is the exception: a 1-d cluster's cells are connected only if none of them
+    is empty, so two cells per point leaves every cluster in fragments (three Gaussians in
+    20 % noise, 5,000 points: 11 clusters, adjusted Rand index -0.04). There the grid has as
+    many coarse cells as a 2-d one has per axis, ``sqrt(2 N)``, a cell holding ``sqrt(N /
+    2)`` points on average -- more as N grows, so a cluster's cells stay occupied. Measured
+    on five 1-d shapes (clumps in noise, touching segments, 200 to 100,000 points, 10x
+    densities), two draws each: mean adjusted Rand index 0.11 -> 0.89.
+
+    Examples
+    --------
+    >>> auto_grid_shape(5000, 2, 1), auto_grid_shape(5000, 1, 1)
+    ((200, 200), (200,))
+    """
+    exponent = 1.0 / max(n_features, 2)
+    coarse = max(2, round((AUTO_CELLS_PER_POINT * total_weight) ** exponent))
     return (max(4, coarse * 2 ** levels),) * n_features
 
 
@@ -235,7 +251,8 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
     if stacked:
         axes = range(coarse.ndim)
-        profiles = [coarse.max(axis=tuple(b for b in axes if b != a)) for a in axes]
+        profiles = [coarse.max(axis=tuple(b for b in axes if b != a)) if coarse.ndim > 1
+                    else coarse for a in axes]
         # sync: the mass and each axis's profile (its densest cell per index), once per fit
         packed = np.asarray(to_host(xp.concatenate([coarse.sum().reshape(1), *profiles])))
         mass = float(packed[0])
