@@ -213,8 +213,8 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         The fit's ``wavecluster.label`` strategy (same backend as ``coarse``).
     connectivity : int
     xp : module
-        ``numpy`` or ``cupy``. On the GPU ``"auto"`` reads back the grid's mass and peak,
-        then a few numbers per stack of levels
+        ``numpy`` or ``cupy``. On the GPU ``"auto"`` reads back the grid's mass and each
+        axis's profile once, then a few numbers per stack of levels
         (:func:`~gpumine.wavecluster.hierarchy.resolve_stacked`).
     weigh : callable, optional
         ``weigh(values, weights, bins)``: the weight of each component, as
@@ -282,7 +282,7 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             del labelled[other]  # the first level and the last two: choose_base's candidates
         components, n_components = labelled[points]
         sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
-        return int((sizes[1:] >= minimum).sum())
+        return int((sizes[1:] >= minimum).sum())  # sync: none, the CPU path
 
     chosen = AUTO_THRESHOLD_LEVELS[choose_base(count)]
     components, n_components = labelled.pop(chosen)

@@ -64,6 +64,8 @@ from gpumine.wavecluster.labeling import neighbour_offsets
 __all__ = [
     "AUTO_SPLIT_MIN_SHARE",
     "AUTO_SPLIT_PERSISTENCE",
+    "CROP_CELLS",
+    "SMALL_TREE",
     "STACK_CELLS",
     "grow_labels",
     "resolve_stacked",
@@ -236,16 +238,18 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
-    step's sqrt(2) levels, up to the densest cell (``peak``) -- is labelled in one call of
-    ``label``: the levels' masks stacked along the first axis, an empty plane after each
-    so that no component crosses from one level to the next (:data:`STACK_CELLS` bounds a
-    call; more levels take more calls). One bincount weighs every component of every
-    level, one scatter finds each one's parent in the level below, and one transfer brings
-    the significant ones to the host, where the base rule (``choose_base``) and the split
-    (:func:`_decide`) read the tree. The chosen level's components, and the pieces a split
-    grows back, are slices of the same stack. Levels above the first that holds nothing
-    significant are not labelled. On the GPU: three syncs per call, against a labelling,
-    a count and a transfer for each level one at a time.
+    step's sqrt(2) levels, up to the densest cell -- is labelled in one call of ``label``:
+    the levels' masks stacked along the first axis, an empty plane after each so that no
+    component crosses from one level to the next (:data:`STACK_CELLS` bounds a call; more
+    levels take more calls, a later one inside its first level's bounding box where that
+    saves :data:`CROP_CELLS`). One bincount weighs every component of every level, one
+    scatter finds each one's parent in the level below, and one transfer brings the tree to
+    the host, where the base rule (``choose_base``) and the split (:func:`_decide`) read it.
+    The chosen level's components, and the pieces a split grows back, are slices of the
+    same stack. Levels above the first that holds nothing significant are not labelled. On
+    the GPU: two syncs per call (the labelling's count and the transfer; three from
+    :data:`SMALL_TREE` components on), against a labelling, a count and a transfer for
+    each level one at a time.
 
     Parameters
     ----------
@@ -369,8 +373,10 @@ class _LevelStack:
                 if smaller * 2 <= cells and (len(levels) - last) * (cells - smaller) >= CROP_CELLS:
                     break  # the levels from here on fit a box half the size: a new stack
                 last += 1
-            labels, n = self._label(boxes[first], levels[first:last])
-            slabs, starts, ends = self._read(labels, n, boxes[first], minimum, weigh, to_host)
+            padded = self._padded(boxes[first])
+            labels, n = self._label(padded, levels[first:last])
+            slabs, starts, ends = self._read(labels, n, padded, minimum, weigh, to_host)
+            del padded
             if first == 0 and last == len(levels):
                 self.kept = (labels, boxes[0], starts, ends)  # one stack held every level
             new = slabs[done - first:]
@@ -389,21 +395,22 @@ class _LevelStack:
         padded[:part.shape[0]] = part
         return padded
 
-    def _label(self, box, points):
-        """One labelling of the levels ``points`` inside ``box``: (labels (m, b0 + 1, ...),
-        count). Numbers run in raster order of the first cell, in the box as in the grid."""
-        xp, padded = self.xp, self._padded(box)
+    def _label(self, padded, points):
+        """One labelling of the levels ``points`` of a box (``padded``, :meth:`_padded`):
+        (labels (m, b0 + 1, ...), count). Numbers run in raster order of the first cell, in
+        the box as in the grid."""
+        xp = self.xp
         thresholds = xp.asarray(np.array([(p - 0.5) * self.unit for p in points]))
         mask = padded[None] >= thresholds.reshape((-1,) + (1,) * padded.ndim)
         labels, n = self.label(mask.reshape((-1, *padded.shape[1:])), self.connectivity)
         return labels.reshape((len(points), *padded.shape)), n
 
-    def _read(self, labels, n, box, minimum, weigh, to_host):
+    def _read(self, labels, n, padded, minimum, weigh, to_host):
         """Per level of a stack: its significant components' numbers, masses and parents
         (host); and each level's first and last number in the stack's labelling."""
         xp, m = self.xp, labels.shape[0]
         flat = labels.ravel()
-        mass = weigh(flat, xp.broadcast_to(self._padded(box), labels.shape).ravel(), n + 1)
+        mass = weigh(flat, xp.broadcast_to(padded, labels.shape).ravel(), n + 1)
         up = xp.zeros(n + 1, dtype=labels.dtype)
         up[labels[1:].ravel()] = labels[:-1].ravel()  # a component's cells share one parent
         tops = labels.reshape(m, -1).max(axis=1).astype(xp.float64)
@@ -557,11 +564,12 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
 
 def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity, xp,
            to_host, spread=None):
-    """Pass 2 of :func:`split_persistent`: from the top level down, number the leaves,
-    then grow each split's pieces over its component. ``labelling(level) -> (labelled,
-    n)``; ``numbers(level, labelled, positions)``: the leaves' numbers in ``labelled``, in
-    raster order of their first cell; ``split_numbers(level, labelled, positions)``: the
-    splitting components' numbers in ``labelled``."""
+    """The split's pass 2 (:func:`resolve_stacked`, :func:`split_persistent`): from the top
+    level down, number the leaves, then grow each split's pieces over its component.
+    ``labelling(level) -> (labelled, n)``; ``numbers(level, labelled, positions)``: the
+    leaves' numbers in ``labelled``, in raster order of their first cell;
+    ``split_numbers(level, labelled, positions)``: the splitting components' numbers in
+    ``labelled``."""
     out = xp.zeros_like(like)
     next_id = 1
     for level in sorted({i for i, _ in leaves} | {i for i, _ in splits}, reverse=True):
