@@ -231,8 +231,6 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
                          index_t* parent,                    // INOUT (cells) from 0..cells-1
                          const index_t* __restrict__ shape,  // IN  (8)
                          const int* __restrict__ offsets,    // IN  (n_offsets, 8)
-                         const index_t* __restrict__ steps,  // IN  (n_offsets) flat offsets
-                         const int* __restrict__ reach,      // IN  (8) 1 where offsets move
                          int n_offsets,                      // IN
                          index_t cells)                      // IN
 {
@@ -240,14 +238,6 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
     if (t >= cells || !mask[t]) return;
     index_t c[WC_MAX_DIMS];
     unflatten(t, shape, c);
-    bool interior = true;  // every neighbour inside the grid: its flat index is t + step
-    for (int a = 0; a < WC_MAX_DIMS; ++a)
-        interior = interior && c[a] >= reach[a] && c[a] + reach[a] < shape[a];
-    if (interior) {
-        for (int o = 0; o < n_offsets; ++o)
-            if (mask[t + steps[o]]) uf_unite(parent, t, t + steps[o]);
-        return;
-    }
     for (int o = 0; o < n_offsets; ++o) {
         index_t f = 0;
         bool ok = true;

@@ -189,20 +189,15 @@ def label_sliding_window(mask, connectivity):
 @functools.lru_cache(maxsize=64)
 def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
     """The grid shape and neighbour offsets as the union-find kernel reads them, on device
-    ``device_id``: uploaded once per shape, not once per stack that ``threshold="auto"``
-    labels. Read-only. Besides the offsets per axis: each one's flat step (a cell away from
-    every edge finds its neighbour at ``t + step``, no per-axis arithmetic) and the axes
-    the offsets move along (1) or not (0), which say where a cell is away from every edge."""
+    ``device_id``: uploaded once per shape, not once per level that ``threshold="auto"``
+    labels. Read-only."""
     cp = cupy_module()
     offsets = [(0,) * (_MAX_DIMS - len(shape)) + o
                for o in neighbour_offsets(len(shape), connectivity)]
-    table = np.array(offsets or [(0,) * _MAX_DIMS], dtype=np.int32)
-    padded = (1,) * (_MAX_DIMS - len(shape)) + tuple(int(s) for s in shape)
-    strides = np.cumprod((1, *padded[:0:-1]))[::-1].astype(np.int64)
     with cp.cuda.Device(device_id):
-        return (_shape_struct(shape), cp.asarray(table),
-                cp.asarray(table.astype(np.int64) @ strides),
-                cp.asarray(np.abs(table).max(axis=0).astype(np.int32)), len(offsets))
+        return (_shape_struct(shape),
+                cp.asarray(np.array(offsets or [(0,) * _MAX_DIMS], dtype=np.int32)),
+                len(offsets))
 
 
 @declares(_SOURCE, "uf_tile_2d")
@@ -236,11 +231,10 @@ def label_union_find_gpu(mask, connectivity):
                (mask, parent, np.int64(mask.size)))
         return _compact(parent, mask)
     parent = cp.arange(mask.size, dtype=cp.int64)
-    shape, offsets_device, steps, reach, n_offsets = _union_find_constants(
-        cp.cuda.Device().id, mask.shape, connectivity)
+    shape, offsets_device, n_offsets = _union_find_constants(cp.cuda.Device().id, mask.shape,
+                                                             connectivity)
     launch(get_kernel(_SOURCE, "uf_union"), _blocks(mask.size), _BLOCK,
-           (mask, parent, shape, offsets_device, steps, reach, np.int32(n_offsets),
-            np.int64(mask.size)))
+           (mask, parent, shape, offsets_device, np.int32(n_offsets), np.int64(mask.size)))
     launch(get_kernel(_SOURCE, "uf_compress"), _blocks(mask.size), _BLOCK,
            (mask, parent, np.int64(mask.size)))
     return _compact(parent, mask)
