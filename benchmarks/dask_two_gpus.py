@@ -1,0 +1,98 @@
+"""gpumine.dask.GPUKMeans on one GPU and on two: the per-iteration speed-up of the collective
+engine, one Dask worker per GPU (each started with its own ``CUDA_VISIBLE_DEVICES``).
+
+The same data (``n`` x ``d`` float32 normals drawn by ``dask.array`` from one seed, persisted on
+the workers) and the same initial centres (its first ``k`` rows) on a one-worker and a
+two-worker cluster. Per iteration: the difference between a fit of ``--iters`` + 2 and one of
+2 iterations (``tol=0``), divided by ``--iters`` -- the fixed costs (the mean pass, the
+partitions' first copy to the GPU, the inertia pass) cancel. The two clusters' fits of
+``--iters`` + 2 iterations are compared: iterations, and the centres' largest relative
+difference (the sums are added in another order).
+
+Usage (a machine with two GPUs, dask and distributed installed)::
+
+    python benchmarks/dask_two_gpus.py --out benchmarks/results [--n 100000000]
+
+Writes ``dask-two-gpus-<date>-<commit>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def _cluster(distributed, gpus: int, threads: int):
+    workers = {f"gpu{i}": {"cls": distributed.Nanny,
+                           "options": {"nthreads": threads,
+                                       "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
+               for i in range(gpus)}
+    return distributed.SpecCluster(
+        workers=workers,
+        scheduler={"cls": distributed.Scheduler, "options": {"dashboard_address": None}})
+
+
+def _timed_fit(GPUKMeans, X, init, iters):
+    start = time.perf_counter()
+    model = GPUKMeans(len(init), init=init, max_iter=iters, tol=0, engine="collective",
+                      device="gpu").fit(X)
+    return time.perf_counter() - start, model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--n", type=int, default=100_000_000)
+    parser.add_argument("--d", type=int, default=32)
+    parser.add_argument("--k", type=int, default=1024)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+    import dask
+    import dask.array as da
+    import distributed
+    import numpy as np
+    from fit_timing import save  # the script's folder is on sys.path
+
+    from gpumine.bench.record import commit
+    from gpumine.dask import GPUKMeans
+
+    rows, models = [], {}
+    for gpus in (1, 2):
+        with _cluster(distributed, gpus, args.threads) as cluster, \
+                distributed.Client(cluster) as client:
+            chunk = -(-args.n // (4 * gpus))
+            X = da.random.RandomState(0).standard_normal(
+                (args.n, args.d), chunks=(chunk, args.d)).astype(np.float32).persist()
+            distributed.wait(X)
+            init = X[:args.k].compute().astype(np.float64)
+            _timed_fit(GPUKMeans, X, init, 1)  # warm-up: kernels compiled on every worker
+            short, _ = _timed_fit(GPUKMeans, X, init, 2)
+            long, model = _timed_fit(GPUKMeans, X, init, args.iters + 2)
+            devices = client.run(lambda: __import__("cupy").cuda.runtime.getDeviceProperties(
+                0)["name"].decode())
+            rows.append({"gpus": gpus, "workers": sorted(devices.values()),
+                         "partitions": X.numblocks[0], "fit_2_s": short,
+                         f"fit_{args.iters + 2}_s": long,
+                         "iteration_s": (long - short) / args.iters,
+                         "n_iter": model.n_iter_,
+                         "iteration_overhead_share": model.iteration_overhead_})
+            models[gpus] = model
+            print(rows[-1], flush=True)
+            del X
+    one, two = models[1].cluster_centers_, models[2].cluster_centers_
+    scale = np.maximum(np.abs(one), 1e-30)
+    record = {"commit": commit(), "n": args.n, "d": args.d, "k": args.k,
+              "dtype": "float32", "iters": args.iters, "threads_per_worker": args.threads,
+              "versions": {"dask": dask.__version__, "distributed": distributed.__version__,
+                           "numpy": np.__version__},
+              "rows": rows,
+              "speedup_two_over_one": rows[0]["iteration_s"] / rows[1]["iteration_s"],
+              "same_n_iter": models[1].n_iter_ == models[2].n_iter_,
+              "centres_max_relative_difference": float(np.max(np.abs(one - two) / scale))}
+    print({k: v for k, v in record.items() if k != "rows"}, flush=True)
+    save(args.out, "dask-two-gpus", record)
+
+
+if __name__ == "__main__":
+    main()
