@@ -1,13 +1,14 @@
 """gpumine.dask.GPUKMeans on one GPU and on two: the per-iteration speed-up of the collective
 engine, one Dask worker per GPU (each started with its own ``CUDA_VISIBLE_DEVICES``).
 
-The same data (``n`` x ``d`` float32 normals drawn by ``dask.array`` from one seed, persisted on
-the workers) and the same initial centres (its first ``k`` rows) on a one-worker and a
-two-worker cluster. Per iteration: the difference between a fit of ``--iters`` + 2 and one of
-2 iterations (``tol=0``), divided by ``--iters`` -- the fixed costs (the mean pass, the
-partitions' first copy to the GPU, the inertia pass) cancel. The two clusters' fits of
-``--iters`` + 2 iterations are compared: iterations, and the centres' largest relative
-difference (the sums are added in another order).
+The same data (``n`` x ``d`` float32 normals drawn by ``dask.array`` from one seed, persisted
+on the workers, which have no memory limit: Dask's default, a share of the machine's memory by
+threads, stops a worker holding 50M rows) and the same initial centres (its first ``k`` rows)
+on a one-worker and a two-worker cluster. Per iteration: the difference between a fit of
+``--iters`` + 2 and one of 2 iterations (``tol=0``), divided by ``--iters`` -- the fixed costs
+(the mean pass, the partitions' first copy to the GPU, the inertia pass) cancel. The two
+clusters' fits of ``--iters`` + 2 iterations are compared: iterations, and the centres' largest
+relative difference (the sums are added in another order).
 
 Usage (a machine with two GPUs, dask and distributed installed)::
 
@@ -24,7 +25,7 @@ import time
 
 def _cluster(distributed, gpus: int, threads: int):
     workers = {f"gpu{i}": {"cls": distributed.Nanny,
-                           "options": {"nthreads": threads,
+                           "options": {"nthreads": threads, "memory_limit": 0,
                                        "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
                for i in range(gpus)}
     return distributed.SpecCluster(
