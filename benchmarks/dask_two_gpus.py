@@ -2,13 +2,14 @@
 engine, one Dask worker per GPU (each started with its own ``CUDA_VISIBLE_DEVICES``).
 
 The same data (``n`` x ``d`` float32 normals drawn by ``dask.array`` from one seed, persisted
-on the workers, which have no memory limit: Dask's default, a share of the machine's memory by
-threads, stops a worker holding 50M rows) and the same initial centres (its first ``k`` rows)
-on a one-worker and a two-worker cluster. Per iteration: the difference between a fit of
-``--iters`` + 2 and one of 2 iterations (``tol=0``), divided by ``--iters`` -- the fixed costs
-(the mean pass, the partitions' first copy to the GPU, the inertia pass) cancel. The two
-clusters' fits of ``--iters`` + 2 iterations are compared: iterations, the centres' largest
-difference over their largest coordinate, and the inertia (the sums are added in another order).
+on the workers, which have no memory limit: with Dask's default, a share of the machine's
+memory by threads, the one worker holding all 100M rows died in a first attempt, its logs
+unread) and the same initial centres (its first ``k`` rows) on a one-worker and a two-worker
+cluster. Per iteration: the difference between a fit of ``--iters`` + 2 and one of 2 iterations
+(``tol=0``), divided by ``--iters`` -- the fixed costs (the mean pass, the partitions' first
+copy to the GPU, the inertia pass) cancel. The two clusters' fits of ``--iters`` + 2 iterations
+are compared: iterations, the centres' largest difference over their largest coordinate, and
+the inertia (the sums are added in another order).
 
 Usage (a machine with two GPUs, dask and distributed installed)::
 
