@@ -255,7 +255,7 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
                     else coarse for a in axes]
         # sync: the mass and each axis's profile (its densest cell per index), once per fit
         packed = np.asarray(to_host(xp.concatenate([coarse.sum().reshape(1), *profiles])))
-        mass = float(packed[0])
+        mass = float(packed[0])  # sync: none, a host copy already
         projections = np.split(packed[1:], np.cumsum(coarse.shape[:-1]))
     else:
         mass = float(coarse.sum())  # sync: none, the CPU path

@@ -146,11 +146,15 @@ def _bounding_box(region, xp, to_host) -> tuple:
     axes = range(region.ndim)
     projections = [region.any(axis=tuple(a for a in axes if a != axis)) for axis in axes]
     flags = to_host(xp.concatenate(projections))  # sync: one flag per grid row, once
-    box, start = [], 0
-    for size in region.shape:
-        hit = np.flatnonzero(flags[start:start + size])
+    return _box(np.split(np.asarray(flags), np.cumsum(region.shape[:-1])))
+
+
+def _box(flags) -> tuple:
+    """Slices from the first to the last True of each axis's host flags (none empty)."""
+    box = []
+    for axis in flags:
+        hit = np.flatnonzero(axis)
         box.append(slice(int(hit[0]), int(hit[-1]) + 1))  # sync: none, host values
-        start += size
     return tuple(box)
 
 
@@ -332,11 +336,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
 def _profile_box(projections, threshold) -> tuple:
     """The bounding box of ``coarse >= threshold`` from the axes' profiles (each axis's
     densest cell per index; host arrays). The threshold is at most the peak: not empty."""
-    box = []
-    for profile in projections:
-        hit = np.flatnonzero(profile >= threshold)
-        box.append(slice(int(hit[0]), int(hit[-1]) + 1))  # sync: none, host values
-    return tuple(box)
+    return _box([profile >= threshold for profile in projections])
 
 
 def _stack_cells(box) -> int:
@@ -379,12 +379,10 @@ class _LevelStack:
             del padded
             if first == 0 and last == len(levels):
                 self.kept = (labels, boxes[0], starts, ends)  # one stack held every level
-            new = slabs[done - first:]
-            self.tree += new
-            if any(found.size == 0 for found, _, _ in new):
-                self.tree = self.tree[:next(j for j, (found, _, _) in enumerate(self.tree)
-                                            if found.size == 0)]
-                break
+            for slab in slabs[done - first:]:
+                if slab[0].size == 0:  # nothing significant here, nor at any level above
+                    return
+                self.tree.append(slab)
             done = last
 
     def _padded(self, box):
@@ -433,7 +431,8 @@ class _LevelStack:
         slabs = []
         for j in range(m):
             here = level == j
-            parents = up[here] - starts[j - 1] if j else np.zeros(int(here.sum()), np.int64)
+            parents = (up[here] - starts[j - 1] if j
+                       else np.zeros(int(here.sum()), np.int64))  # sync: none, host arrays
             slabs.append((found[here] - starts[j], mass[here], parents))
         return slabs, starts, ends
 
@@ -506,7 +505,7 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
         # find_objects builds a box for every number: renumber the kept ones 1..m first
         # (a background level holds thousands of specks; 667 x 667 cells, 47k components:
         # 44 ms, against under 1 ms for a few)
-        table = np.zeros(n + 1, dtype=np.int32)
+        table = np.zeros(n + 1, dtype=np.int32)  # sync: none, the CPU path
         table[kept] = np.arange(1, kept.size + 1, dtype=np.int32)
         boxes = ndimage.find_objects(table[labelled])
         found = []
