@@ -280,10 +280,10 @@ def test_grow_labels_equals_a_grey_erosion_reference(connectivity, rng):
 
 
 def test_border_cells_join_the_cluster_they_touch_by_a_face():
-    """add_border_cells: an occupied cell sharing a face with a significant component's cell
-    joins it (the lower number where two touch); a diagonal neighbour, a cell below half a
-    point, a cell next to an insignificant component and any cell at a base level of one
-    point stay as they were."""
+    """add_border_cells above a base level of one point: an occupied cell sharing a face with
+    a significant component's cell joins it (the lower number where two touch); a diagonal
+    neighbour, a cell below half a point and a cell next to an insignificant component stay
+    as they were. (At a base level of one point the specks join instead: the next tests.)"""
     from gpumine.wavecluster.engine import add_border_cells
 
     coarse = np.array([[5, 5, 1, 0, 1, 5, 5],
@@ -298,12 +298,10 @@ def test_border_cells_join_the_cluster_they_touch_by_a_face():
                          [0, 0, 0, 0, 0, 0, 0],
                          [0, 3, 3, 0, 0, 0, 0],
                          [0, 0, 0, 0, 0, 0, 4]])
-    kwargs = {"unit": 1.0, "minimum": 5.0, "weigh": _weigh}
+    kwargs = {"unit": 1.0, "minimum": 5.0, "connectivity": 2, "weigh": _weigh}
     got, n = add_border_cells(components.copy(), 4, coarse, base_points=2, **kwargs)
     assert n == 4
     np.testing.assert_array_equal(got, expected)  # (1, 3) is only diagonal; 4 is too light
-    same, _ = add_border_cells(components.copy(), 4, coarse, base_points=1, **kwargs)
-    np.testing.assert_array_equal(same, components)
     between = np.array([[5, 1, 5]])  # a cell between two clusters: the lower number
     got, _ = add_border_cells(np.array([[2, 0, 1]]), 2, between, base_points=3, **kwargs)
     np.testing.assert_array_equal(got, [[2, 1, 1]])
@@ -327,3 +325,60 @@ def test_border_cells_give_blob_outskirts_back_in_noise(monkeypatch):
     assert adjusted_rand_score(y, with_border.labels_) > adjusted_rand_score(
         y, without.labels_) + 0.02
     np.testing.assert_array_equal(moons_border, WaveCluster(device="cpu").fit(moons).labels_)
+
+
+def test_specks_join_the_nearest_cluster_within_two_steps():
+    """add_border_cells at a base level of one point: a cell of an insignificant component
+    within two steps of the labelling's neighbourhood from a significant one joins the
+    nearest (the lower number among the nearest); farther specks, background cells and
+    the clusters stay as they were."""
+    from gpumine.wavecluster.engine import add_border_cells
+
+    coarse = np.array([[5, 5, 0, 1, 0, 1, 0, 0, 5, 5],
+                       [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                       [0, 0, 0, 0, 1, 0, 0, 0, 0, 0],
+                       [0.0, 0, 0, 0, 0, 0, 0, 0, 0, 1]])
+    components = np.array([[1, 1, 0, 2, 0, 3, 0, 0, 4, 4],
+                           [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                           [0, 0, 0, 0, 5, 0, 0, 0, 0, 0],
+                           [0, 0, 0, 0, 0, 0, 0, 0, 0, 6]])
+    kwargs = {"unit": 1.0, "minimum": 5.0, "weigh": _weigh, "base_points": 1}
+    # 2 at (0, 3): two steps from 1's (0, 1). 3 at (0, 5): three steps from 1 and from 4.
+    # 5 at (2, 4): two steps from 2's cell, a speck, not a cluster. 6 at (3, 9): three rows
+    # below 4.
+    expected = components.copy()
+    expected[0, 3] = 1
+    for connectivity in (1, 2):
+        got, n = add_border_cells(components.copy(), 6, coarse, connectivity=connectivity,
+                                  **kwargs)
+        assert n == 6
+        np.testing.assert_array_equal(got, expected)
+    # nearest first: a speck one step from 3 and two from 1 joins 3
+    got, _ = add_border_cells(np.array([[1, 1, 0, 2, 3, 3]]), 3,
+                              np.array([[5, 5, 0, 1, 5, 5.0]]), connectivity=1, **kwargs)
+    np.testing.assert_array_equal(got, [[1, 1, 0, 3, 3, 3]])
+    # equally near: the lower number
+    got, _ = add_border_cells(np.array([[2, 2, 0, 3, 0, 1, 1]]), 3,
+                              np.array([[5, 5, 0, 1, 0, 5, 5.0]]), connectivity=1, **kwargs)
+    np.testing.assert_array_equal(got, [[2, 2, 0, 1, 0, 1, 1]])
+
+
+def test_specks_give_cluster_outskirts_back_without_noise(monkeypatch):
+    """A 3 x 3 grid of blobs of different spreads and no noise: at a base level of one point
+    the outskirts of the wide blobs come out as specks (noise); joined to their blob, less
+    is noise, the index rises and the clusters keep their points."""
+    from gpumine.wavecluster import engine
+
+    rng = np.random.default_rng(0)
+    parts = [rng.normal([3 * i, 3 * j], 0.3 + 0.15 * ((i + j) % 3), (300, 2))
+             for i in range(3) for j in range(3)]
+    X, y = np.vstack(parts), np.repeat(np.arange(9), 300)
+    with_specks = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(engine, "AUTO_SPECK_STEPS", 0)
+    without = WaveCluster(device="cpu").fit(X)
+    assert with_specks.n_clusters_ == without.n_clusters_ == 9
+    assert (with_specks.labels_ < 0).mean() < 0.5 * (without.labels_ < 0).mean()
+    assert adjusted_rand_score(y, with_specks.labels_) > adjusted_rand_score(
+        y, without.labels_) + 0.01
+    kept = without.labels_ >= 0
+    assert adjusted_rand_score(without.labels_[kept], with_specks.labels_[kept]) == 1.0

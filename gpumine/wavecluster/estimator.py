@@ -63,7 +63,9 @@ class WaveCluster(GpumineEstimator):
         point changes between cluster and noise
         (:mod:`gpumine.wavecluster.hierarchy`). Last, where that level is above one
         point per cell, each occupied cell sharing a face with a cluster's cell joins
-        it (the border: :func:`gpumine.wavecluster.engine.add_border_cells`). Tuned
+        it; at one point per cell, each occupied cell outside the clusters within two
+        steps of ``connectivity`` joins the nearest (the border:
+        :func:`gpumine.wavecluster.engine.add_border_cells`). Tuned
         for ``haar``: with ``bior2.2`` an isolated point gives its coarse cell 0.25 to
         2.25 points' worth in 2-d (0.5 to 1.5 per axis, by its position in the cell),
         so the rule's counts in points do not hold (mean adjusted Rand index 0.69 on
