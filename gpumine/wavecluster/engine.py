@@ -107,6 +107,8 @@ AUTO_BORDER_CONNECTIVITY = 1
 #: At a base level of one point, a speck (an occupied cell outside the clusters) this many steps
 #: of the labelling's neighbourhood from a cluster joins it (module docstring); 0 adds none.
 AUTO_SPECK_STEPS = 2
+#: Cells times offsets the host gathers at once for the specks (8 MB of indices).
+SPECK_BLOCK = 1 << 20
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
@@ -371,17 +373,65 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
     none = n_components + 1  # larger than every number: no labelled neighbour
     own = xp.where(significant[components], components, none)
     if at_one_point:
+        # every occupied cell is foreground here, but a split's painting (hierarchy) keeps
+        # only the clusters: the specks are the occupied cells outside them
+        specks = (own == none) & (coarse >= 0.5 * unit)
+        if xp is np:
+            return _join_specks_host(components, own, specks, connectivity, none), n_components
         nearest = own
         for _ in range(AUTO_SPECK_STEPS):  # a cell keeps the number it reached first
             nearest = xp.where(nearest < none, nearest,
                                _lowest_neighbour(nearest, connectivity, xp))
-        # every occupied cell is foreground here, but a split's painting (hierarchy) keeps
-        # only the clusters: the specks are the occupied cells outside them
-        specks = (own == none) & (coarse >= 0.5 * unit)
         return xp.where(specks & (nearest < none), nearest, components), n_components
     lowest = _lowest_neighbour(own, AUTO_BORDER_CONNECTIVITY, xp)
     border = (components == 0) & (coarse >= 0.5 * unit) & (lowest < none)
     return xp.where(border, lowest, components), n_components
+
+
+def _join_specks_host(components, own, specks, connectivity, none):
+    """:func:`add_border_cells`'s specks on the host: each speck looks up only the cells
+    within :data:`AUTO_SPECK_STEPS` steps of it (the specks are a small share of the grid;
+    the whole-grid minima the GPU takes cost a large 2-d fit a third of its time), unless
+    there are so many offsets (4 or more features) that the whole grid is cheaper. The same
+    numbers as the whole-grid steps."""
+    reach = _offsets_within(own.ndim, connectivity, AUTO_SPECK_STEPS)
+    cells = np.flatnonzero(specks)  # sync: none, host arrays
+    if cells.size * len(reach[-1]) > own.size * len(reach[0]):
+        nearest = own
+        for _ in range(AUTO_SPECK_STEPS):
+            nearest = np.where(nearest < none, nearest,
+                               _lowest_neighbour(nearest, connectivity, np))
+        return np.where(specks & (nearest < none), nearest, components)
+    margin = AUTO_SPECK_STEPS
+    padded = np.pad(own, margin, constant_values=none).ravel()
+    strides = np.cumprod((1, *(s + 2 * margin for s in own.shape[:0:-1])))[::-1]
+    at = np.unravel_index(cells, own.shape)
+    flat = sum((c + margin) * stride for c, stride in zip(at, strides, strict=True))
+    nearest = np.full(cells.size, none, dtype=own.dtype)
+    for offsets in reach:  # within 1, 2, ... steps: a speck keeps the nearest it reached
+        steps = np.asarray(offsets) @ strides
+        block = max(1, SPECK_BLOCK // steps.size)  # index arrays of SPECK_BLOCK at most
+        for start in range(0, cells.size, block):
+            part = slice(start, start + block)
+            found = padded[flat[part, None] + steps[None, :]].min(axis=1)
+            nearest[part] = np.where(nearest[part] < none, nearest[part], found)
+    joined = nearest < none
+    out = components.copy()
+    out.ravel()[cells[joined]] = nearest[joined]
+    return out
+
+
+def _offsets_within(ndim, connectivity, steps) -> list:
+    """Per number of steps s = 1..steps of ``connectivity``, the offsets (ndim-tuples, the
+    origin left out) of the cells reachable in at most s steps."""
+    half = np.array(neighbour_offsets(ndim, connectivity), dtype=np.int64).reshape(-1, ndim)
+    one = {tuple(o) for o in np.concatenate([half, -half]).tolist()}
+    reached, front, out = set(one), set(one), [sorted(one)]
+    for _ in range(steps - 1):
+        front = {tuple(a + b for a, b in zip(p, q, strict=True)) for p in front for q in one}
+        reached |= front
+        out.append(sorted(reached - {(0,) * ndim}))
+    return out
 
 
 def _lowest_neighbour(values, connectivity, xp):
