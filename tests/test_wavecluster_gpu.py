@@ -230,11 +230,13 @@ def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
 
 
 @pytest.mark.parametrize("name", ["blobs-noise20-d3", "blobs-noise20-d4", "blobs-noise20-d6",
-                                  "spirals", "clumps-1d"])
+                                  "spirals", "moons", "tori-3d", "clumps-1d"])
 @pytest.mark.parametrize("label", ["sliding-window", "union-find-gpu"])
 def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     """The automatic threshold's levels (labelled on the device) choose what the CPU chooses,
-    also where the background percolates and the threshold rises."""
+    also where the background percolates and the threshold rises; at one point per cell the
+    specks join the same clusters (whole-grid minima on the GPU, lookups near each speck on
+    the host: moons, spirals, tori)."""
     from gpumine.datasets import make_shape_sets
 
     if name == "clumps-1d":  # one feature: each axis's profile is the grid itself
