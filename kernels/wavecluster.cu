@@ -445,3 +445,47 @@ __global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n
     }
     if (SHARED) flush_shared_bins(s_bins, out, bins);
 }
+
+// The "auto" rule's specks (gpumine.wavecluster.engine.join_specks_host, the host's): every
+// occupied cell (coarse >= occupied) outside the significant components (sizes[c] >=
+// minimum, c > 0) takes the lowest significant number among the cells of ring 0 (offsets
+// [0, ring_end[0])), else of ring 1, ... -- ring r the cells within r + 1 steps not within r
+// -- or keeps its own. One thread a cell, the neighbours found through the cell's
+// coordinates (no padding); the host's lookups give the same numbers.
+__global__ void join_specks(const index_t* __restrict__ components,  // IN  (cells)
+                            const double* __restrict__ sizes,        // IN  (n_components + 1)
+                            double minimum,                          // IN
+                            const double* __restrict__ coarse,       // IN  (cells)
+                            double occupied,                         // IN  half a point
+                            const index_t* __restrict__ shape,       // IN  (8)
+                            const int* __restrict__ offsets,         // IN  (n_offsets, 8) by ring
+                            const int* __restrict__ ring_end,        // IN  (n_rings)
+                            int n_rings,                             // IN
+                            index_t* __restrict__ out,               // OUT (cells)
+                            index_t cells)                           // IN
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells) return;
+    const index_t own = components[t];
+    out[t] = own;
+    if (coarse[t] < occupied || (own > 0 && sizes[own] >= minimum)) return;
+    index_t c[WC_MAX_DIMS];
+    unflatten(t, shape, c);
+    index_t best = -1;
+    int o = 0;
+    for (int r = 0; r < n_rings && best < 0; ++r) {
+        for (; o < ring_end[r]; ++o) {
+            index_t f = 0;
+            bool ok = true;
+            for (int a = 0; a < WC_MAX_DIMS; ++a) {
+                const index_t v = c[a] + offsets[o * WC_MAX_DIMS + a];
+                ok = ok && v >= 0 && v < shape[a];
+                f = f * shape[a] + (ok ? v : 0);
+            }
+            if (!ok) continue;
+            const index_t u = components[f];
+            if (u > 0 && (best < 0 || u < best) && sizes[u] >= minimum) best = u;
+        }
+    }
+    if (best > 0) out[t] = best;
+}

@@ -288,8 +288,8 @@ def test_streamed_fit_on_the_gpu_equals_the_in_memory_one(cp, tmp_path):
 
 @pytest.mark.parametrize("shape", [(40,), (23, 31), (9, 11, 13), (5, 6, 7, 8), (4, 5, 3, 4, 5)])
 def test_gpu_specks_equal_the_host_ones(cp, shape):
-    """The GPU's specks (whole-grid minima in CuPy, Stages.specks) give join_specks_host's
-    labels (lookups near each speck) on random grids, every connectivity, 1 to 3 steps."""
+    """gpumine.wavecluster.gpu.join_specks (a thread a cell, neighbours by coordinates) gives
+    join_specks_host's labels on random grids, every connectivity, 1 to 3 steps."""
     from gpumine.wavecluster import gpu
     from gpumine.wavecluster.engine import join_specks_host
 
@@ -305,8 +305,8 @@ def test_gpu_specks_equal_the_host_ones(cp, shape):
                 kwargs = {"minimum": minimum, "unit": 1.0, "connectivity": connectivity,
                           "steps": steps}
                 host = join_specks_host(components, sizes, coarse, **kwargs)
-                device = gpu.stages().specks(cp.asarray(components), cp.asarray(sizes),
-                                             cp.asarray(coarse), **kwargs)
+                device = gpu.join_specks(cp.asarray(components), cp.asarray(sizes),
+                                         cp.asarray(coarse), **kwargs)
                 np.testing.assert_array_equal(cp.asnumpy(device), host)
                 changed += int((host != components).sum())
     assert changed

@@ -411,9 +411,10 @@ def test_specks_near_each_speck_equal_the_whole_grid_steps(shape, monkeypatch):
                 near = engine.join_specks_host(components, sizes, coarse, minimum=minimum,
                                                unit=1.0, connectivity=connectivity,
                                                steps=steps)
-                whole = engine.join_specks_whole_grid(
-                    components, sizes, coarse, minimum=minimum, unit=1.0,
-                    connectivity=connectivity, steps=steps)
+                own, specks, none = engine._own_and_specks(components, sizes, coarse,
+                                                           minimum, 1.0)
+                whole = engine._specks_whole_grid(components, own, specks, none,
+                                                  connectivity, steps)
                 np.testing.assert_array_equal(near, whole)
                 changed += int((near != components).sum())
     assert changed  # specks did join

@@ -91,7 +91,6 @@ __all__ = [
     "chunk_bounds",
     "cluster_ids",
     "join_specks_host",
-    "join_specks_whole_grid",
     "lookup",
     "mean_occupied_density",
     "quantize",
@@ -394,7 +393,8 @@ def join_specks_host(components, sizes, coarse, *, minimum: float, unit: float,
     keeps its own. Each speck looks up only the cells near it (the specks are a small share
     of the grid; minima over the whole grid cost a large 2-d fit a third of its time),
     unless the offsets are so many (4 or more features) that the whole grid is cheaper:
-    :func:`join_specks_whole_grid`, the same numbers, which the GPU runs.
+    :func:`_specks_whole_grid`, the same numbers. The GPU's is
+    :func:`gpumine.wavecluster.gpu.join_specks`.
 
     Parameters
     ----------
@@ -412,12 +412,11 @@ def join_specks_host(components, sizes, coarse, *, minimum: float, unit: float,
     ndarray of int
         ``components`` with the specks joined (a new array).
     """
-    own, specks, none = _own_and_specks(components, np.asarray(sizes), coarse, minimum, unit)
+    own, specks, none = _own_and_specks(components, sizes, coarse, minimum, unit)
     reach = offsets_within(own.ndim, connectivity, steps)
     cells = np.flatnonzero(specks)  # sync: none, host arrays
     if cells.size * len(reach[-1]) > own.size * len(reach[0]):
-        return join_specks_whole_grid(components, sizes, coarse, minimum=minimum, unit=unit,
-                                      connectivity=connectivity, steps=steps)
+        return _specks_whole_grid(components, own, specks, none, connectivity, steps)
     padded = np.pad(own, steps, constant_values=none).ravel()
     strides = np.cumprod((1, *(s + 2 * steps for s in own.shape[:0:-1])))[::-1]
     at = np.unravel_index(cells, own.shape)
@@ -436,26 +435,22 @@ def join_specks_host(components, sizes, coarse, *, minimum: float, unit: float,
     return out
 
 
-def _own_and_specks(components, sizes, coarse, minimum, unit, xp=np):
-    """(each cell's significant number or ``none``, the specks' mask, ``none``)."""
-    significant = sizes >= minimum
+def _own_and_specks(components, sizes, coarse, minimum, unit):
+    """(each cell's significant number or ``none``, the specks' mask, ``none``) on the host."""
+    significant = np.asarray(sizes) >= minimum
     significant[0] = False
-    none = int(sizes.size)  # larger than every number: no significant cell
-    own = xp.where(significant[components], components, none)
+    none = sizes.size  # larger than every number: no significant cell
+    own = np.where(significant[components], components, none)
     return own, (own == none) & (coarse >= 0.5 * unit), none
 
 
-def join_specks_whole_grid(components, sizes, coarse, *, minimum: float, unit: float,
-                           connectivity: int, steps: int, xp=np):
-    """:func:`join_specks_host`'s numbers by minima over the whole grid, a step at a time
-    (about 25 calls of ``xp``: what the GPU runs, ``Stages.specks``; the host's fallback
-    for many offsets). Integer minima over shifted views: no sync."""
-    own, specks, none = _own_and_specks(components, sizes, coarse, minimum, unit, xp)
+def _specks_whole_grid(components, own, specks, none, connectivity, steps):
+    """:func:`join_specks_host` by minima over the whole grid, a step at a time."""
     nearest = own
     for _ in range(steps):  # a cell keeps the number it reached first
-        nearest = xp.where(nearest < none, nearest,
-                           _lowest_neighbour(nearest, connectivity, xp))
-    return xp.where(specks & (nearest < none), nearest, components)
+        nearest = np.where(nearest < none, nearest,
+                           _lowest_neighbour(nearest, connectivity, np))
+    return np.where(specks & (nearest < none), nearest, components)
 
 
 def _lowest_neighbour(values, connectivity, xp):
