@@ -284,29 +284,3 @@ def test_streamed_fit_on_the_gpu_equals_the_in_memory_one(cp, tmp_path):
     np.testing.assert_array_equal(
         WaveCluster(device="gpu", batch_rows=9_000).fit(X, sample_weight=weight).labels_,
         WaveCluster(device="gpu").fit(X, sample_weight=weight).labels_)
-
-
-@pytest.mark.parametrize("shape", [(40,), (23, 31), (9, 11, 13), (5, 6, 7, 8), (4, 5, 3, 4, 5)])
-def test_gpu_specks_equal_the_host_ones(cp, shape):
-    """gpumine.wavecluster.gpu.join_specks (a thread a cell, neighbours by coordinates) gives
-    join_specks_host's labels on random grids, every connectivity, 1 to 3 steps."""
-    from gpumine.wavecluster import gpu
-    from gpumine.wavecluster.engine import join_specks_host
-
-    rng = np.random.default_rng(len(shape))
-    changed = 0
-    for _ in range(3):
-        coarse = rng.choice([0.0, 1.0, 4.0], size=shape, p=[0.6, 0.3, 0.1])
-        components = np.where(coarse > 0, rng.integers(1, 13, size=shape), 0)
-        sizes = np.bincount(components.ravel(), weights=coarse.ravel(), minlength=13)
-        minimum = float(np.median(sizes[1:]))
-        for connectivity in range(1, len(shape) + 1):
-            for steps in (1, 2, 3):
-                kwargs = {"minimum": minimum, "unit": 1.0, "connectivity": connectivity,
-                          "steps": steps}
-                host = join_specks_host(components, sizes, coarse, **kwargs)
-                device = gpu.join_specks(cp.asarray(components), cp.asarray(sizes),
-                                         cp.asarray(coarse), **kwargs)
-                np.testing.assert_array_equal(cp.asnumpy(device), host)
-                changed += int((host != components).sum())
-    assert changed

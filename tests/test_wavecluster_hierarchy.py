@@ -384,37 +384,30 @@ def test_specks_give_cluster_outskirts_back_without_noise(monkeypatch):
     assert adjusted_rand_score(without.labels_[kept], with_specks.labels_[kept]) == 1.0
 
 
-def _speck_grids(shape, trials, seed):
-    """Random coarse grids with numbered occupied cells, about half the numbers
-    significant: ``(components, sizes, coarse, minimum)`` each."""
-    rng = np.random.default_rng(seed)
-    for _ in range(trials):
-        coarse = rng.choice([0.0, 1.0, 4.0], size=shape, p=[0.6, 0.3, 0.1])
-        components = np.where(coarse > 0, rng.integers(1, 13, size=shape), 0)
-        sizes = _weigh(components.ravel(), coarse.ravel(), 13)
-        yield components, sizes, coarse, float(np.median(sizes[1:]))
-
-
 @pytest.mark.parametrize("shape", [(40,), (23, 31), (9, 11, 13), (5, 6, 7, 8)])
-def test_specks_near_each_speck_equal_the_whole_grid_steps(shape, monkeypatch):
-    """join_specks_host looks up only the cells near each speck (in blocks; one cell a block
-    here, then all at once); the whole-grid minima, a step at a time, give the same labels
-    for every connectivity and 1 to 3 steps."""
+def test_specks_on_the_host_equal_the_whole_grid_steps(shape, monkeypatch):
+    """The host looks up only the cells near each speck (in blocks); the GPU takes minima
+    over the whole grid. Random grids, every connectivity, blocks of a few cells, and the
+    whole-grid fallback for many specks: the same labels."""
+    import types
+
     from gpumine.wavecluster import engine
 
+    rng = np.random.default_rng(len(shape))
+    whole_grid = types.SimpleNamespace(where=np.where, minimum=np.minimum)  # not numpy
     changed = 0
-    for trial, (components, sizes, coarse, minimum) in enumerate(
-            _speck_grids(shape, 4, len(shape))):
-        monkeypatch.setattr(engine, "SPECK_BLOCK", 1 if trial % 2 else 1 << 20)
+    for trial in range(6):
+        coarse = rng.choice([0.0, 1.0, 4.0], size=shape, p=[0.6, 0.3, 0.1])
+        n = 12
+        components = np.where(coarse > 0, rng.integers(1, n + 1, size=shape), 0)
+        sizes = _weigh(components.ravel(), coarse.ravel(), n + 1)
+        minimum = float(np.median(sizes[1:]))  # about half the components significant
         for connectivity in range(1, len(shape) + 1):
-            for steps in (1, 2, 3):
-                near = engine.join_specks_host(components, sizes, coarse, minimum=minimum,
-                                               unit=1.0, connectivity=connectivity,
-                                               steps=steps)
-                own, specks, none = engine._own_and_specks(components, sizes, coarse,
-                                                           minimum, 1.0)
-                whole = engine._specks_whole_grid(components, own, specks, none,
-                                                  connectivity, steps)
-                np.testing.assert_array_equal(near, whole)
-                changed += int((near != components).sum())
+            kwargs = {"base_points": 1, "unit": 1.0, "minimum": minimum,
+                      "connectivity": connectivity, "weigh": _weigh}
+            monkeypatch.setattr(engine, "SPECK_BLOCK", 1 if trial % 2 else 1 << 20)
+            host, _ = engine.add_border_cells(components, n, coarse, xp=np, **kwargs)
+            grid, _ = engine.add_border_cells(components, n, coarse, xp=whole_grid, **kwargs)
+            np.testing.assert_array_equal(host, grid)
+            changed += int((host != components).sum())
     assert changed  # specks did join

@@ -79,7 +79,7 @@ from gpumine.wavecluster.hierarchy import (
     stack_is_faster,
     threshold_levels,
 )
-from gpumine.wavecluster.labeling import neighbour_offsets, offsets_within, shifted_slices
+from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
@@ -90,7 +90,6 @@ __all__ = [
     "choose_base",
     "chunk_bounds",
     "cluster_ids",
-    "join_specks_host",
     "lookup",
     "mean_occupied_density",
     "quantize",
@@ -213,8 +212,8 @@ def auto_connectivity(n_features: int) -> int:
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
-                      connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None,
-                      specks=None) -> tuple[float, tuple]:
+                      connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None
+                      ) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -243,9 +242,6 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         Brings a small backend array to the host (the split step's component numbers).
     spread : callable, optional
         The backend's growth of split pieces (``Stages.spread``); None: NumPy's.
-    specks : callable, optional
-        The backend's joining of specks (``Stages.specks``, :func:`add_border_cells`);
-        None: :func:`join_specks_host`.
 
     Returns
     -------
@@ -291,7 +287,7 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             weigh=weigh, to_host=to_host, spread=spread)
         return (points - 0.5) * unit, add_border_cells(
             *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
-            connectivity=connectivity, xp=xp, weigh=weigh, specks=specks)
+            connectivity=connectivity, xp=xp, weigh=weigh)
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}
 
@@ -313,22 +309,24 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         connectivity=connectivity)
     return (chosen - 0.5) * unit, add_border_cells(
         *labelled, coarse, base_points=chosen, unit=unit, minimum=minimum,
-        connectivity=connectivity, xp=xp, weigh=weigh, specks=specks)
+        connectivity=connectivity, xp=xp, weigh=weigh)
 
 
 def add_border_cells(components, n_components, coarse, *, base_points: float, unit: float,
-                     minimum: float, connectivity: int, xp=np, weigh, specks=None) -> tuple:
+                     minimum: float, connectivity: int, xp=np, weigh) -> tuple:
     """The ``"auto"`` rule's last step (module docstring): the clusters' border.
 
     * Above a base level of one point: each occupied cell (at least half a point) outside
       every component that touches a significant component's cell
       (:data:`AUTO_BORDER_CONNECTIVITY`: shares a face) joins it, the lowest-numbered if
-      several. Integer minima over shifted views: no sync, the same on both backends.
+      several.
     * At a base level of one point, where every occupied cell is already foreground: each
       occupied cell outside the significant components (a speck: an insignificant
       component's cell) within :data:`AUTO_SPECK_STEPS` steps of ``connectivity`` of a
       significant component's cell joins the nearest, the lowest-numbered among the
-      nearest (``specks``; :func:`join_specks_host` on the host).
+      nearest.
+
+    Integer minima over shifted views: no sync, the same on both backends.
 
     Parameters
     ----------
@@ -345,8 +343,6 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
     xp : module
     weigh : callable
         ``weigh(values, weights, bins)`` (bin 0 need not be counted).
-    specks : callable, optional
-        The backend's :func:`join_specks_host` (``Stages.specks``); None: the host's.
 
     Returns
     -------
@@ -372,62 +368,52 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
     if not (AUTO_SPECK_STEPS if at_one_point else AUTO_BORDER_CONNECTIVITY):
         return components, n_components
     sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
-    if at_one_point:
-        join = join_specks_host if specks is None else specks
-        return join(components, sizes, coarse, minimum=minimum, unit=unit,
-                    connectivity=connectivity, steps=AUTO_SPECK_STEPS), n_components
     significant = sizes >= minimum
     significant[0] = False
     none = n_components + 1  # larger than every number: no labelled neighbour
     own = xp.where(significant[components], components, none)
+    if at_one_point:
+        # every occupied cell is foreground here, but a split's painting (hierarchy) keeps
+        # only the clusters: the specks are the occupied cells outside them
+        specks = (own == none) & (coarse >= 0.5 * unit)
+        if xp is np:
+            return _join_specks_host(components, own, specks, connectivity, none), n_components
+        nearest = own
+        for _ in range(AUTO_SPECK_STEPS):  # a cell keeps the number it reached first
+            nearest = xp.where(nearest < none, nearest,
+                               _lowest_neighbour(nearest, connectivity, xp))
+        return xp.where(specks & (nearest < none), nearest, components), n_components
     lowest = _lowest_neighbour(own, AUTO_BORDER_CONNECTIVITY, xp)
     border = (components == 0) & (coarse >= 0.5 * unit) & (lowest < none)
     return xp.where(border, lowest, components), n_components
 
 
-def join_specks_host(components, sizes, coarse, *, minimum: float, unit: float,
-                     connectivity: int, steps: int):
-    """:func:`add_border_cells`'s specks on the host: each occupied cell (at least half a
-    point) outside the significant components takes the lowest significant number among
-    the cells within one step of ``connectivity``, else within two, ... up to ``steps``, or
-    keeps its own. Each speck looks up only the cells near it (the specks are a small share
-    of the grid; minima over the whole grid cost a large 2-d fit a third of its time),
-    unless the offsets are so many (4 or more features) that the whole grid is cheaper:
-    :func:`_specks_whole_grid`, the same numbers. The GPU's is
-    :func:`gpumine.wavecluster.gpu.join_specks`.
-
-    Parameters
-    ----------
-    components : ndarray of int   -- IN
-        The labelling (0: background).
-    sizes : ndarray of float   -- IN
-        Each component's mass (``sizes[0]`` is not read).
-    coarse : ndarray   -- IN
-    minimum, unit : float
-        The significant mass, and one point's, in coarse units.
-    connectivity, steps : int
-
-    Returns
-    -------
-    ndarray of int
-        ``components`` with the specks joined (a new array).
-    """
-    own, specks, none = _own_and_specks(components, sizes, coarse, minimum, unit)
-    reach = offsets_within(own.ndim, connectivity, steps)
+def _join_specks_host(components, own, specks, connectivity, none):
+    """:func:`add_border_cells`'s specks on the host: each speck looks up only the cells
+    within :data:`AUTO_SPECK_STEPS` steps of it (the specks are a small share of the grid;
+    the whole-grid minima the GPU takes cost a large 2-d fit a third of its time), unless
+    there are so many offsets (4 or more features) that the whole grid is cheaper. The same
+    numbers as the whole-grid steps."""
+    reach = _offsets_within(own.ndim, connectivity, AUTO_SPECK_STEPS)
     cells = np.flatnonzero(specks)  # sync: none, host arrays
     if cells.size * len(reach[-1]) > own.size * len(reach[0]):
-        return _specks_whole_grid(components, own, specks, none, connectivity, steps)
-    padded = np.pad(own, steps, constant_values=none).ravel()
-    strides = np.cumprod((1, *(s + 2 * steps for s in own.shape[:0:-1])))[::-1]
+        nearest = own
+        for _ in range(AUTO_SPECK_STEPS):
+            nearest = np.where(nearest < none, nearest,
+                               _lowest_neighbour(nearest, connectivity, np))
+        return np.where(specks & (nearest < none), nearest, components)
+    margin = AUTO_SPECK_STEPS
+    padded = np.pad(own, margin, constant_values=none).ravel()
+    strides = np.cumprod((1, *(s + 2 * margin for s in own.shape[:0:-1])))[::-1]
     at = np.unravel_index(cells, own.shape)
-    flat = sum((c + steps) * stride for c, stride in zip(at, strides, strict=True))
+    flat = sum((c + margin) * stride for c, stride in zip(at, strides, strict=True))
     nearest = np.full(cells.size, none, dtype=own.dtype)
     for offsets in reach:  # within 1, 2, ... steps: a speck keeps the nearest it reached
-        shifts = np.asarray(offsets) @ strides
-        block = max(1, SPECK_BLOCK // shifts.size)  # index arrays of SPECK_BLOCK at most
+        steps = np.asarray(offsets) @ strides
+        block = max(1, SPECK_BLOCK // steps.size)  # index arrays of SPECK_BLOCK at most
         for start in range(0, cells.size, block):
             part = slice(start, start + block)
-            found = padded[flat[part, None] + shifts[None, :]].min(axis=1)
+            found = padded[flat[part, None] + steps[None, :]].min(axis=1)
             nearest[part] = np.where(nearest[part] < none, nearest[part], found)
     joined = nearest < none
     out = components.copy()
@@ -435,22 +421,17 @@ def join_specks_host(components, sizes, coarse, *, minimum: float, unit: float,
     return out
 
 
-def _own_and_specks(components, sizes, coarse, minimum, unit):
-    """(each cell's significant number or ``none``, the specks' mask, ``none``) on the host."""
-    significant = np.asarray(sizes) >= minimum
-    significant[0] = False
-    none = sizes.size  # larger than every number: no significant cell
-    own = np.where(significant[components], components, none)
-    return own, (own == none) & (coarse >= 0.5 * unit), none
-
-
-def _specks_whole_grid(components, own, specks, none, connectivity, steps):
-    """:func:`join_specks_host` by minima over the whole grid, a step at a time."""
-    nearest = own
-    for _ in range(steps):  # a cell keeps the number it reached first
-        nearest = np.where(nearest < none, nearest,
-                           _lowest_neighbour(nearest, connectivity, np))
-    return np.where(specks & (nearest < none), nearest, components)
+def _offsets_within(ndim, connectivity, steps) -> list:
+    """Per number of steps s = 1..steps of ``connectivity``, the offsets (ndim-tuples, the
+    origin left out) of the cells reachable in at most s steps."""
+    half = np.array(neighbour_offsets(ndim, connectivity), dtype=np.int64).reshape(-1, ndim)
+    one = {tuple(o) for o in np.concatenate([half, -half]).tolist()}
+    reached, front, out = set(one), set(one), [sorted(one)]
+    for _ in range(steps - 1):
+        front = {tuple(a + b for a, b in zip(p, q, strict=True)) for p in front for q in one}
+        reached |= front
+        out.append(sorted(reached - {(0,) * ndim}))
+    return out
 
 
 def _lowest_neighbour(values, connectivity, xp):

@@ -15,12 +15,11 @@ import numpy as np
 from gpumine.backend import cupy_module, get_backend
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch, resident_blocks
-from gpumine.wavecluster.labeling import neighbour_offsets, offsets_within
+from gpumine.wavecluster.labeling import neighbour_offsets
 from gpumine.wavecluster.wavelet import coarse_shape, get_wavelet
 
 __all__ = [
     "bounds",
-    "join_specks",
     "label_sliding_window",
     "label_union_find_gpu",
     "lookup",
@@ -241,59 +240,6 @@ def label_union_find_gpu(mask, connectivity):
     return _compact(parent, mask)
 
 
-@functools.lru_cache(maxsize=64)
-def _speck_constants(device_id: int, shape: tuple, connectivity: int, steps: int):
-    """The grid shape, the offsets ring by ring (cells within 1 step, then those within 2
-    and not 1, ...) and each ring's end, as ``join_specks`` reads them, on device
-    ``device_id``. Read-only."""
-    cp = cupy_module()
-    rings, seen = [], set()
-    for within in offsets_within(len(shape), connectivity, steps):
-        rings.append([o for o in within if o not in seen])
-        seen.update(within)
-    pad = (0,) * (_MAX_DIMS - len(shape))
-    offsets = [pad + o for ring in rings for o in ring]
-    with cp.cuda.Device(device_id):
-        return (_shape_struct(shape), cp.asarray(np.array(offsets, dtype=np.int32)),
-                cp.asarray(np.cumsum([len(ring) for ring in rings]).astype(np.int32)))
-
-
-@declares(_SOURCE, "join_specks")
-def join_specks(components, sizes, coarse, *, minimum, unit, connectivity, steps):
-    """:func:`gpumine.wavecluster.engine.join_specks_host` in one launch: a thread a cell,
-    the specks reading their neighbours' numbers within ``steps`` steps ring by ring
-    (minima over the whole grid, a step at a time, took about 25 CuPy calls: 0.8 ms of a
-    2 ms fit on the H100 machine, record ``wavecluster-auto-cost-h100-2026-11-26-399e81d``).
-
-    Parameters
-    ----------
-    components : cupy.ndarray of int64   -- IN
-    sizes : cupy.ndarray of float64   -- IN
-        Each component's mass (``sizes[0]`` is not read).
-    coarse : cupy.ndarray   -- IN
-    minimum, unit : float
-    connectivity, steps : int
-
-    Returns
-    -------
-    cupy.ndarray of int64
-        ``components`` with the specks joined.
-    """
-    cp = cupy_module()
-    if components.ndim > _MAX_DIMS:
-        raise InvalidParameterError(f"WaveCluster's GPU path takes grids of up to {_MAX_DIMS} "
-                                    f"dimensions, got {components.ndim}")
-    values = cp.ascontiguousarray(components, dtype=cp.int64)
-    shape, offsets, ring_end = _speck_constants(cp.cuda.Device().id, values.shape,
-                                                connectivity, steps)
-    out = cp.empty_like(values)
-    launch(get_kernel(_SOURCE, "join_specks"), _blocks(values.size), _BLOCK,
-           (values, cp.ascontiguousarray(sizes, dtype=cp.float64), np.float64(minimum),
-            cp.ascontiguousarray(coarse, dtype=cp.float64), np.float64(0.5 * unit), shape,
-            offsets, ring_end, np.int32(ring_end.size), out, np.int64(values.size)))
-    return out
-
-
 @declares(_GROW, "grow_geodesic")
 def spread_labels(labels, region, steps):
     """:func:`gpumine.wavecluster.hierarchy.grow_labels`'s breadth-first steps on the device,
@@ -431,4 +377,4 @@ def stages(*, device_labels: bool = True):
         point_components=point_components, weigh=weighted_bincount,
         results=_device_results if device_labels else _host_results,
         prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host,
-        spread=spread_labels, specks=join_specks)
+        spread=spread_labels)

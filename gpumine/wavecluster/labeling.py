@@ -14,8 +14,7 @@ import itertools
 import numpy as np
 from scipy import ndimage
 
-__all__ = ["label_scipy", "label_union_find", "neighbour_offsets", "offsets_within",
-           "shifted_slices"]
+__all__ = ["label_scipy", "label_union_find", "neighbour_offsets", "shifted_slices"]
 
 
 def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
@@ -26,27 +25,6 @@ def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
         if 0 < taxicab <= connectivity and offset > (0,) * ndim:
             offsets.append(offset)
     return offsets
-
-
-def offsets_within(ndim: int, connectivity: int, steps: int) -> list[list[tuple]]:
-    """Per number of steps s = 1..``steps`` of ``connectivity``, the offsets of the cells
-    reachable in at most s steps (both signs, the origin left out), sorted.
-
-    Examples
-    --------
-    >>> [len(ring) for ring in offsets_within(2, 2, 2)]  # the 3 x 3 and 5 x 5 blocks
-    [8, 24]
-    >>> offsets_within(1, 1, 2)
-    [[(-1,), (1,)], [(-2,), (-1,), (1,), (2,)]]
-    """
-    half = neighbour_offsets(ndim, connectivity)
-    one = set(half) | {tuple(-o for o in offset) for offset in half}
-    reached, front, out = set(one), set(one), [sorted(one)]
-    for _ in range(steps - 1):
-        front = {tuple(a + b for a, b in zip(p, q, strict=True)) for p in front for q in one}
-        reached |= front
-        out.append(sorted(reached - {(0,) * ndim}))
-    return out
 
 
 def shifted_slices(shape, offset) -> tuple[tuple, tuple]:

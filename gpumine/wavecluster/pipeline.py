@@ -82,10 +82,6 @@ class Stages:
         ``spread(labels, region, steps) -> labels``: the breadth-first growth of
         :func:`~gpumine.wavecluster.hierarchy.grow_labels` on a padded, flattened box of
         ``xp`` arrays; None: NumPy's, on a host copy of the box.
-    specks : callable, optional
-        ``specks(components, sizes, coarse, *, minimum, unit, connectivity, steps)``: the
-        ``"auto"`` rule's specks joined to the nearest cluster
-        (:func:`~gpumine.wavecluster.engine.join_specks_host`, which None means).
     """
 
     xp: ModuleType
@@ -97,7 +93,6 @@ class Stages:
     prepare: Callable | None = None
     to_host: Callable = np.asarray
     spread: Callable | None = None
-    specks: Callable | None = None
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -152,7 +147,7 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
-        to_host=stages.to_host, spread=stages.spread, specks=stages.specks)
+        to_host=stages.to_host, spread=stages.spread)
     return threshold, components, n_components
 
 
