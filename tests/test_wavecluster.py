@@ -233,8 +233,8 @@ def test_auto_threshold_keeps_every_occupied_cell_without_a_background():
 @pytest.mark.parametrize("name", ["moons", "blobs-noise20-d3", "blobs-noise20-d6", "tori-3d"])
 def test_auto_threshold_fit_equals_a_fit_given_the_threshold_it_chose(name, monkeypatch):
     """The base rule hands back the labelling of the level it chose: the same as labelling
-    anew (the split step, the border cells and the specks, switched off here, are tested in
-    test_wavecluster_hierarchy.py)."""
+    anew (the split step, the next level, the border cells and the specks, switched off here,
+    are tested in test_wavecluster_hierarchy.py and test_wavecluster_levels.py)."""
     from gpumine.datasets import make_shape_sets
     from gpumine.wavecluster import engine, hierarchy
 
@@ -242,6 +242,7 @@ def test_auto_threshold_fit_equals_a_fit_given_the_threshold_it_chose(name, monk
     monkeypatch.setattr(hierarchy, "AUTO_SPLIT_PERSISTENCE", 10 ** 6)
     monkeypatch.setattr(engine, "AUTO_BORDER_CONNECTIVITY", 0)
     monkeypatch.setattr(engine, "AUTO_SPECK_STEPS", 0)
+    monkeypatch.setattr(engine, "AUTO_COARSER_LEVEL", False)
     auto = WaveCluster(device="cpu").fit(X)
     given = WaveCluster(device="cpu", threshold=auto.threshold_).fit(X)
     assert np.array_equal(auto.labels_, given.labels_)

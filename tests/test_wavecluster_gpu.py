@@ -230,16 +230,20 @@ def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
 
 
 @pytest.mark.parametrize("name", ["blobs-noise20-d3", "blobs-noise20-d4", "blobs-noise20-d6",
-                                  "spirals", "moons", "tori-3d", "clumps-1d"])
+                                  "spirals", "moons", "tori-3d", "clumps-1d", "touching-blobs"])
 @pytest.mark.parametrize("label", ["sliding-window", "union-find-gpu"])
 def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     """The automatic threshold's levels (labelled on the device) choose what the CPU chooses,
     also where the background percolates and the threshold rises; at one point per cell the
     specks join the same clusters (whole-grid minima on the GPU, lookups near each speck on
-    the host: moons, spirals, tori)."""
+    the host: moons, spirals, tori), and the next level splits the same touching blobs."""
     from gpumine.datasets import make_shape_sets
 
-    if name == "clumps-1d":  # one feature: each axis's profile is the grid itself
+    if name == "touching-blobs":  # small and touching: the next level splits them
+        from sklearn.datasets import make_blobs
+
+        X, _ = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6), random_state=2)
+    elif name == "clumps-1d":  # one feature: each axis's profile is the grid itself
         rng = np.random.default_rng(0)
         X = np.concatenate([rng.normal(0, 0.3, 2000), rng.normal(3, 0.5, 1500),
                             rng.normal(6, 0.2, 500), rng.uniform(-2, 8, 1000)])[:, None]

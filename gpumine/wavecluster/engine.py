@@ -80,6 +80,7 @@ from gpumine.wavecluster.hierarchy import (
     threshold_levels,
 )
 from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
+from gpumine.wavecluster.levels import split_by_coarser_level
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
@@ -109,6 +110,9 @@ AUTO_BORDER_CONNECTIVITY = 1
 AUTO_SPECK_STEPS = 2
 #: Cells times offsets the host gathers at once for the specks (8 MB of indices).
 SPECK_BLOCK = 1 << 20
+#: Whether the ``"auto"`` rule asks the wavelet's next (haar) level which clusters split
+#: (:mod:`gpumine.wavecluster.levels`).
+AUTO_COARSER_LEVEL = True
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
@@ -212,8 +216,8 @@ def auto_connectivity(n_features: int) -> int:
 
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
-                      connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None
-                      ) -> tuple[float, tuple]:
+                      connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None,
+                      coarser=None) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -242,6 +246,10 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         Brings a small backend array to the host (the split step's component numbers).
     spread : callable, optional
         The backend's growth of split pieces (``Stages.spread``); None: NumPy's.
+    coarser : callable, optional
+        ``coarser(coarse) -> grid or None``: the wavelet's next level of ``coarse`` (haar's
+        only), whose clusters split the ones they lie within
+        (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: not looked at.
 
     Returns
     -------
@@ -264,20 +272,42 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     if weigh is None:
         def weigh(values, weights, bins):
             return xp.bincount(values, weights=weights, minlength=bins)
+    kwargs = {"grid_weight": grid_weight, "min_cluster_size": min_cluster_size, "label": label,
+              "connectivity": connectivity, "xp": xp, "weigh": weigh, "to_host": to_host,
+              "spread": spread}
+    found = _base_and_split(coarse, **kwargs)
+    if found is None:
+        return 0.0, foreground(0.0)
+    points, unit, minimum, labelled = found
+    upper = None if coarser is None or not AUTO_COARSER_LEVEL else coarser(coarse)
+    if upper is not None:
+        above = _base_and_split(upper, **kwargs)
+        if above is not None:
+            labelled = split_by_coarser_level(
+                *labelled, coarse, *above[3], minimum=minimum, connectivity=connectivity,
+                xp=xp, weigh=weigh, to_host=to_host, spread=spread)
+    return (points - 0.5) * unit, add_border_cells(
+        *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
+        connectivity=connectivity, xp=xp, weigh=weigh)
 
+
+def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
+                    to_host, spread):
+    """The ``"auto"`` rule's base level and split step on one grid: ``(base points, unit,
+    minimum, (components, n_components))``, or None for an empty grid (module docstring)."""
     stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
     if stacked:
         axes = range(coarse.ndim)
         profiles = [coarse.max(axis=tuple(b for b in axes if b != a)) if coarse.ndim > 1
                     else coarse for a in axes]
-        # sync: the mass and each axis's profile (its densest cell per index), once per fit
+        # sync: the mass and each axis's profile (its densest cell per index), once per grid
         packed = np.asarray(to_host(xp.concatenate([coarse.sum().reshape(1), *profiles])))
         mass = float(packed[0])  # sync: none, a host copy already
         projections = np.split(packed[1:], np.cumsum(coarse.shape[:-1]))
     else:
         mass = float(coarse.sum())  # sync: none, the CPU path
     if grid_weight <= 0 or mass <= 0:
-        return 0.0, foreground(0.0)
+        return None
     unit = mass / grid_weight  # the coarse grid's mass per unit of weight: "one point"
     minimum = max(min_cluster_size, np.finfo(float).tiny) * unit
     if stacked:
@@ -285,15 +315,14 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
             weigh=weigh, to_host=to_host, spread=spread)
-        return (points - 0.5) * unit, add_border_cells(
-            *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
-            connectivity=connectivity, xp=xp, weigh=weigh)
+        return points, unit, minimum, labelled
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}
 
     def count(i):
         points = AUTO_THRESHOLD_LEVELS[i]
-        labelled[points] = foreground((points - 0.5) * unit)
+        threshold = (points - 0.5) * unit
+        labelled[points] = label(coarse >= threshold, connectivity)
         keep = {AUTO_THRESHOLD_LEVELS[0], AUTO_THRESHOLD_LEVELS[max(i - 1, 0)], points}
         for other in [p for p in labelled if p not in keep]:
             del labelled[other]  # the first level and the last two: choose_base's candidates
@@ -304,12 +333,9 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     chosen = AUTO_THRESHOLD_LEVELS[choose_base(count)]
     components, n_components = labelled.pop(chosen)
     labelled.clear()
-    labelled = split_persistent(
+    return chosen, unit, minimum, split_persistent(
         coarse, components, n_components, base_points=chosen, unit=unit, minimum=minimum,
         connectivity=connectivity)
-    return (chosen - 0.5) * unit, add_border_cells(
-        *labelled, coarse, base_points=chosen, unit=unit, minimum=minimum,
-        connectivity=connectivity, xp=xp, weigh=weigh)
 
 
 def add_border_cells(components, n_components, coarse, *, base_points: float, unit: float,

@@ -39,7 +39,7 @@ from gpumine.wavecluster.engine import (
     quantize,
     resolve_threshold,
 )
-from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, lowpass
+from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, get_wavelet, lowpass
 
 __all__ = ["Stages", "chunk_components", "fit_wavecluster", "fit_wavecluster_chunked",
            "grid_components", "stages_for"]
@@ -147,8 +147,22 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
-        to_host=stages.to_host, spread=stages.spread)
+        to_host=stages.to_host, spread=stages.spread,
+        coarser=_next_level(stages, wavelet) if threshold == "auto" else None)
     return threshold, components, n_components
+
+
+def _next_level(stages, wavelet):
+    """``coarser`` of :func:`~gpumine.wavecluster.engine.resolve_threshold`: haar's next level
+    of a coarse grid (None for another wavelet, whose cells do not nest, or a grid with an
+    axis of one cell)."""
+    if get_wavelet(wavelet).name != "haar":
+        return None
+
+    def coarser(coarse):
+        return stages.lowpass(coarse, wavelet, 1) if min(coarse.shape) >= 2 else None
+
+    return coarser
 
 
 def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, levels, wavelet,

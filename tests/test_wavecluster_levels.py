@@ -1,0 +1,90 @@
+"""The ``"auto"`` threshold's look at the next wavelet level (:mod:`gpumine.wavecluster.levels`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from gpumine import WaveCluster
+from gpumine.wavecluster import engine, hierarchy
+from gpumine.wavecluster.levels import next_level_cells, split_by_coarser_level
+
+
+def _weigh(values, weights, bins):
+    return np.bincount(values, weights=weights, minlength=bins)
+
+
+def _split(components, n, coarse, upper, minimum=2.0):
+    return split_by_coarser_level(components, n, coarse, upper, int(upper.max()),
+                                  minimum=minimum, connectivity=2, weigh=_weigh,
+                                  to_host=np.asarray)
+
+
+def test_next_level_clusters_split_the_finer_cluster_they_lie_in():
+    """One finer cluster (a 2 x 8 strip) under two next-level clusters (the strip's halves):
+    two pieces, numbered after the finer level's numbers, every cell kept."""
+    coarse = np.ones((2, 8))
+    components = np.ones((2, 8), dtype=np.int64)
+    got, n = _split(components, 1, coarse, np.array([[1, 1, 2, 2]]))
+    assert n == 3
+    np.testing.assert_array_equal(got, np.repeat([[2, 2, 2, 2, 3, 3, 3, 3]], 2, axis=0))
+    # a piece lighter than a quarter of the heaviest: no split
+    light = coarse.copy()
+    light[:, 6:] = 0.5  # piece 2: 2 against 12
+    got, n = _split(components, 1, light, np.array([[1, 1, 1, 2]]))
+    assert n == 1 and (got == components).all()
+    # a piece lighter than the significant mass: no split
+    got, n = _split(components, 1, coarse, np.array([[1, 1, 1, 2]]), minimum=5.0)
+    assert n == 1 and (got == components).all()
+
+
+def test_a_next_level_cluster_across_finer_ones_splits_none():
+    """Next-level cluster 1 covers finer cluster 1 and part of 2 (most of it in 1), cluster 2
+    the rest of 2: each finer cluster holds one piece at most, so nothing splits; a cluster
+    lighter than the significant mass is left alone too."""
+    coarse = np.ones((2, 8))
+    components = np.array([[1, 1, 1, 1, 0, 2, 2, 2]] * 2)
+    got, n = _split(components, 2, coarse, np.array([[1, 1, 1, 2]]))
+    assert n == 2 and (got == components).all()
+    got, n = _split(components, 2, coarse, np.array([[1, 2, 3, 3]]), minimum=7.0)
+    assert n == 2 and (got == components).all()  # 1's halves weigh 4 each: not significant
+
+
+def test_next_level_cells_cover_odd_shapes():
+    upper = np.arange(1, 7).reshape(2, 3)
+    got = next_level_cells(upper, (3, 5))
+    assert got.shape == (3, 5)
+    np.testing.assert_array_equal(got[np.arange(3)[:, None], np.arange(5)],
+                                  upper[np.arange(3)[:, None] // 2, np.arange(5) // 2])
+
+
+@pytest.mark.parametrize("host_tree_work", [hierarchy.HOST_TREE_WORK, 0])
+def test_touching_blobs_come_apart_at_the_next_level(host_tree_work, monkeypatch):
+    """Four Gaussian blobs of 250 points, two pairs touching: at about two cells per point
+    the coarse grid's cells hold a point or two and the split step keeps each pair whole
+    (2 clusters); the next level's cells hold four times as many and separate them. No
+    point changes between cluster and noise, and the stacked and level-by-level CPU paths
+    agree."""
+    monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
+    X, y = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6), random_state=2)
+    model = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(engine, "AUTO_COARSER_LEVEL", False)
+    finer = WaveCluster(device="cpu").fit(X)
+    assert finer.n_clusters_ == 2 and model.n_clusters_ == 4
+    assert adjusted_rand_score(y, model.labels_) > adjusted_rand_score(y, finer.labels_) + 0.3
+    np.testing.assert_array_equal(model.labels_ >= 0, finer.labels_ >= 0)
+    monkeypatch.undo()
+    other = WaveCluster(device="cpu").fit(X)  # the default HOST_TREE_WORK
+    np.testing.assert_array_equal(model.labels_, other.labels_)
+
+
+def test_the_next_level_is_haar_only():
+    """bior2.2's cells do not nest level to level: its fits never look at the next level."""
+    X, _ = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6), random_state=2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "AUTO_COARSER_LEVEL", False)
+        without = WaveCluster(device="cpu", wavelet="bior2.2").fit(X).labels_
+    np.testing.assert_array_equal(WaveCluster(device="cpu", wavelet="bior2.2").fit(X).labels_,
+                                  without)
