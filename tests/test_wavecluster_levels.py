@@ -17,9 +17,14 @@ def _weigh(values, weights, bins):
 
 
 def _split(components, n, coarse, upper, minimum=2.0):
-    return split_by_coarser_level(components, n, coarse, upper, int(upper.max()),
-                                  minimum=minimum, connectivity=2, weigh=_weigh,
-                                  to_host=np.asarray)
+    """The next level's grid: haar's, each cell the sum of its finer cells over 2^(d/2)."""
+    upper_grid = np.zeros(upper.shape)
+    for i in range(coarse.shape[0]):
+        for j in range(coarse.shape[1]):
+            upper_grid[i // 2, j // 2] += coarse[i, j] / 2
+    return split_by_coarser_level(components, n, coarse, upper, int(upper.max()), upper_grid,
+                                  minimum=minimum, upper_minimum=minimum / 2, connectivity=2,
+                                  weigh=_weigh, to_host=np.asarray)
 
 
 def test_next_level_clusters_split_the_finer_cluster_they_lie_in():

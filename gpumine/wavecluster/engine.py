@@ -281,20 +281,23 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     points, unit, minimum, labelled = found
     upper = None if coarser is None or not AUTO_COARSER_LEVEL else coarser(coarse)
     if upper is not None:
-        above = _base_and_split(upper, **kwargs)
+        above = _base_and_split(upper, **kwargs, grow=False)
         if above is not None:
             labelled = split_by_coarser_level(
-                *labelled, coarse, *above[3], minimum=minimum, connectivity=connectivity,
-                xp=xp, weigh=weigh, to_host=to_host, spread=spread)
+                *labelled, coarse, *above[3], upper, minimum=minimum,
+                upper_minimum=above[2], connectivity=connectivity, xp=xp, weigh=weigh,
+                to_host=to_host, spread=spread)
     return (points - 0.5) * unit, add_border_cells(
         *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
         connectivity=connectivity, xp=xp, weigh=weigh)
 
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
-                    to_host, spread):
+                    to_host, spread, grow=True):
     """The ``"auto"`` rule's base level and split step on one grid: ``(base points, unit,
-    minimum, (components, n_components))``, or None for an empty grid (module docstring)."""
+    minimum, (components, n_components))``, or None for an empty grid (module docstring).
+    Without ``grow`` the split's pieces keep only their own cells (the next level's second
+    opinion needs no more)."""
     stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
     if stacked:
         axes = range(coarse.ndim)
@@ -314,7 +317,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
         points, labelled = resolve_stacked(
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
-            weigh=weigh, to_host=to_host, spread=spread)
+            weigh=weigh, to_host=to_host, spread=spread, grow=grow)
         return points, unit, minimum, labelled
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}
@@ -335,7 +338,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
     labelled.clear()
     return chosen, unit, minimum, split_persistent(
         coarse, components, n_components, base_points=chosen, unit=unit, minimum=minimum,
-        connectivity=connectivity)
+        connectivity=connectivity, grow=grow)
 
 
 def add_border_cells(components, n_components, coarse, *, base_points: float, unit: float,

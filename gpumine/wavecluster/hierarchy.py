@@ -238,7 +238,7 @@ def _spread_host(grown, inside, steps):
 
 def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_levels,
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
-                    spread=None) -> tuple[float, tuple]:
+                    spread=None, grow: bool = True) -> tuple[float, tuple]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
@@ -330,7 +330,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
 
     return base_points, _paint(leaves, splits, labelling, numbers,
                                lambda level, labelled, positions: ids[level][positions],
-                               components, connectivity, xp, to_host, spread)
+                               components, connectivity, xp, to_host, spread, grow)
 
 
 def _profile_box(projections, threshold) -> tuple:
@@ -460,7 +460,7 @@ class _LevelStack:
 
 
 def split_persistent(coarse, components, n_components, *, base_points: float, unit: float,
-                     minimum: float, connectivity: int):
+                     minimum: float, connectivity: int, grow: bool = True):
     """The split step on the CPU for a large grid (the module docstring's rule).
 
     Each level is labelled with SciPy only inside the bounding boxes of the previous
@@ -558,20 +558,22 @@ def split_persistent(coarse, components, n_components, *, base_points: float, un
         return labelled.ravel()[firsts]
 
     return _paint(leaves, splits, labelling, numbers, split_numbers, base, connectivity,
-                  np, np.asarray)
+                  np, np.asarray, grow=grow)
 
 
 def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity, xp,
-           to_host, spread=None):
+           to_host, spread=None, grow=True):
     """The split's pass 2 (:func:`resolve_stacked`, :func:`split_persistent`): from the top
-    level down, number the leaves, then grow each split's pieces over its component.
+    level down, number the leaves, then grow each split's pieces over its component (with
+    ``grow``; without, the pieces keep only their own cells).
     ``labelling(level) -> (labelled, n)``; ``numbers(level, labelled, positions)``: the
     leaves' numbers in ``labelled``, in raster order of their first cell;
     ``split_numbers(level, labelled, positions)``: the splitting components' numbers in
     ``labelled``."""
     out = xp.zeros_like(like)
     next_id = 1
-    for level in sorted({i for i, _ in leaves} | {i for i, _ in splits}, reverse=True):
+    for level in sorted({i for i, _ in leaves} | {i for i, _ in splits if grow},
+                        reverse=True):
         labelled, n = labelling(level)
         here = [k for i, k in leaves if i == level]
         if here:
@@ -580,7 +582,7 @@ def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity
                 next_id, next_id + len(here), dtype=out.dtype)
             next_id += len(here)
             out = xp.where(out == 0, table[labelled], out)
-        grown = [k for i, k in splits if i == level]
+        grown = [k for i, k in splits if i == level and grow]
         if grown:  # the regions of one level's splits are apart: grow them together
             inside = xp.zeros(n + 1, dtype=bool)
             inside[xp.asarray(split_numbers(level, labelled, grown))] = True

@@ -60,9 +60,9 @@ def next_level_cells(upper, shape, xp=np):
     return out[tuple(slice(0, s) for s in shape)]
 
 
-def split_by_coarser_level(components, n_components, coarse, upper, n_upper, *,
-                           minimum: float, connectivity: int, xp=np, weigh, to_host,
-                           spread=None) -> tuple:
+def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upper_grid, *,
+                           minimum: float, upper_minimum: float, connectivity: int, xp=np,
+                           weigh, to_host, spread=None) -> tuple:
     """The rule of the module docstring.
 
     Parameters
@@ -76,8 +76,11 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, *,
     upper : array of int   -- IN
         The next level's clusters, on its own grid (each axis ``(s + 1) // 2``).
     n_upper : int
-    minimum : float
-        The significant mass, in the finer grid's units.
+    upper_grid : array   -- IN
+        The next level's densities (haar: a cell's mass is its finer cells' times a
+        constant, so the next level's significant clusters are those of the finer mass).
+    minimum, upper_minimum : float
+        The significant mass in each grid's units.
     connectivity : int
     xp : module
     weigh : callable
@@ -92,22 +95,21 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, *,
         ``(components, n_components)``: unchanged where nothing splits, else a split
         cluster's cells renumbered n_components + 1, ... by piece.
     """
-    parent = next_level_cells(upper, coarse.shape, xp)
     sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
-    upper_sizes = weigh(parent.ravel(), coarse.ravel(), n_upper + 1)
+    upper_sizes = weigh(upper.ravel(), upper_grid.ravel(), n_upper + 1)
     # sync: both levels' cluster masses, once a fit
     host = np.asarray(to_host(xp.concatenate([sizes, upper_sizes])), dtype=np.float64)
     clusters = np.flatnonzero(host[1:n_components + 1] >= minimum) + 1
-    pieces = np.flatnonzero(host[n_components + 2:] >= minimum) + 1
-    if clusters.size == 0 or pieces.size < 2:
+    pieces = np.flatnonzero(host[n_components + 2:] >= upper_minimum) + 1
+    if clusters.size == 0 or pieces.size < 2:  # no piece to split anything by
         return components, n_components
     cluster_index = np.zeros(n_components + 1, dtype=np.int64)  # sync: none, host tables
     cluster_index[clusters] = np.arange(1, clusters.size + 1)
     piece_index = np.zeros(n_upper + 1, dtype=np.int64)
     piece_index[pieces] = np.arange(1, pieces.size + 1)
     width = pieces.size + 1
-    joint = (xp.asarray(cluster_index)[components] * width
-             + xp.asarray(piece_index)[parent])
+    parent = next_level_cells(xp.asarray(piece_index)[upper], coarse.shape, xp)
+    joint = xp.asarray(cluster_index)[components] * width + parent
     # sync: each cluster's mass under each piece, (clusters + 1) x (pieces + 1) numbers
     mass = np.asarray(to_host(weigh(joint.ravel(), coarse.ravel(), (clusters.size + 1) * width)),
                       dtype=np.float64).reshape(clusters.size + 1, width)
@@ -124,7 +126,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, *,
         table[held] = np.arange(next_number, next_number + held.size)
         next_number += held.size
         region = components == int(clusters[k - 1])
-        seeds = xp.where(region, xp.asarray(table)[xp.asarray(piece_index)[parent]], 0)
+        seeds = xp.where(region, xp.asarray(table)[parent], 0)
         grown = grow_labels(seeds.astype(components.dtype), region, connectivity, xp=xp,
                             to_host=to_host, spread=spread)
         out = xp.where(region, grown, out)
