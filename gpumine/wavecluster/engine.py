@@ -34,7 +34,11 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
   out as one cluster.) Then each significant component of that level is split where
   it holds clusters that separate only at a higher density and persist above it
   (:mod:`gpumine.wavecluster.hierarchy`: spiral arms meeting at the centre, blobs whose
-  tails overlap). Last, where the base level is above one point per cell, every occupied
+  tails overlap). Then the wavelet's next (haar) level, with 2^d times the points per cell,
+  gives a second opinion: where a cluster holds two or more of that level's clusters it is
+  split between them (:mod:`gpumine.wavecluster.levels`: small sets of touching blobs, whose
+  cells hold a point or two, too few levels for the split step). Last, where the base level
+  is above one point per cell, every occupied
   cell (at least half a point) that shares a face with a cluster's cell joins that cluster
   (the lowest-numbered, if several): the clusters' *border* (:func:`add_border_cells`),
   as DBSCAN's border points join the core points they touch. Raising the threshold to

@@ -61,10 +61,12 @@ class WaveCluster(GpumineEstimator):
         density and persist far above it (spiral arms meeting at the centre, blobs
         whose tails overlap): the pieces are grown back over the component, so no
         point changes between cluster and noise
-        (:mod:`gpumine.wavecluster.hierarchy`). Last, where that level is above one
-        point per cell, each occupied cell sharing a face with a cluster's cell joins
-        it; at one point per cell, each occupied cell outside the clusters within two
-        steps of ``connectivity`` joins the nearest (the border:
+        (:mod:`gpumine.wavecluster.hierarchy`); with ``haar``, a cluster that holds two
+        or more clusters of the wavelet's next level (2^d times the points per cell) is
+        split between them (:mod:`gpumine.wavecluster.levels`). Last, where the base
+        level is above one point per cell, each occupied cell sharing a face with a
+        cluster's cell joins it; at one point per cell, each occupied cell outside the
+        clusters within two steps of ``connectivity`` joins the nearest (the border:
         :func:`gpumine.wavecluster.engine.add_border_cells`). Tuned
         for ``haar``: with ``bior2.2`` an isolated point gives its coarse cell 0.25 to
         2.25 points' worth in 2-d (0.5 to 1.5 per axis, by its position in the cell),
