@@ -141,7 +141,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         table = np.zeros(width, dtype=np.int64)
         table[held] = np.arange(next_number, next_number + held.size)
         next_number += held.size
-        region = components == int(clusters[k - 1])
+        region = components == int(clusters[k - 1])  # sync: none, a host number
         seeds = xp.where(region, xp.asarray(table)[parent], 0)
         grown = grow_labels(seeds.astype(components.dtype), region, connectivity, xp=xp,
                             to_host=to_host, spread=spread)
