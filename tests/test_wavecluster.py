@@ -242,7 +242,7 @@ def test_auto_threshold_fit_equals_a_fit_given_the_threshold_it_chose(name, monk
     monkeypatch.setattr(hierarchy, "AUTO_SPLIT_PERSISTENCE", 10 ** 6)
     monkeypatch.setattr(engine, "AUTO_BORDER_CONNECTIVITY", 0)
     monkeypatch.setattr(engine, "AUTO_SPECK_STEPS", 0)
-    monkeypatch.setattr(engine, "AUTO_COARSER_LEVEL", False)
+    monkeypatch.setattr(engine, "AUTO_COARSER_LEVELS", 0)
     auto = WaveCluster(device="cpu").fit(X)
     given = WaveCluster(device="cpu", threshold=auto.threshold_).fit(X)
     assert np.array_equal(auto.labels_, given.labels_)

@@ -75,7 +75,7 @@ def test_touching_blobs_come_apart_at_the_next_level(host_tree_work, monkeypatch
     monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
     X, y = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6), random_state=2)
     model = WaveCluster(device="cpu").fit(X)
-    monkeypatch.setattr(engine, "AUTO_COARSER_LEVEL", False)
+    monkeypatch.setattr(engine, "AUTO_COARSER_LEVELS", 0)
     finer = WaveCluster(device="cpu").fit(X)
     assert finer.n_clusters_ == 2 and model.n_clusters_ == 4
     assert adjusted_rand_score(y, model.labels_) > adjusted_rand_score(y, finer.labels_) + 0.3
@@ -89,7 +89,7 @@ def test_the_next_level_is_haar_only():
     """bior2.2's cells do not nest level to level: its fits never look at the next level."""
     X, _ = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6), random_state=2)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine, "AUTO_COARSER_LEVEL", False)
+        patch.setattr(engine, "AUTO_COARSER_LEVELS", 0)
         without = WaveCluster(device="cpu", wavelet="bior2.2").fit(X).labels_
     np.testing.assert_array_equal(WaveCluster(device="cpu", wavelet="bior2.2").fit(X).labels_,
                                   without)

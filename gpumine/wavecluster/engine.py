@@ -34,11 +34,12 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
   out as one cluster.) Then each significant component of that level is split where
   it holds clusters that separate only at a higher density and persist above it
   (:mod:`gpumine.wavecluster.hierarchy`: spiral arms meeting at the centre, blobs whose
-  tails overlap). Then the wavelet's next (haar) level, with 2^d times the points per cell,
-  gives a second opinion: where a cluster holds two or more of that level's clusters it is
-  split between them (:mod:`gpumine.wavecluster.levels`: small sets of touching blobs, whose
-  cells hold a point or two, too few levels for the split step). Last, where the base level
-  is above one point per cell, every occupied
+  tails overlap). Then the wavelet's coarser (haar) levels, with 2^d, 4^d, 8^d times the
+  points per cell, give a second opinion: where a cluster holds two or more clusters of the
+  level above it is split between them, from the coarsest level down
+  (:mod:`gpumine.wavecluster.levels`: small sets of touching blobs, whose cells hold a point
+  or two, too few levels for the split step). Last, where the base level is above one point
+  per cell, every occupied
   cell (at least half a point) that shares a face with a cluster's cell joins that cluster
   (the lowest-numbered, if several): the clusters' *border* (:func:`add_border_cells`),
   as DBSCAN's border points join the core points they touch. Raising the threshold to
@@ -114,9 +115,9 @@ AUTO_BORDER_CONNECTIVITY = 1
 AUTO_SPECK_STEPS = 2
 #: Cells times offsets the host gathers at once for the specks (8 MB of indices).
 SPECK_BLOCK = 1 << 20
-#: Whether the ``"auto"`` rule asks the wavelet's next (haar) level which clusters split
-#: (:mod:`gpumine.wavecluster.levels`).
-AUTO_COARSER_LEVEL = True
+#: How many of the wavelet's coarser (haar) levels the ``"auto"`` rule asks which clusters
+#: split (:mod:`gpumine.wavecluster.levels`); 0 asks none.
+AUTO_COARSER_LEVELS = 3
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
@@ -283,17 +284,42 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     if found is None:
         return 0.0, foreground(0.0)
     points, unit, minimum, labelled = found
-    upper = None if coarser is None or not AUTO_COARSER_LEVEL else coarser(coarse)
-    if upper is not None:
-        above = _base_and_split(upper, **kwargs, grow=False)
-        if above is not None:
-            labelled = split_by_coarser_level(
-                *labelled, coarse, *above[3], upper, minimum=minimum,
-                upper_minimum=above[2], connectivity=connectivity, xp=xp, weigh=weigh,
-                to_host=to_host, spread=spread)
+    if coarser is not None and AUTO_COARSER_LEVELS:
+        labelled = _coarser_opinions(coarse, labelled, minimum, coarser, kwargs)
     return (points - 0.5) * unit, add_border_cells(
         *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
         connectivity=connectivity, xp=xp, weigh=weigh)
+
+
+def _coarser_opinions(coarse, labelled, minimum, coarser, kwargs) -> tuple:
+    """The next :data:`AUTO_COARSER_LEVELS` levels the wavelet produces, from the coarsest
+    down, each split the clusters of the level below it
+    (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
+    base level and split (pieces not grown back), split by the level above; the last split
+    is ``labelled``'s, on ``coarse``. The levels stop early where ``coarser`` gives None (a
+    grid too small to halve)."""
+    grids = []
+    grid = coarser(coarse)
+    while grid is not None and len(grids) < AUTO_COARSER_LEVELS:
+        grids.append(grid)
+        grid = coarser(grid) if len(grids) < AUTO_COARSER_LEVELS else None
+    options = {key: kwargs[key] for key in ("connectivity", "xp", "weigh", "to_host",
+                                             "spread")}
+    above = None  # the level above: (components, n_components, grid, minimum)
+    for grid in reversed(grids):
+        found = _base_and_split(grid, **kwargs, grow=False)
+        if found is None:
+            above = None
+            continue
+        level_minimum, level = found[2], found[3]
+        if above is not None:
+            level = split_by_coarser_level(*level, grid, *above[:3], minimum=level_minimum,
+                                           upper_minimum=above[3], **options)
+        above = (*level, grid, level_minimum)
+    if above is None:
+        return labelled
+    return split_by_coarser_level(*labelled, coarse, *above[:3], minimum=minimum,
+                                  upper_minimum=above[3], **options)
 
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,

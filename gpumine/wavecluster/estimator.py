@@ -62,8 +62,9 @@ class WaveCluster(GpumineEstimator):
         whose tails overlap): the pieces are grown back over the component, so no
         point changes between cluster and noise
         (:mod:`gpumine.wavecluster.hierarchy`); with ``haar``, a cluster that holds two
-        or more clusters of the wavelet's next level (2^d times the points per cell) is
-        split between them (:mod:`gpumine.wavecluster.levels`). Last, where the base
+        or more clusters of the wavelet's next level (2^d times the points per cell, its
+        own clusters split the same way by up to two levels above) is split between them
+        (:mod:`gpumine.wavecluster.levels`). Last, where the base
         level is above one point per cell, each occupied cell sharing a face with a
         cluster's cell joins it; at one point per cell, each occupied cell outside the
         clusters within two steps of ``connectivity`` joins the nearest (the border:

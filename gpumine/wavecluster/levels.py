@@ -1,4 +1,4 @@
-"""The ``"auto"`` threshold's look at the wavelet's next level: clusters it splits.
+"""The ``"auto"`` threshold's look at the wavelet's coarser levels: clusters they split.
 
 :func:`gpumine.wavecluster.engine.resolve_threshold` finds the clusters of the coarse grid
 (base level, then :mod:`gpumine.wavecluster.hierarchy`'s split). With about two coarse
@@ -13,37 +13,45 @@ its clusters are only a second opinion:
 The rule
 --------
 Each cluster C of the finer level (a significant component, after the split step) is
-compared with the next level's clusters (base level and split, on that level's grid),
-each taken over the finer cells it covers (cell c of the finer grid lies in cell c // 2 of
-the next). A next-level cluster P is a *piece* of C when at least
-:data:`AUTO_COARSER_CONTAIN` (half) of P's mass lies in C's cells and that part is
-significant. Where C holds two or more pieces each of at least the split step's minimum
-share (a quarter) of the heaviest, C splits: C's cells under each piece seed it, and the
-rest of C goes to the seed it reaches first through C's cells (breadth first, ties to the
-lowest number; :func:`~gpumine.wavecluster.hierarchy.grow_labels`), so that no point
-changes between cluster and noise. A next-level cluster that reaches into several finer
-ones (arms the coarser grid merged) is a piece of none, or of one only.
+compared with the next level's clusters, each taken over the finer cells it covers (cell
+c of the finer grid lies in cell c // 2 of the next). A next-level cluster P is a *piece*
+of C when at least :data:`AUTO_COARSER_CONTAIN` (half) of P's mass lies in C's cells and
+that part is significant. Where C holds two or more pieces each of at least the split
+step's minimum share (a quarter) of the heaviest, C splits: C's cells under each piece seed
+it, and the rest of C goes to the seed it reaches first through C's cells (breadth first,
+ties to the lowest number; :func:`~gpumine.wavecluster.hierarchy.grow_labels`), so that no
+point changes between cluster and noise. A next-level cluster that reaches into several
+finer ones (arms the coarser grid merged) is a piece of none, or of one only.
 
-The next level's own clusters are its base level and split step without their growth
-(its pieces' own cells are what is compared) and without its border or specks.
+The next level's clusters are its own base level and split step (without their growth:
+the pieces' own cells are what is compared, and without border or specks), themselves
+split the same way by the level above them: the engine asks
+:data:`~gpumine.wavecluster.engine.AUTO_COARSER_LEVELS` (3) levels, from the coarsest
+down, each a quarter (2-d) of the cells of the one below, and stops early at a grid with
+an axis of fewer than 4 cells.
 
-Measured (mean adjusted Rand index; records ``wavecluster-heldout-*-a9c1971``,
-``wavecluster-quality-2026-11-26-a9c1971``): on the 113 labelled 2-d and 3-d sets of the
-clustering-benchmark collection (github.com/deric/clustering-benchmark; sets the rule was
-not developed on) 0.735 -> 0.751, against DBSCAN's best-eps oracle 0.762 and HDBSCAN's
-defaults 0.709: two touching diamonds 0.00 -> 0.73, pathbased 0.00 -> 0.43, dpb 0.66 ->
-0.92, s-set2 0.72 -> 0.86, square2 0.64 -> 0.81, five more +0.03 to +0.12; one set lower,
-2d-3c-no123 0.80 -> 0.69 (a cluster whose next-level pieces are two of its lobes). On the
-quality benchmark's 45 sets and the 33 held-out draws of ``benchmarks/wavecluster_heldout.py``
-no index changes. Variants tried in scratch runs on the collection's 114 sets (its rings
-included): the next level's clusters with their border and specks (0.746, against 0.747
-for this rule), and pieces counted by the points of a refit on a grid half as fine, the
-rest of a cluster's points going to the nearest piece's centre (0.758; without the
-containment test a spiral draw of the 45 fell 0.89 -> 0.76).
-Cost: the next level's tree, a quarter (2-d) of the cells but two more doublings of
-density to climb, and two passes over the finer grid: a 2-d CPU fit with ``"auto"`` takes
-2.2-3.0x the fit given its threshold, against 1.8-2.1x without (record
-``wavecluster-auto-cost-2026-11-26-a9c1971``).
+Measured (mean adjusted Rand index; records ``wavecluster-heldout-*`` and
+``wavecluster-quality-*`` at the commit README names): on the 113 labelled 2-d and 3-d sets
+of the clustering-benchmark collection (github.com/deric/clustering-benchmark; sets the
+rule was not developed on) 0.735 without, 0.751 with one level, and with three (the
+fourth and further levels changed no index of the 192 sets below) about 0.765 -- DBSCAN's
+best-eps oracle scores 0.762 there and HDBSCAN's defaults 0.709: two touching diamonds 0.00
+-> 0.73, flame 0.01 -> 0.92, pathbased 0.00 -> 0.43, dpb 0.66 -> 0.92, squares of four
+blobs +0.3 each, s-set2 0.72 -> 0.92; lower: donut3 1.00 -> 0.87 and 2d-3c-no123 0.80 ->
+0.69 (clusters whose coarser pieces are their lobes). On the quality benchmark's 45 sets
+0.926 -> 0.929 (aggregation 0.81 -> 0.92, from the second level; nothing else changes);
+on the 33 held-out draws of ``benchmarks/wavecluster_heldout.py`` nothing changes. On 60
+draws of 3 to 5 Gaussian blobs (scikit-learn's ``make_blobs``, unit spread, centres in
+[-6, 6]^2, 300 to 3,000 points; scratch) the first level takes the mean from 0.459 to
+0.513 (8 draws up, none down; HDBSCAN 0.472, DBSCAN's oracle 0.529).
+Variants tried in scratch runs on the collection's 114 sets (its rings included) with one
+level: the next level's clusters with their border and specks (0.746, against 0.747 for
+this rule), and pieces counted by the points of a refit on a grid half as fine, the rest
+of a cluster's points going to the nearest piece's centre (0.758; without the containment
+test a spiral draw of the 45 fell 0.89 -> 0.76).
+Cost on the CPU: each level's tree, a quarter (2-d) of the cells but two more doublings of
+density to climb, about 0.6 ms of fixed overhead a level on small grids, and two passes
+over the finer grid (README has the records).
 """
 
 from __future__ import annotations

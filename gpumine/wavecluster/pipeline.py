@@ -154,13 +154,13 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
 
 def _next_level(stages, wavelet):
     """``coarser`` of :func:`~gpumine.wavecluster.engine.resolve_threshold`: haar's next level
-    of a coarse grid (None for another wavelet, whose cells do not nest, or a grid with an
-    axis of one cell)."""
+    of a coarse grid (None for another wavelet, whose cells do not nest, and for a grid with
+    an axis of fewer than 4 cells: its next level would have fewer than 2)."""
     if get_wavelet(wavelet).name != "haar":
         return None
 
     def coarser(coarse):
-        return stages.lowpass(coarse, wavelet, 1) if min(coarse.shape) >= 2 else None
+        return stages.lowpass(coarse, wavelet, 1) if min(coarse.shape) >= 4 else None
 
     return coarser
 
