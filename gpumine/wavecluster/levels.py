@@ -30,28 +30,32 @@ split the same way by the level above them: the engine asks
 down, each a quarter (2-d) of the cells of the one below, and stops early at a grid with
 an axis of fewer than 4 cells.
 
-Measured (mean adjusted Rand index; records ``wavecluster-heldout-*`` and
-``wavecluster-quality-*`` at the commit README names): on the 113 labelled 2-d and 3-d sets
-of the clustering-benchmark collection (github.com/deric/clustering-benchmark; sets the
-rule was not developed on) 0.735 without, 0.751 with one level, and with three (the
-fourth and further levels changed no index of the 192 sets below) about 0.765 -- DBSCAN's
-best-eps oracle scores 0.762 there and HDBSCAN's defaults 0.709: two touching diamonds 0.00
--> 0.73, flame 0.01 -> 0.92, pathbased 0.00 -> 0.43, dpb 0.66 -> 0.92, squares of four
-blobs +0.3 each, s-set2 0.72 -> 0.92; lower: donut3 1.00 -> 0.87 and 2d-3c-no123 0.80 ->
-0.69 (clusters whose coarser pieces are their lobes). On the quality benchmark's 45 sets
-0.926 -> 0.929 (aggregation 0.81 -> 0.92, from the second level; nothing else changes);
-on the 33 held-out draws of ``benchmarks/wavecluster_heldout.py`` nothing changes. On 60
-draws of 3 to 5 Gaussian blobs (scikit-learn's ``make_blobs``, unit spread, centres in
-[-6, 6]^2, 300 to 3,000 points; scratch) the first level takes the mean from 0.459 to
-0.513 (8 draws up, none down; HDBSCAN 0.472, DBSCAN's oracle 0.529).
+Measured (mean adjusted Rand index; records ``wavecluster-heldout-clustering-benchmark-*``,
+``wavecluster-heldout-*`` and ``wavecluster-quality-*`` at a9c1971, one level, and
+f60c8d9, three): on the 113 labelled 2-d and 3-d sets of the clustering-benchmark
+collection (github.com/deric/clustering-benchmark; sets the rule was not developed on)
+0.735 without, 0.751 with one level, 0.770 with three -- DBSCAN's best-eps oracle scores
+0.762 there and HDBSCAN's defaults 0.709. Up: two touching diamonds 0.00 -> 0.73, flame
+0.01 -> 0.92, pathbased 0.00 -> 0.43, dpb 0.66 -> 0.92, s-set2 0.72 -> 0.92, squares of
+four blobs +0.3 each, aggregation 0.81 -> 0.92 and five more by +0.03 to +0.14; down:
+donut3 1.00 -> 0.87 and 2d-3c-no123 0.80 -> 0.69 (clusters whose coarser pieces are their
+lobes). On the quality benchmark's 45 sets 0.926 -> 0.929 (aggregation, from the second
+level; nothing else changes); on the 33 held-out draws of
+``benchmarks/wavecluster_heldout.py`` nothing changes. A fourth and further levels changed
+no index of these 191 sets (scratch). On 60 draws of 3 to 5 Gaussian blobs
+(scikit-learn's ``make_blobs``, unit spread, centres in [-6, 6]^2, 300 to 3,000 points;
+scratch) the first level takes the mean from 0.459 to 0.513 (8 draws up, none down;
+HDBSCAN 0.472, DBSCAN's oracle 0.529).
 Variants tried in scratch runs on the collection's 114 sets (its rings included) with one
 level: the next level's clusters with their border and specks (0.746, against 0.747 for
 this rule), and pieces counted by the points of a refit on a grid half as fine, the rest
 of a cluster's points going to the nearest piece's centre (0.758; without the containment
 test a spiral draw of the 45 fell 0.89 -> 0.76).
-Cost on the CPU: each level's tree, a quarter (2-d) of the cells but two more doublings of
-density to climb, about 0.6 ms of fixed overhead a level on small grids, and two passes
-over the finer grid (README has the records).
+Cost on the CPU (record ``wavecluster-auto-cost-2026-11-26-f60c8d9``): each level's tree,
+a quarter (2-d) of the cells but two more doublings of density to climb (about 1 ms of
+NumPy calls a level on small grids), and two passes over the finer grid: a 2-d fit with
+``"auto"`` takes 2.4-4.1x the fit given its threshold, against 1.8-2.1x without. Not
+measured on a GPU.
 """
 
 from __future__ import annotations
