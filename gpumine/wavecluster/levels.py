@@ -125,7 +125,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
     """
     sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
     upper_sizes = weigh(upper.ravel(), upper_grid.ravel(), n_upper + 1)
-    # sync: both levels' cluster masses, once a fit
+    # sync: both levels' cluster masses, once a level
     host = np.asarray(to_host(xp.concatenate([sizes, upper_sizes])), dtype=np.float64)
     clusters = np.flatnonzero(host[1:n_components + 1] >= minimum) + 1
     pieces = np.flatnonzero(host[n_components + 2:] >= upper_minimum) + 1
