@@ -333,10 +333,19 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
                                components, connectivity, xp, to_host, spread, grow)
 
 
-def _profile_box(projections, threshold) -> tuple:
-    """The bounding box of ``coarse >= threshold`` from the axes' profiles (each axis's
-    densest cell per index; host arrays). The threshold is at most the peak: not empty."""
-    return _box([profile >= threshold for profile in projections])
+def _profile_boxes(projections, thresholds) -> list:
+    """The bounding box of ``coarse >= t`` for each threshold t, from the axes' profiles
+    (each axis's densest cell per index; host arrays), all thresholds at once. Each is at
+    most the peak: no box is empty."""
+    thresholds = np.asarray(thresholds, dtype=np.float64)[:, None]
+    ends = []
+    for profile in projections:
+        above = profile[None, :] >= thresholds  # (levels, cells of the axis)
+        first = np.argmax(above, axis=1)
+        last = profile.size - np.argmax(above[:, ::-1], axis=1)
+        ends.append((first.tolist(), last.tolist()))  # sync: none, host arrays
+    return [tuple(slice(first[j], last[j]) for first, last in ends)
+            for j in range(thresholds.shape[0])]
 
 
 def _stack_cells(box) -> int:
@@ -361,7 +370,7 @@ class _LevelStack:
         self.label, self.connectivity, self.xp = label, connectivity, xp
         # each level's bounding box, from the axes' profiles: a later stack labels only the
         # box of its first level, which holds every level above
-        boxes = [_profile_box(projections, (p - 0.5) * unit) for p in levels]
+        boxes = _profile_boxes(projections, [(p - 0.5) * unit for p in levels])
         self.tree, self.kept = [], None
         done = 0
         while done < len(levels):
