@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,8 @@ def test_graph_engine_fit_equals_the_in_memory_fit(client):
     np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-12)
     assert model.inertia_ == pytest.approx(memory.inertia_, rel=1e-10)
     assert 0.0 <= model.iteration_overhead_ <= 1.0
+    assert model.iteration_seconds_.shape == (model.n_iter_,)
+    assert (model.iteration_seconds_ > 0).all()
 
 
 @pytest.mark.parametrize(("n", "k", "chunks"), [(6000, 5, 1300), (700, 40, 200)])
@@ -43,12 +47,19 @@ def test_collective_engine_equals_the_in_memory_fit(client, n, k, chunks):
     init = X[np.random.default_rng(1).choice(len(X), k, replace=False)]
     memory = InMemory(k, init=init, device="cpu").fit(X)
     data = da.from_array(X, chunks=(chunks, 3))
+    start = time.perf_counter()
     model = GPUKMeans(k, init=init, engine="collective").fit(data)
+    fit_seconds = time.perf_counter() - start
     np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
     assert model.n_iter_ == memory.n_iter_ > 2
     np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-12)
     assert model.inertia_ == pytest.approx(memory.inertia_, rel=1e-10)
     assert 0.0 <= model.iteration_overhead_ <= 1.0
+    # each iteration timed on the first task: n_iter_ positive times, together less than the
+    # fit (which also persists, starts the tasks and takes the inertia)
+    assert model.iteration_seconds_.shape == (model.n_iter_,)
+    assert (model.iteration_seconds_ > 0).all()
+    assert model.iteration_seconds_.sum() < fit_seconds
     again = GPUKMeans(k, init=init, engine="collective").fit(data)
     np.testing.assert_array_equal(again.cluster_centers_, model.cluster_centers_)
 

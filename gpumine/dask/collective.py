@@ -105,7 +105,7 @@ def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
     from gpumine.kmeans.chunked import relocate_found
 
     k, d = centers.shape
-    step, overheads = 0, []
+    step, overheads, seconds = 0, [], []
 
     def exchange(payload, busy=0.0):
         nonlocal step
@@ -144,17 +144,20 @@ def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
         centers = new
         unchanged = sum(part[2] for part in parts) == 0  # labels changed on every rank
         stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
+        seconds.append(time.perf_counter() - start)  # the whole iteration, on this rank
         if stop:
             break
-    return (centers, iteration + 1, overheads) if rank == 0 else None
+    return (centers, iteration + 1, overheads, seconds) if rank == 0 else None
 
 
 def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol, resident):
     """The collective loop over persisted dask array ``X`` (weights ``W``, persisted in
     X's row blocks, or None) from ``centers`` (centred).
 
-    Returns ``(centers, n_iter, overheads)``: the final centred centres, the iterations,
-    and each iteration's share of wall time not spent in the busiest rank's own work.
+    Returns ``(centers, n_iter, overheads, seconds)``: the final centred centres, the
+    iterations, each iteration's share of wall time not spent in the busiest rank's own
+    work, and each iteration's wall time on rank 0 (its step, the exchange, relocation and
+    the new centres).
     """
     from distributed import futures_of, wait
 

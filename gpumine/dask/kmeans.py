@@ -263,6 +263,11 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
     iteration_overhead_ : float
         Median share of an iteration's wall time not spent in the busiest worker's
         tasks (scheduling, transfers, the driver's work).
+    iteration_seconds_ : ndarray of shape (n_iter_,)
+        Each Lloyd iteration's wall time: on the first worker's task with
+        ``engine="collective"`` (its partitions' step, the exchange, the new centres), on
+        the driver with ``"graph"`` (the computation and the driver's work). The init,
+        persisting the data and the inertia pass are outside.
 
     Examples
     --------
@@ -369,14 +374,14 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         if client is not None:
             from gpumine.dask import collective
 
-            centers, n_iter, overheads = collective.run(
+            centers, n_iter, overheads, seconds = collective.run(
                 client, X, W, centers, x_mean, device=self.device, assign=assign,
                 update=update, max_iter=self.max_iter, tol=tol, resident=ResidentPartition)
         else:
-            centers, n_iter, overheads = self._graph_loop(dask, blocks, wblocks, sizes, centers,
-                                                          x_mean, assign, update, tol,
-                                                          n_features)
+            centers, n_iter, overheads, seconds = self._graph_loop(
+                dask, blocks, wblocks, sizes, centers, x_mean, assign, update, tol, n_features)
         self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats
+        self.iteration_seconds_ = np.asarray(seconds, dtype=np.float64)
         self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
         self.n_iter_ = n_iter
         self.n_features_in_ = n_features
@@ -390,7 +395,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
     def _graph_loop(self, dask, blocks, wblocks, sizes, centers, x_mean, assign, update, tol,
                     n_features):
         """Lloyd's loop as one Dask computation per iteration (``engine="graph"``)."""
-        fingerprints, overheads = None, []
+        fingerprints, overheads, seconds = None, [], []
         for iteration in range(self.max_iter):
             start = time.perf_counter()
             parts = dask.compute(*[dask.delayed(_partial)(b, wb, centers, x_mean, self.device,
@@ -417,9 +422,10 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
             unchanged = now == fingerprints
             fingerprints = now
             stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
+            seconds.append(time.perf_counter() - start)  # the whole iteration, the driver's
             if stop:
                 break
-        return centers, iteration + 1, overheads
+        return centers, iteration + 1, overheads, seconds
 
     def _kmeans_parallel(self, dask, blocks, wblocks, sizes, block_sums, x_mean,
                          random_state):
