@@ -1,4 +1,4 @@
-"""The ``"auto"`` threshold's look at the next wavelet level (:mod:`gpumine.wavecluster.levels`)."""
+"""The ``"auto"`` threshold's coarser wavelet levels (:mod:`gpumine.wavecluster.levels`)."""
 
 from __future__ import annotations
 
@@ -93,3 +93,20 @@ def test_the_next_level_is_haar_only():
         without = WaveCluster(device="cpu", wavelet="bior2.2").fit(X).labels_
     np.testing.assert_array_equal(WaveCluster(device="cpu", wavelet="bior2.2").fit(X).labels_,
                                   without)
+
+
+def test_a_level_is_split_by_the_level_above_it():
+    """Five blobs of 200 points: the coarse grid and the next level each see one cluster;
+    the levels above see them apart, and their opinion reaches the coarse grid through the
+    levels between (three levels: four clusters; one level: still one)."""
+    X, y = make_blobs(1000, centers=5, cluster_std=1.0, center_box=(-8, 8), random_state=94)
+    found = {}
+    for levels in (0, 1, 3):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(engine, "AUTO_COARSER_LEVELS", levels)
+            found[levels] = WaveCluster(device="cpu").fit(X)
+    assert found[0].n_clusters_ == found[1].n_clusters_ == 1
+    assert found[3].n_clusters_ == 4
+    assert adjusted_rand_score(y, found[3].labels_) > adjusted_rand_score(
+        y, found[1].labels_) + 0.5
+    np.testing.assert_array_equal(found[3].labels_ >= 0, found[0].labels_ >= 0)
