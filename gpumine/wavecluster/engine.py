@@ -437,11 +437,8 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
         specks = (own == none) & (coarse >= 0.5 * unit)
         if xp is np:
             return _join_specks_host(components, own, specks, connectivity, none), n_components
-        nearest = own
-        for _ in range(AUTO_SPECK_STEPS):  # a cell keeps the number it reached first
-            nearest = xp.where(nearest < none, nearest,
-                               _lowest_neighbour(nearest, connectivity, xp))
-        return xp.where(specks & (nearest < none), nearest, components), n_components
+        return (_specks_whole_grid(components, own, specks, none, connectivity, xp),
+                n_components)
     lowest = _lowest_neighbour(own, AUTO_BORDER_CONNECTIVITY, xp)
     border = (components == 0) & (coarse >= 0.5 * unit) & (lowest < none)
     return xp.where(border, lowest, components), n_components
@@ -456,11 +453,7 @@ def _join_specks_host(components, own, specks, connectivity, none):
     reach = _offsets_within(own.ndim, connectivity, AUTO_SPECK_STEPS)
     cells = np.flatnonzero(specks)  # sync: none, host arrays
     if cells.size * len(reach[-1]) > own.size * len(reach[0]):
-        nearest = own
-        for _ in range(AUTO_SPECK_STEPS):
-            nearest = np.where(nearest < none, nearest,
-                               _lowest_neighbour(nearest, connectivity, np))
-        return np.where(specks & (nearest < none), nearest, components)
+        return _specks_whole_grid(components, own, specks, none, connectivity, np)
     margin = AUTO_SPECK_STEPS
     padded = np.pad(own, margin, constant_values=none).ravel()
     strides = np.cumprod((1, *(s + 2 * margin for s in own.shape[:0:-1])))[::-1]
@@ -478,6 +471,16 @@ def _join_specks_host(components, own, specks, connectivity, none):
     out = components.copy()
     out.ravel()[cells[joined]] = nearest[joined]
     return out
+
+
+def _specks_whole_grid(components, own, specks, none, connectivity, xp):
+    """The specks joined by minima over the whole grid, a step at a time (the GPU's way, and
+    the host's for many offsets): no sync."""
+    nearest = own
+    for _ in range(AUTO_SPECK_STEPS):  # a cell keeps the number it reached first
+        nearest = xp.where(nearest < none, nearest,
+                           _lowest_neighbour(nearest, connectivity, xp))
+    return xp.where(specks & (nearest < none), nearest, components)
 
 
 def _offsets_within(ndim, connectivity, steps) -> list:

@@ -133,7 +133,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         return components, n_components
     cluster_index = np.zeros(n_components + 1, dtype=np.int64)  # sync: none, host tables
     cluster_index[clusters] = np.arange(1, clusters.size + 1)
-    piece_index = np.zeros(n_upper + 1, dtype=np.int64)
+    piece_index = np.zeros(n_upper + 1, dtype=np.int64)  # sync: none, a host table
     piece_index[pieces] = np.arange(1, pieces.size + 1)
     width = pieces.size + 1
     parent = next_level_cells(xp.asarray(piece_index)[upper], coarse.shape, xp)
@@ -150,7 +150,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
             held = held[mass[k, held] >= AUTO_SPLIT_MIN_SHARE * mass[k, held].max()]
         if held.size < 2:
             continue
-        table = np.zeros(width, dtype=np.int64)
+        table = np.zeros(width, dtype=np.int64)  # sync: none, a host table of width numbers
         table[held] = np.arange(next_number, next_number + held.size)
         next_number += held.size
         region = components == int(clusters[k - 1])  # sync: none, a host number
