@@ -232,19 +232,12 @@ def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
 @pytest.mark.parametrize("name", ["blobs-noise20-d3", "blobs-noise20-d4", "blobs-noise20-d6",
                                   "spirals", "moons", "tori-3d", "clumps-1d", "touching-blobs"])
 @pytest.mark.parametrize("label", ["sliding-window", "union-find-gpu"])
-@pytest.mark.parametrize("host_level_cells", [None, 0])
-def test_gpu_auto_threshold_equals_the_cpu_one(name, label, host_level_cells, monkeypatch):
+def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     """The automatic threshold's levels (labelled on the device) choose what the CPU chooses,
     also where the background percolates and the threshold rises; at one point per cell the
     specks join the same clusters (whole-grid minima on the GPU, lookups near each speck on
-    the host: moons, spirals, tori), and the next level splits the same touching blobs --
-    with the small coarser levels resolved on the host (the default) and with every level
-    on the device (``HOST_LEVEL_CELLS = 0``)."""
+    the host: moons, spirals, tori), and the next level splits the same touching blobs."""
     from gpumine.datasets import make_shape_sets
-    from gpumine.wavecluster import engine
-
-    if host_level_cells is not None:
-        monkeypatch.setattr(engine, "HOST_LEVEL_CELLS", host_level_cells)
 
     if name == "touching-blobs":  # small and touching: the next level splits them
         from sklearn.datasets import make_blobs

@@ -84,7 +84,7 @@ from gpumine.wavecluster.hierarchy import (
     stack_is_faster,
     threshold_levels,
 )
-from gpumine.wavecluster.labeling import label_scipy, neighbour_offsets, shifted_slices
+from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
 from gpumine.wavecluster.levels import split_by_coarser_level
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
@@ -118,9 +118,6 @@ SPECK_BLOCK = 1 << 20
 #: How many of the wavelet's coarser (haar) levels the ``"auto"`` rule asks which clusters
 #: split (:mod:`gpumine.wavecluster.levels`); 0 asks none.
 AUTO_COARSER_LEVELS = 3
-#: On the GPU, coarser levels of at most this many cells are resolved on the host
-#: (:func:`_coarser_opinions`).
-HOST_LEVEL_CELLS = 1 << 16
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
@@ -300,61 +297,29 @@ def _coarser_opinions(coarse, labelled, minimum, coarser, kwargs) -> tuple:
     (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
     base level and split (pieces not grown back), split by the level above; the last split
     is ``labelled``'s, on ``coarse``. The levels stop early where ``coarser`` gives None (a
-    grid too small to halve).
-
-    On the GPU a level of at most :data:`HOST_LEVEL_CELLS` cells, and every level above it,
-    is brought to the host and resolved there (``coarser`` then halves a NumPy grid with
-    NumPy): its labellings, counts and growth are many launches and syncs on a few thousand
-    cells, which NumPy and the CPU's labelling do in less time. Both backends number
-    components in raster order and the rule reads only masses and numbers, so the clusters
-    are the same.
-    """
-    device = kwargs["xp"] is not np
-    host_kwargs = dict(kwargs, xp=np, weigh=_host_weigh, to_host=np.asarray, spread=None,
-                       label=label_scipy)  # the CPU's default labelling strategy
+    grid too small to halve)."""
     grids = []
     grid = coarser(coarse)
     while grid is not None and len(grids) < AUTO_COARSER_LEVELS:
-        if device and grid.size <= HOST_LEVEL_CELLS:
-            # sync: this level's grid (at most HOST_LEVEL_CELLS numbers), once: the levels
-            # above it are halved and resolved on the host
-            grid = np.asarray(kwargs["to_host"](grid))
         grids.append(grid)
         grid = coarser(grid) if len(grids) < AUTO_COARSER_LEVELS else None
+    options = {key: kwargs[key] for key in ("connectivity", "xp", "weigh", "to_host",
+                                             "spread")}
     above = None  # the level above: (components, n_components, grid, minimum)
     for grid in reversed(grids):
-        level_kwargs = host_kwargs if device and isinstance(grid, np.ndarray) else kwargs
-        options = {key: level_kwargs[key] for key in ("connectivity", "xp", "weigh",
-                                                       "to_host", "spread")}
-        found = _base_and_split(grid, **level_kwargs, grow=False)
+        found = _base_and_split(grid, **kwargs, grow=False)
         if found is None:
             above = None
             continue
         level_minimum, level = found[2], found[3]
         if above is not None:
-            level = split_by_coarser_level(*level, grid, *_on(level_kwargs["xp"], above[:3]),
-                                           minimum=level_minimum, upper_minimum=above[3],
-                                           **options)
+            level = split_by_coarser_level(*level, grid, *above[:3], minimum=level_minimum,
+                                           upper_minimum=above[3], **options)
         above = (*level, grid, level_minimum)
     if above is None:
         return labelled
-    options = {key: kwargs[key] for key in ("connectivity", "xp", "weigh", "to_host",
-                                             "spread")}
-    return split_by_coarser_level(*labelled, coarse, *_on(kwargs["xp"], above[:3]),
-                                  minimum=minimum, upper_minimum=above[3], **options)
-
-
-def _host_weigh(values, weights, bins):
-    return np.bincount(values, weights=weights, minlength=bins)
-
-
-def _on(xp, level) -> tuple:
-    """A level's ``(components, n_components, grid)`` on the backend of ``xp`` (a host level
-    read by a device one: two small copies to the device)."""
-    components, n_components, grid = level
-    if xp is not np and isinstance(components, np.ndarray):
-        return xp.asarray(components), n_components, xp.asarray(grid)
-    return components, n_components, grid
+    return split_by_coarser_level(*labelled, coarse, *above[:3], minimum=minimum,
+                                  upper_minimum=above[3], **options)
 
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,

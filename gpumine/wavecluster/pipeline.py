@@ -160,11 +160,7 @@ def _next_level(stages, wavelet):
         return None
 
     def coarser(coarse):
-        if min(coarse.shape) < 4:
-            return None
-        if isinstance(coarse, np.ndarray):  # a level the GPU path resolves on the host
-            return lowpass(coarse, wavelet, 1)
-        return stages.lowpass(coarse, wavelet, 1)
+        return stages.lowpass(coarse, wavelet, 1) if min(coarse.shape) >= 4 else None
 
     return coarser
 
