@@ -20,6 +20,7 @@ from gpumine import registry
 from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_chunks, is_dataset
 from gpumine.adapters.columns import Columns
 from gpumine.adapters.estimator import GpumineEstimator
+from gpumine.backend import DEVICES
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import chunked, lloyd
 from gpumine.validation import check_init_array, check_sample_weight, is_device_array
@@ -62,12 +63,16 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
     copy_x : bool, default=True
         If False, X is centred in place during the fit and restored afterwards
         (it may differ from the original by rounding).
-    device : {"auto", "cpu", "gpu"}, default="auto"
+    device : {"auto", "cpu", "gpu", "gpu:all"} or list of int, default="auto"
         Where to run. ``"auto"`` takes the GPU when CuPy and a CUDA device are
         present, else the CPU; the environment variable ``GPUMINE_DEVICE``
         overrides ``"auto"``. On the GPU, X is copied once to the device and
         transposed there to column-major; X, labels and centres stay on the
-        device for the whole fit.
+        device for the whole fit. ``"gpu:all"`` (every visible GPU) or a list of
+        GPU ids fits on several GPUs of this process: X on the first, the init
+        there, then each Lloyd iteration split over the GPUs, their partial sums
+        added by NCCL (:mod:`gpumine.kmeans.multi_gpu`); the same labels as one GPU
+        from the same init. ``predict`` and ``transform`` run on the current GPU.
     assign : str, default="auto"
         ``kmeans.assign`` strategy; ``"auto"`` picks the backend's default
         (``"numpy"`` on the CPU, ``"tiled"`` on the GPU).
@@ -105,6 +110,12 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         Column names, when X had string column names.
     device_ : str
         ``"cpu"`` or ``"gpu"``: where the fit ran.
+    device_ids_ : list of int
+        The GPUs of a several-GPU fit (``device="gpu:all"`` or a list), first the one
+        holding X; absent otherwise.
+    iteration_seconds_ : ndarray of shape (n_iter_,)
+        A several-GPU fit's wall time of each Lloyd iteration of the kept run (the GPUs'
+        work, the exchange and the readback); absent otherwise.
     strategies_ : dict
         The resolved ``init``, ``assign`` and ``update`` strategy names.
     strategy_reasons_ : dict
@@ -229,10 +240,52 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         """
         return self._checked_fit(X, sample_weight)
 
+    def _check_device(self):
+        if self._gpu_ids(check_only=True) is None and self.device not in DEVICES:
+            raise InvalidParameterError(f"device must be one of {DEVICES}, 'gpu:all' or a list "
+                                        f"of GPU ids, got {self.device!r}")
+
+    def _gpu_ids(self, check_only=False):
+        """The GPU ids of a several-GPU ``device``, else None (:mod:`~gpumine.kmeans.multi_gpu`)."""
+        if isinstance(self.device, str) and self.device != "gpu:all":
+            return None
+        if not isinstance(self.device, str) and not isinstance(self.device, (list, tuple)):
+            return None
+        if isinstance(self.device, (list, tuple)) and not self.device:
+            raise InvalidParameterError("device as a list must name at least one GPU id")
+        from gpumine.backend import get_backend
+        from gpumine.kmeans.multi_gpu import resolve_gpu_ids
+
+        if check_only:  # the parameter's form only: GPUs are asked for at fit time
+            return resolve_gpu_ids(self.device if self.device != "gpu:all" else [0],
+                                   count=1 << 30)
+        get_backend("gpu")  # raises BackendUnavailable, naming what is missing
+        return resolve_gpu_ids(self.device)
+
+    def _backend(self):
+        if self._gpu_ids(check_only=True) is not None:
+            from gpumine.backend import get_backend
+
+            return get_backend("gpu")
+        return super()._backend()
+
     def _fit(self, X, sample_weight):
         self._check_params()
+        if self._gpu_ids(check_only=True) is not None:
+            if self.batch_rows is not None or is_dataset(X):
+                raise InvalidParameterError(
+                    f"device={self.device!r} fits in memory: several GPUs do not take "
+                    "batch_rows or a pyarrow dataset (stream on one GPU instead)")
+            from gpumine.backend import cupy_module
+
+            ids = self._gpu_ids()
+            with cupy_module().cuda.Device(ids[0]):
+                return self._fit_in_memory(X, sample_weight, ids)
         if self.batch_rows is not None or is_dataset(X):
             return self._fit_streamed(X, sample_weight)
+        return self._fit_in_memory(X, sample_weight, None)
+
+    def _fit_in_memory(self, X, sample_weight, ids):
         backend = self._backend()
         device_input = is_device_array(X)
         # copy_x gives the fit a copy of its own, except of already validated Columns (a
@@ -252,14 +305,24 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         _check_features(update, n_features)
         init, init_name, default_n_init = self._resolve_init(X, backend.name)
         n_init = self._n_init(init_name, default_n_init)
+        single = None
+        if ids is not None:
+            from gpumine.kmeans.multi_gpu import MultiGPULloyd
+
+            single = MultiGPULloyd(ids, update.load())
         result = lloyd.fit_lloyd(
             X, sample_weight, n_clusters=self.n_clusters,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
             assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp,
-            mean=columns.means, restore_x=not owned)
+            mean=columns.means, restore_x=not owned, single=single)
         self._set_fitted(result, backend, device_input, init_name, assign, update)
         self.strategy_reasons_ = reasons
+        for name in ("device_ids_", "iteration_seconds_"):  # a previous several-GPU fit's
+            self.__dict__.pop(name, None)
+        if single is not None:
+            self.device_ids_ = list(ids)
+            self.iteration_seconds_ = np.asarray(result.iteration_seconds)  # the kept run's
         return self
 
     def _n_init(self, init_name, default_n_init):

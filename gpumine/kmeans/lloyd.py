@@ -102,6 +102,8 @@ class LloydResult:
     n_distinct : int or None
         Clusters holding at least one point, when the loop counted them (the fused
         device loop does); None: the estimator counts them from ``labels``.
+    iteration_seconds : list of float or None
+        Each iteration's wall time, where the loop measured it (the several-GPU loop).
     """
 
     labels: object
@@ -109,6 +111,7 @@ class LloydResult:
     centers: object
     n_iter: int
     n_distinct: int | None = None
+    iteration_seconds: list | None = None
 
 
 def tolerance(X, tol: float, xp=np, mean=None) -> float:
@@ -538,7 +541,7 @@ def is_same_clustering(labels1, labels2, n_clusters: int, xp=np) -> bool:
 def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: Callable,
               update: Callable, max_iter: int, tol: float, random_state,
               verbose: int = 0, xp=np, center_dtype=None, mean=None,
-              restore_x: bool = True) -> LloydResult:
+              restore_x: bool = True, single: Callable | None = None) -> LloydResult:
     """Fit k-means: centre X, run ``n_init`` Lloyd runs, keep the best, shift back.
 
     Parameters
@@ -569,6 +572,10 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
     restore_x : bool, default=True
         Shift X back after the fit; False when X is the fit's own copy (``copy_x``),
         which nobody reads afterwards: one pass over X less.
+    single : callable, optional
+        One Lloyd run, called as :func:`lloyd_single` is (the default);
+        :class:`gpumine.kmeans.multi_gpu.MultiGPULloyd` runs it on several GPUs and binds
+        ``update`` to each GPU's rows itself.
 
     Returns
     -------
@@ -591,14 +598,16 @@ def fit_lloyd(X, sample_weight, *, n_clusters: int, init, n_init: int, assign: C
         x_mean = mean64.astype(X.dtype)
     X -= x_mean
     try:
-        update = bind_update(update, X, sample_weight)  # per-fit state, e.g. hybrid's host copy
+        if single is None:
+            single = lloyd_single
+            update = bind_update(update, X, sample_weight)  # per-fit state, e.g. hybrid's copy
         best = None
         for _ in range(n_init):
             centers_init = initial_centers(init, X, sample_weight, n_clusters, x_mean=x_mean,
                                            center_dtype=center_dtype, random_state=random_state,
                                            verbose=verbose, xp=xp)
-            result = lloyd_single(X, sample_weight, centers_init, assign=assign, update=update,
-                                  max_iter=max_iter, tol=scaled_tol, verbose=verbose, xp=xp)
+            result = single(X, sample_weight, centers_init, assign=assign, update=update,
+                            max_iter=max_iter, tol=scaled_tol, verbose=verbose, xp=xp)
             best = better_run(best, result, n_clusters, xp)
     finally:
         if restore_x:
