@@ -184,7 +184,7 @@ class MultiGPULloyd:
         bounds = share_bounds(X.shape[0], len(self.device_ids))
         self._shares = [_Share(i, X, sample_weight, start, stop, k, assign)
                         for i, (start, stop) in zip(self.device_ids, bounds, strict=True)]
-        self._comm = nccl.NcclCommunicator.initAll(len(self.device_ids), self.device_ids)
+        self._comm = nccl.NcclCommunicator.initAll(self.device_ids)  # CuPy 14: the ids
         return self._shares
 
     def __call__(self, X, sample_weight, centers_init, *, assign, update, max_iter, tol,
