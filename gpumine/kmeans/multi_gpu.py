@@ -184,7 +184,8 @@ class MultiGPULloyd:
         bounds = share_bounds(X.shape[0], len(self.device_ids))
         self._shares = [_Share(i, X, sample_weight, start, stop, k, assign)
                         for i, (start, stop) in zip(self.device_ids, bounds, strict=True)]
-        self._comm = nccl.NcclCommunicator.initAll(self.device_ids)  # CuPy 14: the ids
+        # CuPy 14: one communicator per GPU, in the ids' order (rank i: device_ids[i])
+        self._comm = nccl.NcclCommunicator.initAll(self.device_ids)
         return self._shares
 
     def __call__(self, X, sample_weight, centers_init, *, assign, update, max_iter, tol,
@@ -265,17 +266,15 @@ class MultiGPULloyd:
 
     def _reduce(self, shares, nccl):
         """Every share's sums, weights and changed count added onto the first GPU's."""
-        comm = self._comm
-        comm.groupStart()
-        for rank, share in enumerate(shares):
-            comm.setCurrentComm(rank)
+        nccl.groupStart()
+        for comm, share in zip(self._comm, shares, strict=True):
             stream = share.stream.ptr
             for array, kind in ((share.sums, nccl.NCCL_FLOAT64),
                                 (share.weights, nccl.NCCL_FLOAT64),
                                 (share.buffers.changed, nccl.NCCL_UINT64)):
                 comm.reduce(array.data.ptr, array.data.ptr, array.size, kind, nccl.NCCL_SUM,
                             0, stream)
-        comm.groupEnd()
+        nccl.groupEnd()
         cp = cupy_module()
         for share in shares[1:]:  # their counts were added in: start the next from zero
             with cp.cuda.Device(share.device_id), share.stream:
@@ -283,12 +282,10 @@ class MultiGPULloyd:
 
     def _broadcast(self, shares, count, kind, nccl):
         """The first GPU's new centres to every other."""
-        comm = self._comm
-        comm.groupStart()
-        for rank, share in enumerate(shares):
-            comm.setCurrentComm(rank)
+        nccl.groupStart()
+        for comm, share in zip(self._comm, shares, strict=True):
             comm.bcast(share.centers_new.data.ptr, count, kind, 0, share.stream.ptr)
-        comm.groupEnd()
+        nccl.groupEnd()
 
     def _gather_labels(self, shares, n_samples):
         """Every share's labels in one array on the first GPU (queued on its stream)."""
