@@ -294,7 +294,9 @@ class MultiGPULloyd:
         with cp.cuda.Device(first.device_id):
             labels = cp.empty(n_samples, dtype=cp.int32)
             for share in shares:
-                first.stream.wait_event(share.stream.record())
+                with cp.cuda.Device(share.device_id):  # an event of the stream's own device
+                    done = share.stream.record()
+                first.stream.wait_event(done)
                 part = labels[share.start:share.stop]
                 part.data.copy_from_device_async(share.labels.data, share.labels.nbytes,
                                                  stream=first.stream)
