@@ -133,7 +133,9 @@ def test_several_gpus_relocate_empty_clusters_as_one_does(rng, many):
 @pytest.mark.parametrize("many", [1, 2])
 def test_several_gpus_seeded_init_and_device_input(many):
     """A seed draws the init on the first GPU over all of X, as one GPU does: the same fit;
-    CuPy input gives CuPy output; a second fit is the same as the first."""
+    CuPy input gives CuPy output; a second fit (from host data) gives the same labels and
+    the centres to float32 rounding (float32 partial sums are added in the order the
+    atomics land, on one GPU too: ``update_atomic``)."""
     from gpumine.backend import cupy_module
 
     cp = cupy_module()
@@ -145,5 +147,7 @@ def test_several_gpus_seeded_init_and_device_input(many):
     np.testing.assert_array_equal(cp.asnumpy(several.labels_), one.labels_)
     assert several.n_iter_ == one.n_iter_
     again = GPUKMeans(32, random_state=7, device=_devices(many)).fit(X)
-    np.testing.assert_array_equal(again.cluster_centers_, cp.asnumpy(several.cluster_centers_))
+    np.testing.assert_array_equal(again.labels_, one.labels_)
+    np.testing.assert_allclose(again.cluster_centers_, cp.asnumpy(several.cluster_centers_),
+                               rtol=0, atol=1e-5 * np.abs(one.cluster_centers_).max())
     np.testing.assert_array_equal(several.predict(X[:100]).get(), one.predict(X[:100]))
