@@ -1,7 +1,8 @@
 """gpumine.dask.GPUKMeans on one GPU and on two: the per-iteration speed-up of the collective
 engine, one Dask worker per GPU (each started with its own ``CUDA_VISIBLE_DEVICES``).
 
-The same data (``n`` x ``d`` float32 normals drawn by ``dask.array`` from one seed, persisted
+The same data (``n`` x ``d`` float32 normals drawn by ``dask.array`` from one seed, in the
+same eight partitions on both clusters -- its random numbers depend on the chunks -- persisted
 on the workers, which have no memory limit: with Dask's default, a share of the machine's
 memory by threads, the one worker holding all 100M rows died in a first attempt, its logs
 unread) and the same initial centres (its first ``k`` rows) on a one-worker and a two-worker
@@ -80,11 +81,13 @@ def main() -> None:
     from gpumine.bench.record import commit
     from gpumine.dask import GPUKMeans
 
-    rows, models = [], {}
+    rows, models, labels = [], {}, {}
     for gpus in (1, 2):
         with _cluster(distributed, gpus, args.threads) as cluster, \
                 distributed.Client(cluster) as client:
-            chunk = -(-args.n // (4 * gpus))
+            # the same partitions on both clusters: dask.array's random numbers depend on the
+            # chunks (records up to 4046a39 compared fits of different data)
+            chunk = -(-args.n // 8)
             X = _data(da, np, args, chunk).persist()
             distributed.wait(X)
             init = X[:args.k].compute().astype(np.float64)
@@ -102,6 +105,7 @@ def main() -> None:
                          "n_iter": model.n_iter_,
                          "iteration_overhead_share": model.iteration_overhead_})
             models[gpus] = model
+            labels[gpus] = np.asarray(model.labels_.compute())  # on this cluster's data
             print(rows[-1], flush=True)
             del X
     one, two = (models[g].cluster_centers_.astype(np.float64) for g in (1, 2))
@@ -116,6 +120,7 @@ def main() -> None:
               # against the centres' largest coordinate (an element's own magnitude can be ~0)
               "centres_max_difference_over_scale": float(np.abs(one - two).max()
                                                          / np.abs(one).max()),
+              "labels_equal": bool(np.array_equal(labels[1], labels[2])),
               "inertia": [models[1].inertia_, models[2].inertia_]}
     print({k: v for k, v in record.items() if k != "rows"}, flush=True)
     save(args.out, "dask-two-gpus", record)

@@ -99,8 +99,11 @@ class ResidentPartition:
     def __init__(self, block, wblock, x_mean, device, assign_name, update_name):
         self.backend = backend = _backend(device)
         xp = backend.xp
-        # the block minus the float64 mean
-        self.X = backend.to_device(np.asarray(block)) - backend.to_device(x_mean)
+        # the block minus the mean in the block's dtype, as the in-memory fit centres X (a
+        # float64 mean made a float32 block float64: twice the bytes and a float64
+        # assignment), stored column-major on the GPU, the layout the kernels read (a
+        # row-major block was transposed by every launch)
+        self.X = _centred_columns(backend, block, x_mean)
         n = self.X.shape[0]
         self.weight = block_weights(wblock, n, xp, self.X.dtype)
         self.labels = xp.full(n, -1, dtype=xp.int32)
@@ -172,9 +175,18 @@ def _farthest(block, wblock, centers, x_mean, device, assign_name, count):
     return part.farthest(centers, count)
 
 
+def _centred_columns(backend, block, x_mean):
+    """A partition on ``backend``, column-major on the GPU, minus ``x_mean`` in its own dtype;
+    a copy of its own (the persisted partition is never written)."""
+    block = np.asarray(block)
+    X = backend.to_device_columns(block.copy() if not backend.is_gpu else block)
+    X -= backend.to_device(x_mean.astype(block.dtype))
+    return X
+
+
 def _labels(block, centers, x_mean, device, assign_name):
     backend = _backend(device)
-    X = backend.to_device(np.asarray(block)) - backend.to_device(x_mean)
+    X = _centred_columns(backend, block, x_mean)
     labels = backend.xp.empty(X.shape[0], dtype=backend.xp.int32)
     registry.resolve_strategy("kmeans.assign", assign_name, backend.name).load()(
         X, backend.to_device(centers), labels)
