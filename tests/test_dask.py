@@ -64,6 +64,24 @@ def test_collective_engine_equals_the_in_memory_fit(client, n, k, chunks):
     np.testing.assert_array_equal(again.cluster_centers_, model.cluster_centers_)
 
 
+def test_one_worker_and_two_give_the_same_bits(client):
+    """The same partitions on one worker and on two: the same centres to the last bit (each
+    partition's sums added in partition order on every rank, not per-rank subtotals)."""
+    X = _blobs(4, n=9000, k=5)
+    init = X[np.random.default_rng(2).choice(len(X), 12, replace=False)]
+    data = da.from_array(X, chunks=(700, 3))  # per-rank subtotals differed here in a bit
+    two = GPUKMeans(12, init=init, engine="collective").fit(data)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster):  # the default client until it closes
+        one = GPUKMeans(12, init=init, engine="collective").fit(data)
+        one_labels = one.labels_.compute()
+    assert one.n_iter_ == two.n_iter_ > 2
+    np.testing.assert_array_equal(one.cluster_centers_, two.cluster_centers_)
+    np.testing.assert_array_equal(one_labels, two.labels_.compute())
+    assert one.inertia_ == two.inertia_
+
+
 @pytest.mark.parametrize("engine", ["graph", "collective"])
 def test_weighted_fit_equals_the_in_memory_weighted_fit(client, engine):
     """Weights (some zero, as a dask array in other chunks than X's): the in-memory weighted

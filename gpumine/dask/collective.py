@@ -4,12 +4,12 @@ One task per worker runs every iteration on the partitions that worker holds, as
 multi-node k-means does: no Dask graph per iteration. The task moves each partition to its
 backend once, centred, and keeps its labels there (``resident``, e.g.
 :class:`gpumine.dask.kmeans.ResidentPartition`), so an iteration brings only k x (d + 1)
-sums and one count off a GPU. Each iteration the tasks exchange their partial sums, weights
-and numbers of changed labels through an
+sums and one count off a GPU. Each iteration the tasks exchange their partitions' sums and
+weights and their numbers of changed labels through an
 :class:`AllGather` actor -- a Dask actor, so the calls go from worker to worker, not
-through the scheduler -- and every task adds the ranks' parts in rank order and takes the
-same decisions (relocation, averaging, stopping rule) on the same numbers. Rank 0 returns
-the centres.
+through the scheduler -- and every task adds the partitions' sums in partition order and
+takes the same decisions (relocation, averaging, stopping rule) on the same numbers. Rank 0
+returns the centres.
 
 A lost worker: the driver sees it go and breaks the exchange (every waiting task fails),
 Dask recomputes the lost partitions from their lineage, and the driver runs the whole loop
@@ -17,8 +17,9 @@ again from the same initial centres (the same result, :func:`run`); a rerun task
 sends a step again also breaks it. Losing the worker that holds the actor leaves the other
 tasks waiting on it: each exchange waits at most a minute (or ten times the task's own
 iteration), then the task fails and the driver starts again (70 s to recover in a trial).
-Partition order within a rank and rank order are fixed, so a fit is the same run to run;
-against the in-memory fit the centres differ only by the summation order.
+The sums are added partition by partition in partition order whichever worker holds
+which, so a fit is the same run to run and on one worker or many (the same partitions:
+bit for bit); against the in-memory fit the centres differ only by the summation order.
 """
 
 from __future__ import annotations
@@ -121,15 +122,18 @@ def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
         start = time.perf_counter()
         own = [part.step(centers) for part in parts_held]
         busy = time.perf_counter() - start
-        sums, weights = np.zeros((k, d)), np.zeros(k)  # sync: none -- host NumPy, k (d + 1)
-        for part_sums, part_weights, _ in own:
-            sums += part_sums
-            weights += part_weights
-        parts = exchange((sums, weights, sum(p[2] for p in own), busy), busy)
+        # each partition's sums, keyed by its first row: every rank adds all of them in the
+        # partitions' order, so that the sums, and the fit, do not depend on how many
+        # workers hold the partitions (per-rank subtotals added in rank order did: float64
+        # addition does not associate, and k-means amplifies a last bit)
+        pieces = [(offset, part_sums, part_weights)
+                  for offset, (part_sums, part_weights, _) in zip(offsets, own, strict=True)]
+        parts = exchange((pieces, sum(p[2] for p in own), busy), busy)
         wall = time.perf_counter() - start
-        overheads.append(max(0.0, 1.0 - max(p[3] for p in parts) / wall))
+        overheads.append(max(0.0, 1.0 - max(p[2] for p in parts) / wall))
         sums, weights = np.zeros((k, d)), np.zeros(k)  # sync: none -- host NumPy, k (d + 1)
-        for part_sums, part_weights, _, _ in parts:  # rank order: a fixed sum order
+        for _, part_sums, part_weights in sorted((piece for p in parts for piece in p[0]),
+                                                 key=lambda piece: piece[0]):
             sums += part_sums
             weights += part_weights
         empty = np.flatnonzero(weights == 0)  # host NumPy (sync: none)
@@ -142,7 +146,7 @@ def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
         new = average_centers(sums, weights, np.float64)
         shift = float(((new - centers) ** 2).sum())
         centers = new
-        unchanged = sum(part[2] for part in parts) == 0  # labels changed on every rank
+        unchanged = sum(part[1] for part in parts) == 0  # labels changed on every rank
         stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
         seconds.append(time.perf_counter() - start)  # the whole iteration, on this rank
         if stop:
