@@ -38,10 +38,10 @@ def _cluster(distributed, gpus: int, threads: int):
         scheduler={"cls": distributed.Scheduler, "options": {"dashboard_address": None}})
 
 
-def _timed_fit(GPUKMeans, X, init, iters):
+def _timed_fit(GPUKMeans, X, init, iters, update="auto"):
     start = time.perf_counter()
     model = GPUKMeans(len(init), init=init, max_iter=iters, tol=0, engine="collective",
-                      device="gpu").fit(X)
+                      device="gpu", update=update).fit(X)
     return time.perf_counter() - start, model
 
 
@@ -71,6 +71,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--clusters", type=int, default=0,
                         help="rows around this many centres (0: unclustered normals)")
+    parser.add_argument("--update", default="auto",
+                        help="kmeans.update strategy (sort: the same sums run to run)")
     args = parser.parse_args()
     import dask
     import dask.array as da
@@ -91,9 +93,9 @@ def main() -> None:
             X = _data(da, np, args, chunk).persist()
             distributed.wait(X)
             init = X[:args.k].compute().astype(np.float64)
-            _timed_fit(GPUKMeans, X, init, 1)  # warm-up: kernels compiled on every worker
-            short, _ = _timed_fit(GPUKMeans, X, init, 2)
-            long, model = _timed_fit(GPUKMeans, X, init, args.iters + 2)
+            _timed_fit(GPUKMeans, X, init, 1, args.update)  # warm-up: kernels compiled
+            short, _ = _timed_fit(GPUKMeans, X, init, 2, args.update)
+            long, model = _timed_fit(GPUKMeans, X, init, args.iters + 2, args.update)
             devices = client.run(lambda: __import__("cupy").cuda.runtime.getDeviceProperties(
                 0)["name"].decode())
             rows.append({"gpus": gpus, "workers": sorted(devices.values()),
@@ -110,7 +112,7 @@ def main() -> None:
             del X
     one, two = (models[g].cluster_centers_.astype(np.float64) for g in (1, 2))
     record = {"commit": commit(), "n": args.n, "d": args.d, "k": args.k,
-              "clusters": args.clusters,
+              "clusters": args.clusters, "update": args.update,
               "dtype": "float32", "iters": args.iters, "threads_per_worker": args.threads,
               "versions": {"dask": dask.__version__, "distributed": distributed.__version__,
                            "numpy": np.__version__},
