@@ -294,6 +294,11 @@ def _staged_copy(cupy, X):
     buffers = [cupyx.empty_pinned(step, dtype=X.dtype) for _ in range(2)]
     done = [None, None]
     stream = cupy.cuda.Stream(non_blocking=True)
+    # ``out`` comes from CuPy's pool on the current stream: memory freed there may still be
+    # read by work queued on it (a previous copy's transpose), which a non-blocking side
+    # stream would not wait for -- it overwrote a partition being transposed when
+    # gpumine.dask staged several partitions in turn (record dask-two-gpus-*-32ec66b)
+    stream.wait_event(cupy.cuda.get_current_stream().record())
     pool = _host_pool()
     for number, start in enumerate(range(0, flat_in.size, step)):
         chunk = flat_in[start:start + step]

@@ -216,6 +216,18 @@ def test_pinned_staging_copies_exactly(cp, monkeypatch):
     np.testing.assert_array_equal(cp.asnumpy(got), X)
 
 
+def test_staged_copies_in_turn_do_not_overwrite_a_transpose_in_flight(cp):
+    """Partitions copied one after another (gpumine.dask's resident partitions): each staged
+    copy's device buffer may be the memory the previous copy's transpose still reads on the
+    current stream; the side stream must wait for it."""
+    backend = __import__("gpumine.backend", fromlist=["get_backend"]).get_backend("gpu")
+    rng = np.random.default_rng(8)
+    parts = [rng.normal(size=(2_000_000, 8)).astype(np.float32) for _ in range(6)]
+    copies = [backend.to_device_columns(part) for part in parts]
+    for part, copy in zip(parts, copies, strict=True):
+        np.testing.assert_array_equal(cp.asnumpy(copy), part)
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64])
 def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
     import gpumine.backend as backend_module
