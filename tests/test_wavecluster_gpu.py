@@ -222,7 +222,8 @@ def test_staged_copies_in_turn_do_not_overwrite_a_transpose_in_flight(cp):
     current stream; the side stream must wait for it."""
     backend = __import__("gpumine.backend", fromlist=["get_backend"]).get_backend("gpu")
     rng = np.random.default_rng(8)
-    parts = [rng.normal(size=(2_000_000, 8)).astype(np.float32) for _ in range(6)]
+    parts = [rng.normal(size=(2_200_000, 8)).astype(np.float32)  # 70 MB: staged
+             for _ in range(6)]
     copies = [backend.to_device_columns(part) for part in parts]
     for part, copy in zip(parts, copies, strict=True):
         np.testing.assert_array_equal(cp.asnumpy(copy), part)
