@@ -8,6 +8,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from gpumine import WaveCluster
+from gpumine.exceptions import InvalidParameterError
 from gpumine.wavecluster import engine, hierarchy
 from gpumine.wavecluster.levels import next_level_cells, split_by_coarser_level
 
@@ -110,3 +111,30 @@ def test_a_level_is_split_by_the_level_above_it():
     assert adjusted_rand_score(y, found[3].labels_) > adjusted_rand_score(
         y, found[1].labels_) + 0.5
     np.testing.assert_array_equal(found[3].labels_ >= 0, found[0].labels_ >= 0)
+
+
+def test_levels_auto_consults_the_coarser_levels_and_an_integer_does_not():
+    """``levels="auto"`` (the default): one level, the coarser ones consulted; ``levels=1``:
+    the same transform, its own clusters alone (what no coarser level gives); ``levels=2``: a
+    grid twice as fine per axis, two levels down."""
+    X, _ = make_blobs(1000, centers=5, cluster_std=1.0, center_box=(-8, 8), random_state=94)
+    auto = WaveCluster(device="cpu").fit(X)
+    assert WaveCluster(device="cpu").get_params()["levels"] == "auto"
+    assert auto.levels_ == 1 and auto.n_clusters_ == 4
+    one = WaveCluster(device="cpu", levels=1).fit(X)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "AUTO_COARSER_LEVELS", 0)
+        none = WaveCluster(device="cpu").fit(X)
+    assert one.levels_ == 1 and one.n_clusters_ == 1
+    np.testing.assert_array_equal(one.labels_, none.labels_)
+    np.testing.assert_array_equal(one.grid_shape_, auto.grid_shape_)
+    two = WaveCluster(device="cpu", levels=2).fit(X)
+    assert two.levels_ == 2
+    assert [s // 2 for s in two.grid_shape_] == list(auto.grid_shape_)
+    np.testing.assert_array_equal(two.predict(X), two.labels_)
+
+
+@pytest.mark.parametrize("levels", ["deep", 0, 2.0, True])
+def test_bad_levels_name_the_choices(levels):
+    with pytest.raises(InvalidParameterError, match="levels must be 'auto' or an integer >= 1"):
+        WaveCluster(device="cpu", levels=levels).fit(np.random.RandomState(0).rand(50, 2))

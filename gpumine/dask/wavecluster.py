@@ -168,7 +168,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, grid_size="auto", *, levels=1, wavelet="haar", threshold="auto",
+    def __init__(self, grid_size="auto", *, levels="auto", wavelet="haar", threshold="auto",
                  connectivity=None, min_cluster_size="auto", bounds=None, device="cpu",
                  label="auto"):
         self.grid_size = grid_size
@@ -233,19 +233,20 @@ class WaveCluster(ClusterMixin, BaseEstimator):
             highs = [hi for rows, _, hi, _ in parts if rows]
             bounds = inner._check_bounds(np.stack([np.min(lows, axis=0),
                                                    np.max(highs, axis=0)]))
-        grid_shape = plan["grid_shape"]
+        grid_shape, levels = plan["grid_shape"], inner._levels()
         fine = tree_sum(dask, [dask.delayed(_block_grid)(b, wb, bounds, grid_shape, self.device)
                                for b, wb in zip(blocks, wblocks, strict=True)]).compute()
         stages = pipeline.stages_for(backend, device_labels=False)
         threshold, components, n_components = pipeline.grid_components(
-            stages, [backend.to_device(fine)], wavelet=plan["wavelet"], levels=self.levels,
+            stages, [backend.to_device(fine)], wavelet=plan["wavelet"], levels=levels,
             threshold=self.threshold, connectivity=plan["connectivity"],
-            min_cluster_size=plan["min_cluster_size"], label=plan["label"].load())
+            min_cluster_size=plan["min_cluster_size"], label=plan["label"].load(),
+            coarser_levels=inner._consults_coarser())
         components = backend.to_host(components)  # sync: the coarse grid, once, to ship
         shared = dask.delayed(components)  # one key, not a copy per task
         counts = dask.compute(*[
             dask.delayed(_block_sizes)(b, wb, bounds, grid_shape, shared, plan["wavelet"],
-                                       self.levels, n_components + 1, self.device)
+                                       levels, n_components + 1, self.device)
             for b, wb in zip(blocks, wblocks, strict=True)])
         remap = engine.cluster_ids(np.sum(counts, axis=0), plan["min_cluster_size"])
         self.grid_labels_ = remap[components]
@@ -253,12 +254,13 @@ class WaveCluster(ClusterMixin, BaseEstimator):
         self.grid_shape_ = tuple(grid_shape)
         self.bounds_ = np.asarray(bounds, dtype=np.float64)
         self.threshold_ = float(threshold)  # sync: none, a host number
+        self.levels_ = levels
         self.n_features_in_ = n_features
         self.device_ = backend.name
         self.strategies_ = {"wavelet": self.wavelet, "label": plan["label"].name}
         self._wavelet = plan["wavelet"]
         self.labels_ = _lazy(X, _block_labels, self.bounds_, self.grid_shape_, shared, remap,
-                             self._wavelet, self.levels, self.device)
+                             self._wavelet, levels, self.device)
         return self
 
     def predict(self, X):
@@ -272,7 +274,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
                                     f"{self.n_features_in_}")
         dask, _ = dask_modules()
         return _lazy(X, _block_lookup, dask.delayed(self.grid_labels_), self.bounds_,
-                     self.grid_shape_, self._wavelet, self.levels)
+                     self.grid_shape_, self._wavelet, self.levels_)
 
 
 def _lazy(X, function, *args):

@@ -45,8 +45,13 @@ class WaveCluster(GpumineEstimator):
         Fine-grid cells per feature. ``"auto"``: about two coarse cells per point;
         with one feature, ``sqrt(2 N)`` coarse cells (see
         :func:`gpumine.wavecluster.engine.auto_grid_shape`).
-    levels : int, default=1
-        Wavelet levels; each halves the grid (``haar``).
+    levels : "auto" or int, default="auto"
+        Wavelet levels of the transform; each halves the grid (``haar``). ``"auto"``:
+        one level, and with ``threshold="auto"`` and ``haar`` the coarser levels the
+        transform produces next (up to three, each 2^d times the points per cell) are
+        consulted: a cluster that holds two or more clusters of a coarser level is split
+        between them (:mod:`gpumine.wavecluster.levels`, the threshold's docstring below).
+        An integer: that many levels, and the clusters of that level alone.
     wavelet : {"haar", "bior2.2"}, default="haar"
         ``haar``: seed 003's 2^d-block low-pass; ``bior2.2``: the CDF(2,2)
         low-pass of the original WaveCluster paper. Both equal PyWavelets'
@@ -64,7 +69,7 @@ class WaveCluster(GpumineEstimator):
         (:mod:`gpumine.wavecluster.hierarchy`); with ``haar``, a cluster that holds two
         or more clusters of the wavelet's next level (2^d times the points per cell, its
         own clusters split the same way by up to two levels above) is split between them
-        (:mod:`gpumine.wavecluster.levels`). Last, where the base
+        (:mod:`gpumine.wavecluster.levels`; with ``levels="auto"``). Last, where the base
         level is above one point per cell, each occupied cell sharing a face with a
         cluster's cell joins it; at one point per cell, each occupied cell outside the
         clusters within two steps of ``connectivity`` joins the nearest (the border:
@@ -144,7 +149,7 @@ class WaveCluster(GpumineEstimator):
     _input_dtype = np.float64
     _fitted_attribute = "grid_labels_"
 
-    def __init__(self, grid_size="auto", *, levels=1, wavelet="haar", threshold="auto",
+    def __init__(self, grid_size="auto", *, levels="auto", wavelet="haar", threshold="auto",
                  connectivity=None, min_cluster_size="auto", bounds=None, device="auto",
                  label="auto", batch_rows=None):
         self.grid_size = grid_size
@@ -159,9 +164,10 @@ class WaveCluster(GpumineEstimator):
         self.batch_rows = batch_rows
 
     def _check_params(self, n_features):
-        if (not isinstance(self.levels, numbers.Integral) or isinstance(self.levels, bool)
-                or self.levels < 1):
-            raise InvalidParameterError(f"levels must be an integer >= 1, got {self.levels!r}")
+        if self.levels != "auto" and (not isinstance(self.levels, numbers.Integral)
+                                      or isinstance(self.levels, bool) or self.levels < 1):
+            raise InvalidParameterError(
+                f"levels must be 'auto' or an integer >= 1, got {self.levels!r}")
         if not isinstance(self.wavelet, str):
             raise InvalidParameterError(f"wavelet must be a strategy name, got {self.wavelet!r}")
         self._check_device()
@@ -188,13 +194,21 @@ class WaveCluster(GpumineEstimator):
                              f"{self.min_cluster_size!r}")
         return int(connectivity)
 
+    def _levels(self) -> int:
+        """The transform's wavelet levels: ``levels``, or 1 for ``"auto"``."""
+        return 1 if self.levels == "auto" else int(self.levels)
+
+    def _consults_coarser(self) -> bool:
+        """Whether ``threshold="auto"`` consults the coarser levels: ``levels="auto"``."""
+        return self.levels == "auto"
+
     def _grid_shape(self, total_weight, n_features, wavelet):
         if isinstance(self.grid_size, str):
             if self.grid_size != "auto":
                 raise InvalidParameterError(
                     f"grid_size must be 'auto', an int or one int per feature, "
                     f"got {self.grid_size!r}")
-            shape = engine.auto_grid_shape(total_weight, n_features, self.levels)
+            shape = engine.auto_grid_shape(total_weight, n_features, self._levels())
         elif isinstance(self.grid_size, numbers.Integral) and not isinstance(self.grid_size,
                                                                             bool):
             shape = (int(self.grid_size),) * n_features
@@ -212,17 +226,18 @@ class WaveCluster(GpumineEstimator):
                                  "features")
         if min(shape) < 2:
             raise InvalidParameterError(f"grid_size must be >= 2 per feature, got {shape}")
-        coarse = coarse_shape(shape, wavelet, self.levels)
-        if any(2 * 2 ** self.levels > s for s in shape):
+        levels = self._levels()
+        coarse = coarse_shape(shape, wavelet, levels)
+        if any(2 * 2 ** levels > s for s in shape):
             raise InvalidParameterError(
                 f"levels={self.levels} shrinks the grid {shape} to {coarse}: the "
                 f"grid vanishes; use fewer levels or a finer grid_size")
         needed = engine.required_bytes(shape)
         available = _available_memory()
-        if needed > available and self.grid_size == "auto" and self.levels > 1:
+        if needed > available and self.grid_size == "auto" and levels > 1:
             raise InsufficientMemoryError(
                 f"levels={self.levels} with grid_size='auto' asks for a "
-                f"{'x'.join(map(str, shape))} fine grid ({2 ** self.levels} fine cells per coarse "
+                f"{'x'.join(map(str, shape))} fine grid ({2 ** levels} fine cells per coarse "
                 f"cell and axis), about {needed / 2**30:.1f} GiB, more than the "
                 f"{available / 2**30:.1f} GiB available; use fewer levels")
         if needed > available:
@@ -301,7 +316,8 @@ class WaveCluster(GpumineEstimator):
             bounds = self._check_bounds(gpu.bounds(X.T))  # one fused pass
         else:
             bounds = self._bounds(X, weight, backend)
-        params = dict(bounds=bounds, grid_shape=plan["grid_shape"], levels=self.levels,
+        params = dict(bounds=bounds, grid_shape=plan["grid_shape"], levels=self._levels(),
+                      coarser_levels=self._consults_coarser(),
                       wavelet=plan["wavelet"], threshold=self.threshold,
                       connectivity=plan["connectivity"],
                       min_cluster_size=plan["min_cluster_size"], label=plan["label"].load())
@@ -338,7 +354,8 @@ class WaveCluster(GpumineEstimator):
             bounds = self._check_bounds(data_bounds)
         result = pipeline.fit_wavecluster_chunked(
             chunks, stages=pipeline.stages_for(backend), bounds=bounds,
-            grid_shape=plan["grid_shape"], levels=self.levels, wavelet=plan["wavelet"],
+            grid_shape=plan["grid_shape"], levels=self._levels(),
+            coarser_levels=self._consults_coarser(), wavelet=plan["wavelet"],
             threshold=self.threshold, connectivity=plan["connectivity"],
             min_cluster_size=plan["min_cluster_size"], label=plan["label"].load(),
             labels_to_host=not device_input)
@@ -351,6 +368,7 @@ class WaveCluster(GpumineEstimator):
         self.grid_shape_ = result.grid_shape
         self.bounds_ = result.bounds
         self.threshold_ = result.threshold
+        self.levels_ = self._levels()
         self.device_ = backend.name
         self.strategies_ = {"wavelet": self.wavelet, "label": plan["label"].name}
         return self
@@ -398,10 +416,10 @@ class WaveCluster(GpumineEstimator):
             from gpumine.wavecluster import gpu
 
             return gpu.lookup(X, self.grid_labels_, self.bounds_, self.grid_shape_, wavelet,
-                              self.levels)
+                              self.levels_)
         X = self._validate_X(X, reset=False, backend=get_backend("cpu"))  # a lookup: host work
         grid_labels = self.grid_labels_
         if is_device_array(grid_labels):  # fitted from CuPy input: the coarse grid comes over
             grid_labels = get_backend("gpu").to_host(grid_labels)
         return engine.lookup(X, grid_labels, self.bounds_, self.grid_shape_, wavelet,
-                             self.levels)
+                             self.levels_)

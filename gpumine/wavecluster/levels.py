@@ -23,7 +23,9 @@ ties to the lowest number; :func:`~gpumine.wavecluster.hierarchy.grow_labels`), 
 point changes between cluster and noise. A next-level cluster that reaches into several
 finer ones (arms the coarser grid merged) is a piece of none, or of one only.
 
-The next level's clusters are its own base level and split step (without their growth:
+The estimator consults these levels with ``levels="auto"`` (its default; an integer
+``levels`` takes that level's clusters alone). The next level's clusters are its own base
+level and split step (without their growth:
 the pieces' own cells are what is compared, and without border or specks), themselves
 split the same way by the level above them: the engine asks
 :data:`~gpumine.wavecluster.engine.AUTO_COARSER_LEVELS` (3) levels, from the coarsest
@@ -55,7 +57,10 @@ Cost on the CPU (record ``wavecluster-auto-cost-2026-11-26-f60c8d9``): each leve
 a quarter (2-d) of the cells but two more doublings of density to climb (about 1 ms of
 NumPy calls a level on small grids), and two passes over the finer grid: a 2-d fit with
 ``"auto"`` takes 2.4-4.1x the fit given its threshold, against 1.8-2.1x without. Not
-measured on a GPU.
+measured on a GPU at the time; on the H100 (record
+``wavecluster-auto-cost-h100-2026-11-26-cdc14d9``) each level costs the device path about
+1.7 ms of CuPy calls and syncs, and a fit from device data with ``"auto"`` takes 7.3-10.3x
+the fit given its threshold (2.7-4.5x without the coarser levels).
 """
 
 from __future__ import annotations

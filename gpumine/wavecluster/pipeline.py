@@ -135,10 +135,11 @@ def stages_for(backend, *, device_labels: bool = True) -> Stages:
 
 
 def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
-                    min_cluster_size, label):
+                    min_cluster_size, label, coarser_levels=False):
     """Low-pass the fine grid, resolve the threshold and label the coarse foreground:
     ``(threshold, components, n_components)``. ``fine`` is a one-element list holding the
-    fine grid; it is emptied, so the grid is freed before the labelling."""
+    fine grid; it is emptied, so the grid is freed before the labelling. ``coarser_levels``:
+    ``threshold="auto"`` consults the wavelet's coarser levels (``levels="auto"``)."""
     grid = fine.pop()
     coarse = stages.lowpass(grid, wavelet, levels)
     # the grid's weight, that "auto" counts points in
@@ -148,7 +149,8 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
         to_host=stages.to_host, spread=stages.spread,
-        coarser=_next_level(stages, wavelet) if threshold == "auto" else None)
+        coarser=(_next_level(stages, wavelet) if threshold == "auto" and coarser_levels
+                 else None))
     return threshold, components, n_components
 
 
@@ -166,7 +168,8 @@ def _next_level(stages, wavelet):
 
 
 def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, levels, wavelet,
-                    threshold, connectivity, min_cluster_size, label) -> WaveClusterResult:
+                    threshold, connectivity, min_cluster_size, label,
+                    coarser_levels: bool = False) -> WaveClusterResult:
     """Run the pipeline on validated X.
 
     Parameters
@@ -188,6 +191,9 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
         In units of sample weight (points when unweighted).
     label : callable
         A ``wavecluster.label`` strategy of the same backend.
+    coarser_levels : bool, default=False
+        ``threshold="auto"`` consults the coarser levels (the estimator's ``levels="auto"``;
+        :func:`grid_components`).
 
     Returns
     -------
@@ -201,7 +207,8 @@ def fit_wavecluster(X, sample_weight, *, stages: Stages, bounds, grid_shape, lev
                 if stages.prepare is not None else None)
     threshold, components, n_components = grid_components(
         stages, fine, wavelet=wavelet, levels=levels, threshold=threshold,
-        connectivity=connectivity, min_cluster_size=min_cluster_size, label=label)
+        connectivity=connectivity, min_cluster_size=min_cluster_size, label=label,
+        coarser_levels=coarser_levels)
     point_component = stages.point_components(point_cells, components, wavelet, levels,
                                               grid_shape)
     del point_cells
@@ -228,7 +235,8 @@ def chunk_components(stages, X, bounds, grid_shape, components, wavelet, levels)
 
 def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, levels, wavelet,
                             threshold, connectivity, min_cluster_size, label,
-                            labels_to_host: bool = True) -> WaveClusterResult:
+                            labels_to_host: bool = True,
+                            coarser_levels: bool = False) -> WaveClusterResult:
     """:func:`fit_wavecluster` over a chunk source (:mod:`gpumine.kmeans.chunked` says what
     one is), on either backend: three passes, none holding more than a chunk, the grids
     and the labels.
@@ -246,7 +254,8 @@ def fit_wavecluster_chunked(chunks, *, stages: Stages, bounds, grid_shape, level
         fine[0] += stages.histogram(X, w, bounds, grid_shape)[1]
     threshold, components, n_components = grid_components(
         stages, fine, wavelet=wavelet, levels=levels, threshold=threshold,
-        connectivity=connectivity, min_cluster_size=min_cluster_size, label=label)
+        connectivity=connectivity, min_cluster_size=min_cluster_size, label=label,
+        coarser_levels=coarser_levels)
 
     def point_component(X):
         return chunk_components(stages, X, bounds, grid_shape, components, wavelet, levels)
