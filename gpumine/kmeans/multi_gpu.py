@@ -129,6 +129,7 @@ class _Share:
             if device_id == X.device.id:
                 self.X_columns, self.weight = source, source_weight
             else:  # peer copies (through the host where the GPUs have no peer access)
+                # sync: blocking copies, once a fit and GPU
                 self.X_columns = cp.empty((d, n), dtype=X.dtype)
                 self.X_columns.data.copy_from_device(source.data, source.nbytes)
                 self.weight = cp.empty(n, dtype=sample_weight.dtype)
@@ -207,6 +208,7 @@ class MultiGPULloyd:
         steps = []
         for share in shares:
             with cp.cuda.Device(share.device_id):
+                # sync: a blocking copy of k x d numbers, once a run and GPU
                 share.centers_new.data.copy_from_device(centers_init.data, centers_init.nbytes)
                 with share.stream:
                     share.labels.fill(-1)
