@@ -152,3 +152,20 @@ def test_several_gpus_seeded_init_and_device_input(many):
                                rtol=0, atol=1e-5 * np.abs(one.cluster_centers_).max())
     # host data in, host labels out
     np.testing.assert_array_equal(several.predict(X[:100]), one.predict(X[:100]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("many", [1, 2])
+def test_several_gpus_seeded_runs_are_bit_identical(many):
+    """The same seed and data twice: the same bits (``atomic-f64``: float64 block partials,
+    the same sums run to run in practice; the shares' sums are added by NCCL in rank order)."""
+    from gpumine.backend import cupy_module
+
+    cp = cupy_module()
+    X = cp.asarray(_blobs(np.random.RandomState(5), 40_000, 6, 24, np.float32))
+    fits = [GPUKMeans(24, random_state=11, update="atomic-f64", device=_devices(many)).fit(X)
+            for _ in range(2)]
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                  cp.asnumpy(fits[1].cluster_centers_))
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
+    assert fits[0].inertia_ == fits[1].inertia_
