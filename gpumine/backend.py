@@ -392,6 +392,25 @@ def cupy_module() -> ModuleType:
     return get_backend("gpu").xp
 
 
+def nccl_module() -> ModuleType:
+    """CuPy's NCCL bindings (``cupy.cuda.nccl``), for the several-GPU loop.
+
+    Raises
+    ------
+    BackendUnavailable
+        No CuPy or no GPU, or a CuPy built without NCCL.
+    """
+    cupy_module()
+    try:
+        from cupy.cuda import nccl
+    except ImportError as exc:
+        raise BackendUnavailable(f"several GPUs need CuPy's NCCL bindings: {exc}") from exc
+    if not getattr(nccl, "available", True):
+        raise BackendUnavailable("several GPUs need NCCL: this CuPy has no NCCL library "
+                                 "(pip install nvidia-nccl-cu12 or -cu13)")
+    return nccl
+
+
 def gpu_available() -> bool:
     """True when CuPy imports and a CUDA device answers."""
     return _probe_gpu()[0] is not None

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from gpumine.backend import cupy_module
+from gpumine.backend import cupy_module, nccl_module
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kmeans.lloyd import LloydResult, inertia, stopping_rule
 
@@ -177,8 +177,7 @@ class MultiGPULloyd:
     def _prepare(self, X, sample_weight, k, assign):
         if self._shares is not None:  # a later run of n_init: the same shares
             return self._shares
-        from cupy.cuda import nccl
-
+        nccl = nccl_module()
         if X.device.id != self.device_ids[0]:
             raise InvalidParameterError(
                 f"X is on GPU {X.device.id}, the first of device={self.device_ids} must hold it")
@@ -193,10 +192,9 @@ class MultiGPULloyd:
                  verbose=0, xp=None) -> LloydResult:
         """One run from ``centers_init`` (centred, on the first GPU); ``update`` (bound to
         all of X by the caller) is not used: each share runs its own."""
-        from cupy.cuda import nccl
-
         from gpumine.kmeans import gpu
 
+        nccl = nccl_module()
         cp = cupy_module()
         k, d = centers_init.shape
         shares = self._prepare(X, sample_weight, k, assign)
