@@ -149,6 +149,7 @@ class WaveCluster(ClusterMixin, BaseEstimator):
     grid_shape_ : tuple of int
     bounds_ : ndarray of shape (2, n_features)
     threshold_ : float
+    levels_ : int
     n_features_in_ : int
     device_ : str
     strategies_ : dict

@@ -126,6 +126,8 @@ class WaveCluster(GpumineEstimator):
     threshold_ : float
         The threshold applied (resolved when ``"auto"``: the base level's; clusters
         split from one of its components separated at higher densities).
+    levels_ : int
+        The wavelet levels of the transform (1 for ``levels="auto"``).
     n_features_in_ : int
     feature_names_in_ : ndarray
     device_ : str
