@@ -64,6 +64,20 @@ def test_collective_engine_equals_the_in_memory_fit(client, n, k, chunks):
     np.testing.assert_array_equal(again.cluster_centers_, model.cluster_centers_)
 
 
+@pytest.mark.parametrize("engine", ["graph", "collective"])
+def test_float32_partitions_fit_as_the_in_memory_float32_fit(client, engine):
+    """float32 data far from the origin: partitions centred in float32, as the in-memory fit
+    centres X (a float64 mean made them float64 before); the same labels and iterations."""
+    X = _blobs(0).astype(np.float32)
+    init = X[np.random.default_rng(1).choice(len(X), 5, replace=False)]
+    memory = InMemory(5, init=init, device="cpu").fit(X)
+    model = GPUKMeans(5, init=init, engine=engine).fit(da.from_array(X, chunks=(1300, 3)))
+    assert model.cluster_centers_.dtype == np.float32
+    np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
+    assert model.n_iter_ == memory.n_iter_ > 2
+    np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-6)
+
+
 def test_one_worker_and_two_give_the_same_bits(client):
     """The same partitions on one worker and on two: the same centres to the last bit (each
     partition's sums added in partition order on every rank, not per-rank subtotals)."""
