@@ -66,8 +66,12 @@ def test_collective_engine_equals_the_in_memory_fit(client, n, k, chunks):
 
 @pytest.mark.parametrize("engine", ["graph", "collective"])
 def test_float32_partitions_fit_as_the_in_memory_float32_fit(client, engine):
-    """float32 data far from the origin: partitions centred in float32, as the in-memory fit
-    centres X (a float64 mean made them float64 before); the same labels and iterations."""
+    """float32 data far from the origin: the same labels and iterations as the in-memory
+    float32 fit; a resident partition is centred in float32, as the in-memory fit centres X
+    (a float64 mean made it float64: twice the bytes, and a float64 assignment on the GPU),
+    and its persisted block is left as it was."""
+    from gpumine.dask.kmeans import ResidentPartition
+
     X = _blobs(0).astype(np.float32)
     init = X[np.random.default_rng(1).choice(len(X), 5, replace=False)]
     memory = InMemory(5, init=init, device="cpu").fit(X)
@@ -76,6 +80,11 @@ def test_float32_partitions_fit_as_the_in_memory_float32_fit(client, engine):
     np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
     assert model.n_iter_ == memory.n_iter_ > 2
     np.testing.assert_allclose(model.cluster_centers_, memory.cluster_centers_, rtol=1e-6)
+    block = X[:100].copy()
+    part = ResidentPartition(block, None, X.mean(axis=0, dtype=np.float64), "cpu", "auto",
+                             "auto")
+    assert part.X.dtype == np.float32 and part.weight.dtype == np.float32
+    np.testing.assert_array_equal(block, X[:100])
 
 
 def test_one_worker_and_two_give_the_same_bits(client):
