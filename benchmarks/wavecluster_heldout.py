@@ -39,7 +39,8 @@ from gpumine.bench.record import commit
 
 SEEDS = (0, 1, 2)
 #: ``--without`` switches, each a module constant of gpumine.wavecluster.engine set to 0.
-STEPS = ("AUTO_COARSER_LEVELS", "AUTO_SPECK_STEPS", "AUTO_BORDER_CONNECTIVITY")
+STEPS = ("AUTO_COARSER_LEVELS", "AUTO_SPECK_STEPS", "AUTO_BORDER_CONNECTIVITY",
+         "AUTO_COARSER_SPLIT")
 
 
 def _noise(rng, X, share):

@@ -138,3 +138,19 @@ def test_levels_auto_consults_the_coarser_levels_and_an_integer_does_not():
 def test_bad_levels_name_the_choices(levels):
     with pytest.raises(InvalidParameterError, match="levels must be 'auto' or an integer >= 1"):
         WaveCluster(device="cpu", levels=levels).fit(np.random.RandomState(0).rand(50, 2))
+
+
+@pytest.mark.parametrize("host_tree_work", [None, 0])
+def test_coarser_levels_without_their_split_step(host_tree_work):
+    """``AUTO_COARSER_SPLIT = False`` (the coarser levels' clusters are their base level
+    alone): the five blobs still come apart at the coarser levels' base, the same on the
+    stacked labelling and on the CPU's level-by-level one."""
+    X, _ = make_blobs(1000, centers=5, cluster_std=1.0, center_box=(-8, 8), random_state=94)
+    default = WaveCluster(device="cpu").fit(X)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "AUTO_COARSER_SPLIT", False)
+        if host_tree_work is not None:
+            patch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
+        base_only = WaveCluster(device="cpu").fit(X)
+    assert base_only.n_clusters_ == 4
+    np.testing.assert_array_equal(base_only.labels_, default.labels_)

@@ -118,6 +118,12 @@ SPECK_BLOCK = 1 << 20
 #: How many of the wavelet's coarser (haar) levels the ``"auto"`` rule asks which clusters
 #: split (:mod:`gpumine.wavecluster.levels`); 0 asks none.
 AUTO_COARSER_LEVELS = 3
+#: The coarser levels' clusters include their own split step (:mod:`gpumine.wavecluster.levels`).
+#: Without it (scratch runs at a1a58ce, 2026-11-26): the 45 quality sets and the 33 held-out
+#: draws unchanged, the clustering-benchmark collection 0.763 -> 0.759 (smile3 1.00 -> 0.71,
+#: ds3c3sc6 0.38 -> 0.25), for about a tenth of the ``"auto"`` fit's time on the CPU (moons at
+#: 1x: 5.8 -> 5.2 ms against 1.6 given the threshold).
+AUTO_COARSER_SPLIT = True
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
@@ -307,7 +313,7 @@ def _coarser_opinions(coarse, labelled, minimum, coarser, kwargs) -> tuple:
                                              "spread")}
     above = None  # the level above: (components, n_components, grid, minimum)
     for grid in reversed(grids):
-        found = _base_and_split(grid, **kwargs, grow=False)
+        found = _base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
         if found is None:
             above = None
             continue
@@ -323,7 +329,7 @@ def _coarser_opinions(coarse, labelled, minimum, coarser, kwargs) -> tuple:
 
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
-                    to_host, spread, grow=True):
+                    to_host, spread, grow=True, split=True):
     """The ``"auto"`` rule's base level and split step on one grid: ``(base points, unit,
     minimum, (components, n_components))``, or None for an empty grid (module docstring).
     Without ``grow`` the split's pieces keep only their own cells (the next level's second
@@ -347,7 +353,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
         points, labelled = resolve_stacked(
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
-            weigh=weigh, to_host=to_host, spread=spread, grow=grow)
+            weigh=weigh, to_host=to_host, spread=spread, grow=grow, split=split)
         return points, unit, minimum, labelled
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}
@@ -366,6 +372,8 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
     chosen = AUTO_THRESHOLD_LEVELS[choose_base(count)]
     components, n_components = labelled.pop(chosen)
     labelled.clear()
+    if not split:
+        return chosen, unit, minimum, (components, n_components)
     return chosen, unit, minimum, split_persistent(
         coarse, components, n_components, base_points=chosen, unit=unit, minimum=minimum,
         connectivity=connectivity, grow=grow)

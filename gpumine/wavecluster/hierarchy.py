@@ -238,7 +238,7 @@ def _spread_host(grown, inside, steps):
 
 def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_levels,
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
-                    spread=None, grow: bool = True) -> tuple[float, tuple]:
+                    spread=None, grow: bool = True, split: bool = True) -> tuple[float, tuple]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
@@ -293,7 +293,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
         halves.append(2.0 ** (step / 2))
         step += 1
     reached = [p for p in base_levels[1:] if (p - 0.5) * unit <= peak]
-    levels = sorted({base_levels[0], *reached, *halves})
+    levels = sorted({base_levels[0], *reached, *(halves if split else ())})
     stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, label=label,
                         connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
     where = {p: j for j, p in enumerate(levels)}
@@ -305,7 +305,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     base_points = base_levels[choose_base(count)]
     chosen = where[base_points]
     components, n_components = stack.labelling(chosen)
-    if chosen >= len(stack.tree):  # nothing significant at the base level: nothing to split
+    if not split or chosen >= len(stack.tree):  # no split asked, or nothing significant
         return base_points, (components, n_components)
     # the split's levels: the base, then the sqrt(2) levels above it while any holds a
     # significant component (the tree ends at the first that holds none)
