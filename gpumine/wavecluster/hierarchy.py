@@ -278,6 +278,10 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     to_host : callable
     spread : callable, optional
         The growth's steps on the backend (``Stages.spread``; :func:`grow_labels`).
+    grow : bool, default=True
+        Grow a split's pieces back over their component (else they keep their own cells).
+    split : bool, default=True
+        False: the base level alone (the split step's levels are not labelled).
 
     Returns
     -------
