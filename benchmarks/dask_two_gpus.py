@@ -24,7 +24,6 @@ Writes ``dask-two-gpus-<date>-<commit>.json``.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 
@@ -62,12 +61,9 @@ def _data(da, np, args, chunk):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--n", type=int, default=100_000_000)
-    parser.add_argument("--d", type=int, default=32)
-    parser.add_argument("--k", type=int, default=1024)
-    parser.add_argument("--iters", type=int, default=10)
+    from fit_timing import save, scale_parser  # the script's folder is on sys.path
+
+    parser = scale_parser(__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--clusters", type=int, default=0,
                         help="rows around this many centres (0: unclustered normals)")
@@ -78,7 +74,6 @@ def main() -> None:
     import dask.array as da
     import distributed
     import numpy as np
-    from fit_timing import save  # the script's folder is on sys.path
 
     from gpumine.bench.record import commit
     from gpumine.dask import GPUKMeans

@@ -61,6 +61,18 @@ def save(out, prefix: str, record: dict) -> Path:
     return path
 
 
+def scale_parser(description: str):
+    """The several-GPU benchmarks' arguments: ``--out``, the data's ``--n`` x ``--d``, the
+    clusters ``--k`` and the timed ``--iters`` (100M x 32, k = 1024, 10: the issue's shape)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--n", type=int, default=100_000_000)
+    parser.add_argument("--d", type=int, default=32)
+    parser.add_argument("--k", type=int, default=1024)
+    parser.add_argument("--iters", type=int, default=10)
+    return parser
+
+
 def blobs(n, d, centres, seed, offset=0.0):
     rng = np.random.default_rng(seed)
     middle = rng.uniform(-10, 10, size=(centres, d))

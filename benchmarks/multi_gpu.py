@@ -27,23 +27,18 @@ Writes ``multi-gpu-<date>-<commit>.json``.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--n", type=int, default=100_000_000)
-    parser.add_argument("--d", type=int, default=32)
-    parser.add_argument("--k", type=int, default=1024)
-    parser.add_argument("--iters", type=int, default=10)
+    from fit_timing import save, scale_parser  # the script's folder is on sys.path
+
+    parser = scale_parser(__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--clusters", type=int, default=64)
     args = parser.parse_args()
     import cupy as cp
     import numpy as np
-    from fit_timing import save  # the script's folder is on sys.path
 
     from gpumine import GPUKMeans
     from gpumine.bench.record import commit

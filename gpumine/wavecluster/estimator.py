@@ -198,7 +198,7 @@ class WaveCluster(GpumineEstimator):
 
     def _levels(self) -> int:
         """The transform's wavelet levels: ``levels``, or 1 for ``"auto"``."""
-        return 1 if self.levels == "auto" else int(self.levels)
+        return 1 if self.levels == "auto" else int(self.levels)  # sync: none, a parameter
 
     def _consults_coarser(self) -> bool:
         """Whether ``threshold="auto"`` consults the coarser levels: ``levels="auto"``."""
