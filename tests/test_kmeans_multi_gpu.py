@@ -15,7 +15,7 @@ import pytest
 from gpumine import GPUKMeans
 from gpumine.backend import gpu_available
 from gpumine.exceptions import BackendUnavailable, InvalidParameterError
-from gpumine.kmeans.multi_gpu import resolve_gpu_ids, share_bounds
+from gpumine.kmeans.multi_gpu import is_several_gpus, resolve_gpu_ids, share_bounds
 
 
 @pytest.mark.parametrize("n, parts", [(10, 3), (3, 3), (7, 1), (1_000_003, 4), (2, 5)])
@@ -29,8 +29,9 @@ def test_share_bounds_cover_every_row_once(n, parts):
 
 
 def test_resolve_gpu_ids():
-    assert resolve_gpu_ids("gpu", count=4) is None
-    assert resolve_gpu_ids("auto", count=4) is None
+    assert not is_several_gpus("gpu") and not is_several_gpus("auto")
+    with pytest.raises(InvalidParameterError, match="names one device"):
+        resolve_gpu_ids("gpu", count=4)
     assert resolve_gpu_ids("gpu:all", count=3) == [0, 1, 2]
     assert resolve_gpu_ids((2, np.int64(0)), count=3) == [2, 0]
     with pytest.raises(InvalidParameterError, match="GPU 3 does not exist"):

@@ -20,9 +20,10 @@ from gpumine import registry
 from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_chunks, is_dataset
 from gpumine.adapters.columns import Columns
 from gpumine.adapters.estimator import GpumineEstimator
-from gpumine.backend import DEVICES
+from gpumine.backend import DEVICES, cupy_module, get_backend
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import chunked, lloyd
+from gpumine.kmeans.multi_gpu import is_several_gpus, resolve_gpu_ids
 from gpumine.validation import check_init_array, check_sample_weight, is_device_array
 
 __all__ = ["GPUKMeans"]
@@ -241,44 +242,24 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         return self._checked_fit(X, sample_weight)
 
     def _check_device(self):
-        if self._gpu_ids(check_only=True) is None and self.device not in DEVICES:
+        if not is_several_gpus(self.device) and self.device not in DEVICES:
             raise InvalidParameterError(f"device must be one of {DEVICES}, 'gpu:all' or a list "
                                         f"of GPU ids, got {self.device!r}")
 
-    def _gpu_ids(self, check_only=False):
-        """The GPU ids of a several-GPU ``device``, else None (:mod:`~gpumine.kmeans.multi_gpu`)."""
-        if isinstance(self.device, str) and self.device != "gpu:all":
-            return None
-        if not isinstance(self.device, str) and not isinstance(self.device, (list, tuple)):
-            return None
-        if isinstance(self.device, (list, tuple)) and not self.device:
-            raise InvalidParameterError("device as a list must name at least one GPU id")
-        from gpumine.backend import get_backend
-        from gpumine.kmeans.multi_gpu import resolve_gpu_ids
-
-        if check_only:  # the parameter's form only: GPUs are asked for at fit time
-            return resolve_gpu_ids(self.device if self.device != "gpu:all" else [0],
-                                   count=1 << 30)
-        get_backend("gpu")  # raises BackendUnavailable, naming what is missing
-        return resolve_gpu_ids(self.device)
-
     def _backend(self):
-        if self._gpu_ids(check_only=True) is not None:
-            from gpumine.backend import get_backend
-
+        if is_several_gpus(self.device):
             return get_backend("gpu")
         return super()._backend()
 
     def _fit(self, X, sample_weight):
         self._check_params()
-        if self._gpu_ids(check_only=True) is not None:
+        if is_several_gpus(self.device):
             if self.batch_rows is not None or is_dataset(X):
                 raise InvalidParameterError(
                     f"device={self.device!r} fits in memory: several GPUs do not take "
                     "batch_rows or a pyarrow dataset (stream on one GPU instead)")
-            from gpumine.backend import cupy_module
-
-            ids = self._gpu_ids()
+            get_backend("gpu")  # raises BackendUnavailable, naming what is missing
+            ids = resolve_gpu_ids(self.device)
             with cupy_module().cuda.Device(ids[0]):
                 return self._fit_in_memory(X, sample_weight, ids)
         if self.batch_rows is not None or is_dataset(X):
