@@ -6,18 +6,21 @@ same eight partitions on both clusters -- its random numbers depend on the chunk
 on the workers, which have no memory limit: with Dask's default, a share of the machine's
 memory by threads, the one worker holding all 100M rows died in a first attempt, its logs
 unread) and the same initial centres (its first ``k`` rows) on a one-worker and a two-worker
-cluster. Per iteration, two measures: the median of the fit's own ``iteration_seconds_``
-(each iteration's wall time on the first worker's task, the first iteration -- the
+cluster, the collective loop's sums exchanged through NCCL and through the Dask actor
+(``--exchange``; each timed on both clusters). Per iteration, two measures: the median of
+the fit's own ``iteration_seconds_`` (each iteration's wall time on the first worker's
+task, the first iteration -- the
 partitions' copy to the GPU -- left out; the speed-up is taken from this one), and, as
 before, the difference between a fit of ``--iters`` + 2 and one of 2 iterations (``tol=0``)
 divided by ``--iters`` (the fixed costs cancel, but two fits of 14-34 s differ by more than
 the iterations: records at 4ed587c and d4ec46d). The two clusters' fits of ``--iters`` + 2
-iterations are compared: iterations, the centres' largest difference over their largest
-coordinate, and the inertia (the sums are added in another order).
+iterations are compared: iterations, labels, the centres' largest difference over their
+largest coordinate, and the inertia; and the exchanges' centres, which should be bit-equal.
 
 Usage (a machine with two GPUs, dask and distributed installed)::
 
-    python benchmarks/dask_two_gpus.py --out benchmarks/results [--n 100000000] [--clusters 64]
+    python benchmarks/dask_two_gpus.py --out benchmarks/results [--n 100000000] [--clusters 64] \
+        [--exchange nccl,actor]
 
 Writes ``dask-two-gpus-<date>-<commit>.json``.
 """
@@ -37,10 +40,10 @@ def _cluster(distributed, gpus: int, threads: int):
         scheduler={"cls": distributed.Scheduler, "options": {"dashboard_address": None}})
 
 
-def _timed_fit(GPUKMeans, X, init, iters, update="auto"):
+def _timed_fit(GPUKMeans, X, init, iters, update="auto", exchange="auto"):
     start = time.perf_counter()
     model = GPUKMeans(len(init), init=init, max_iter=iters, tol=0, engine="collective",
-                      device="gpu", update=update).fit(X)
+                      device="gpu", update=update, exchange=exchange).fit(X)
     return time.perf_counter() - start, model
 
 
@@ -69,6 +72,8 @@ def main() -> None:
                         help="rows around this many centres (0: unclustered normals)")
     parser.add_argument("--update", default="auto",
                         help="kmeans.update strategy (sort: the same sums run to run)")
+    parser.add_argument("--exchange", default="nccl,actor",
+                        help="the collective loop's exchanges to time, comma-separated")
     args = parser.parse_args()
     import dask
     import dask.array as da
@@ -79,6 +84,7 @@ def main() -> None:
     from gpumine.dask import GPUKMeans
 
     rows, models, labels = [], {}, {}
+    exchanges = args.exchange.split(",")
     for gpus in (1, 2):
         with _cluster(distributed, gpus, args.threads) as cluster, \
                 distributed.Client(cluster) as client:
@@ -89,36 +95,48 @@ def main() -> None:
             distributed.wait(X)
             init = X[:args.k].compute().astype(np.float64)
             _timed_fit(GPUKMeans, X, init, 1, args.update)  # warm-up: kernels compiled
-            short, _ = _timed_fit(GPUKMeans, X, init, 2, args.update)
-            long, model = _timed_fit(GPUKMeans, X, init, args.iters + 2, args.update)
             devices = client.run(lambda: __import__("cupy").cuda.runtime.getDeviceProperties(
                 0)["name"].decode())
-            rows.append({"gpus": gpus, "workers": sorted(devices.values()),
-                         "partitions": X.numblocks[0], "fit_2_s": short,
-                         f"fit_{args.iters + 2}_s": long,
-                         "iteration_s": float(np.median(model.iteration_seconds_[1:])),
-                         "iteration_seconds": model.iteration_seconds_.tolist(),
-                         "iteration_s_by_difference": (long - short) / args.iters,
-                         "n_iter": model.n_iter_,
-                         "iteration_overhead_share": model.iteration_overhead_})
-            models[gpus] = model
-            labels[gpus] = np.asarray(model.labels_.compute())  # on this cluster's data
-            print(rows[-1], flush=True)
+            for exchange in exchanges:
+                short, _ = _timed_fit(GPUKMeans, X, init, 2, args.update, exchange)
+                long, model = _timed_fit(GPUKMeans, X, init, args.iters + 2, args.update,
+                                         exchange)
+                rows.append({"gpus": gpus, "exchange": model.exchange_,
+                             "workers": sorted(devices.values()),
+                             "partitions": X.numblocks[0], "fit_2_s": short,
+                             f"fit_{args.iters + 2}_s": long,
+                             "iteration_s": float(np.median(model.iteration_seconds_[1:])),
+                             "iteration_seconds": model.iteration_seconds_.tolist(),
+                             "iteration_s_by_difference": (long - short) / args.iters,
+                             "n_iter": model.n_iter_,
+                             "iteration_overhead_share": model.iteration_overhead_})
+                models[gpus, exchange] = model
+                # on this cluster's data
+                labels[gpus, exchange] = np.asarray(model.labels_.compute())
+                print(rows[-1], flush=True)
             del X
-    one, two = (models[g].cluster_centers_.astype(np.float64) for g in (1, 2))
     record = {"commit": commit(), "n": args.n, "d": args.d, "k": args.k,
               "clusters": args.clusters, "update": args.update,
               "dtype": "float32", "iters": args.iters, "threads_per_worker": args.threads,
               "versions": {"dask": dask.__version__, "distributed": distributed.__version__,
                            "numpy": np.__version__},
-              "rows": rows,
-              "speedup_two_over_one": rows[0]["iteration_s"] / rows[1]["iteration_s"],
-              "same_n_iter": models[1].n_iter_ == models[2].n_iter_,
-              # against the centres' largest coordinate (an element's own magnitude can be ~0)
-              "centres_max_difference_over_scale": float(np.abs(one - two).max()
-                                                         / np.abs(one).max()),
-              "labels_equal": bool(np.array_equal(labels[1], labels[2])),
-              "inertia": [models[1].inertia_, models[2].inertia_]}
+              "rows": rows, "by_exchange": {}}
+    iteration = {(row["gpus"], row["exchange"]): row["iteration_s"] for row in rows}
+    for exchange in exchanges:
+        one, two = (models[g, exchange].cluster_centers_.astype(np.float64) for g in (1, 2))
+        record["by_exchange"][exchange] = {
+            "speedup_two_over_one": iteration[1, exchange] / iteration[2, exchange],
+            "same_n_iter": models[1, exchange].n_iter_ == models[2, exchange].n_iter_,
+            # against the centres' largest coordinate (an element's own magnitude can be ~0)
+            "centres_max_difference_over_scale": float(np.abs(one - two).max()
+                                                       / np.abs(one).max()),
+            "labels_equal": bool(np.array_equal(labels[1, exchange], labels[2, exchange])),
+            "inertia": [models[1, exchange].inertia_, models[2, exchange].inertia_]}
+    if len(exchanges) > 1:  # the same sums whatever the exchange
+        record["centres_bit_equal_across_exchanges"] = {
+            gpus: all(np.array_equal(models[gpus, e].cluster_centers_,
+                                     models[gpus, exchanges[0]].cluster_centers_)
+                      for e in exchanges) for gpus in (1, 2)}
     print({k: v for k, v in record.items() if k != "rows"}, flush=True)
     save(args.out, "dask-two-gpus", record)
 

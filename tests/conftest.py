@@ -116,10 +116,32 @@ def client():
         yield client
 
 
+def _gpu_worker_cluster(distributed, gpus: int):
+    """A ``distributed.SpecCluster`` of ``gpus`` one-thread worker processes (nannies), worker
+    i seeing only GPU i (``CUDA_VISIBLE_DEVICES``), as dask-cuda's ``LocalCUDACluster``
+    pins them."""
+    workers = {f"gpu{i}": {"cls": distributed.Nanny,
+                           "options": {"nthreads": 1, "memory_limit": 0,
+                                       "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
+               for i in range(gpus)}
+    return distributed.SpecCluster(
+        workers=workers,
+        scheduler={"cls": distributed.Scheduler, "options": {"dashboard_address": None}})
+
+
+@pytest.fixture
+def gpu_worker_cluster():
+    """``make(gpus)``: a fresh ``SpecCluster`` of ``gpus`` workers, one a GPU
+    (:func:`_gpu_worker_cluster`)."""
+    distributed = pytest.importorskip("distributed")
+    return lambda gpus: _gpu_worker_cluster(distributed, gpus)
+
+
 @pytest.fixture
 def fit_killing_a_worker():
-    """``run(fit, X, chunks, *, task, victim=0, settle=0.0)``: on a fresh two-worker
-    ``LocalCluster`` of one-thread processes, persist X in row blocks of ``chunks``, call
+    """``run(fit, X, chunks, *, task, victim=0, settle=0.0, gpus=False)``: on a fresh
+    two-worker ``LocalCluster`` of one-thread processes (``gpus``: :func:`_gpu_worker_cluster`,
+    a GPU each), persist X in row blocks of ``chunks``, call
     ``fit(data)`` on a thread, and kill worker ``victim`` (index in address order) once a
     task whose key holds ``task`` runs and ``settle`` seconds more have passed; returns what
     ``fit`` returned, after checking that the kill came before the fit ended."""
@@ -130,10 +152,11 @@ def fit_killing_a_worker():
 
     import dask.array as da
 
-    def run(fit, X, chunks, *, task, victim=0, settle=0.0):
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, \
-                distributed.Client(cluster) as client:
+    def run(fit, X, chunks, *, task, victim=0, settle=0.0, gpus=False):
+        cluster = (_gpu_worker_cluster(distributed, 2) if gpus else
+                   distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                            dashboard_address=None))
+        with cluster, distributed.Client(cluster) as client:
             data = da.from_array(X, chunks=(chunks, X.shape[1])).persist()
             result, times = {}, {}
 

@@ -20,11 +20,24 @@ iteration), then the task fails and the driver starts again (70 s to recover in 
 The sums are added partition by partition in partition order whichever worker holds
 which, so a fit is the same run to run and on one worker or many (the same partitions:
 bit for bit); against the in-memory fit the centres differ only by the summation order.
+
+**NCCL among GPU workers** (``exchange="nccl"``, and ``"auto"`` where every worker has a
+GPU of its own and CuPy's NCCL): the sums never leave the GPUs. Each rank writes each of
+its partitions' sums, weights and changed count into a row of a device buffer; an NCCL
+all-gather hands every GPU every row; every rank adds the rows in partition order (the
+actor's order, so the same bits as the actor exchange), averages the centres on its GPU and
+reads back one status (shift, empty clusters, changed labels, the busiest rank's step
+time: 32 bytes). The actor stays, for the start (a rendezvous that also catches a restarted
+rank), for the rare relocation (on the host, as above) and as the alarm: a rank waiting for
+its GPU looks at the actor every second and aborts its communicator when the driver has
+broken the exchange (NCCL itself would wait for a lost peer forever). Ranks sharing a GPU
+(NCCL refuses two ranks on one device) use the actor.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import uuid
 
@@ -33,7 +46,10 @@ import numpy as np
 from gpumine.exceptions import GpumineError, InvalidParameterError
 from gpumine.kmeans.lloyd import average_centers, stopping_rule
 
-__all__ = ["AllGather", "run"]
+__all__ = ["EXCHANGES", "AllGather", "run"]
+
+#: How the collective loop's ranks exchange their sums (module docstring).
+EXCHANGES = ("auto", "nccl", "actor")
 
 #: Whole-loop attempts before a fit gives up (a worker lost mid-fit costs one).
 ATTEMPTS = 3
@@ -77,6 +93,10 @@ class AllGather:
             del self.rounds[step]
         return parts
 
+    async def state(self):
+        """Why the gather is broken, or None."""
+        return self.broken
+
     async def fail(self, reason: str) -> None:
         """Break the gather from outside (the driver saw a worker go)."""
         self.broken = reason
@@ -85,10 +105,11 @@ class AllGather:
 
 
 def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assign, update,
-          max_iter, tol, resident):
+          max_iter, tol, resident, nccl_plan=None):
     """One worker's task: the Lloyd loop over its partitions (``blocks``, their weights
     ``wblocks`` or Nones, rows ``offsets``). The loop runs in the ``assign`` strategy's
-    ``loop_context``, as the in-memory host loop does (BLAS held to one thread)."""
+    ``loop_context``, as the in-memory host loop does (BLAS held to one thread).
+    ``nccl_plan`` (:func:`_nccl_plan`): exchange through NCCL, else through the actor."""
     from gpumine import registry
     from gpumine.backend import get_backend
     from gpumine.kmeans.lloyd import loop_context
@@ -98,25 +119,50 @@ def _loop(gather, rank, blocks, wblocks, offsets, centers, x_mean, device, assig
         # each partition on the worker's backend once, centred, with its labels kept there
         parts = [resident(b, wb, x_mean, device, assign, update)
                  for b, wb in zip(blocks, wblocks, strict=True)]
+        if nccl_plan is not None:
+            return _iterate_nccl(gather, rank, parts, offsets, centers, max_iter, tol,
+                                 nccl_plan)
         return _iterate(gather, rank, parts, offsets, centers, max_iter, tol)
 
 
-def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
-    """:func:`_loop`'s iterations over its resident partitions."""
-    from gpumine.kmeans.chunked import relocate_found
+class _Actor:
+    """A rank's side of the :class:`AllGather` actor, its steps numbered."""
 
-    k, d = centers.shape
-    step, overheads, seconds = 0, [], []
+    def __init__(self, gather, rank):
+        self.gather, self.rank, self.step = gather, rank, 0
 
-    def exchange(payload, busy=0.0):
-        nonlocal step
-        # bounded: a task left waiting on a lost actor must free its worker's thread for the
-        # driver's next attempt
-        parts = gather.exchange(step, rank, payload).result(
+    def __call__(self, payload, busy=0.0):
+        """Every rank's ``payload`` of this step, in rank order. Bounded: a task left
+        waiting on a lost actor must free its worker's thread for the driver's next
+        attempt."""
+        parts = self.gather.exchange(self.step, self.rank, payload).result(
             timeout=max(_EXCHANGE_SECONDS, 10.0 * busy))
-        step += 1
+        self.step += 1
         return parts
 
+    def broken(self):
+        """Why the driver broke the exchange, or None."""
+        return self.gather.state().result(timeout=_EXCHANGE_SECONDS)
+
+
+def _relocate(exchange, parts_held, offsets, centers, empty, sums, weights) -> None:
+    """The in-memory rule over every rank's partitions: the farthest points, ties to the
+    lowest row, each rank's candidates exchanged through the actor (host ``sums`` and
+    ``weights`` updated in place)."""
+    from gpumine.kmeans.chunked import relocate_found
+
+    found = [(dist, offset + row, *rest)
+             for part, offset in zip(parts_held, offsets, strict=True)
+             for dist, row, *rest in part.farthest(centers, empty.size)]
+    relocate_found(empty, [item for part in exchange(found) for item in part], sums, weights)
+
+
+def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
+    """:func:`_loop`'s iterations over its resident partitions, exchanging through the
+    actor."""
+    k, d = centers.shape
+    exchange = _Actor(gather, rank)
+    overheads, seconds = [], []
     iteration = 0
     for iteration in range(max_iter):
         start = time.perf_counter()
@@ -137,14 +183,10 @@ def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
             sums += part_sums
             weights += part_weights
         empty = np.flatnonzero(weights == 0)  # host NumPy (sync: none)
-        if empty.size:  # the in-memory rule: the farthest points, ties to the lowest row
-            found = [(dist, offset + row, *rest)
-                     for part, offset in zip(parts_held, offsets, strict=True)
-                     for dist, row, *rest in part.farthest(centers, empty.size)]
-            relocate_found(empty, [item for part in exchange(found) for item in part], sums,
-                           weights)
+        if empty.size:
+            _relocate(exchange, parts_held, offsets, centers, empty, sums, weights)
         new = average_centers(sums, weights, np.float64)
-        shift = float(((new - centers) ** 2).sum())
+        shift = float(((new - centers) ** 2).sum())  # sync: none -- host NumPy
         centers = new
         unchanged = sum(part[1] for part in parts) == 0  # labels changed on every rank
         stop, _ = stopping_rule(iteration, unchanged, shift, tol, 0)
@@ -154,14 +196,148 @@ def _iterate(gather, rank, parts_held, offsets, centers, max_iter, tol):
     return (centers, iteration + 1, overheads, seconds) if rank == 0 else None
 
 
-def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol, resident):
-    """The collective loop over persisted dask array ``X`` (weights ``W``, persisted in
-    X's row blocks, or None) from ``centers`` (centred).
+def _iterate_nccl(gather, rank, parts_held, offsets, centers, max_iter, tol, plan):
+    """:func:`_iterate` with the sums exchanged by NCCL among the ranks' GPUs (module
+    docstring): a rank's partitions in the rows ``plan["slots"]`` wide of its buffer, every
+    rank's gathered, added in partition order (``plan["rows"]``)."""
+    from gpumine.backend import cupy_module, nccl_module
 
-    Returns ``(centers, n_iter, overheads, seconds)``: the final centred centres, the
-    iterations, each iteration's share of wall time not spent in the busiest rank's own
-    work, and each iteration's wall time on rank 0 (its step, the exchange, relocation and
-    the new centres).
+    cp, nccl = cupy_module(), nccl_module()
+    exchange = _Actor(gather, rank)
+    exchange(None)  # the rendezvous: every rank is here (a restarted one breaks the gather)
+    comm = nccl.NcclCommunicator(plan["ranks"], plan["uid"], rank)
+    stream = cp.cuda.Stream(non_blocking=True)
+    try:
+        with stream:
+            result = _nccl_iterations(cp, nccl, comm, stream, exchange, parts_held, offsets,
+                                      centers, max_iter, tol, plan)
+    except BaseException:
+        comm.abort()  # peers may wait in a collective: they see the broken actor and abort
+        raise
+    comm.destroy()
+    return result if rank == 0 else None
+
+
+def _nccl_iterations(cp, nccl, comm, stream, exchange, parts_held, offsets, centers,
+                     max_iter, tol, plan):
+    k, d = centers.shape
+    width = k * d + k + 2  # the sums, weights, changed count, the rank's last step (ms)
+    rows = plan["rows"]
+    mine = cp.zeros((plan["slots"], width))
+    gathered = cp.empty((plan["ranks"] * plan["slots"], width))
+    total = cp.empty(width)
+    centers_dev = cp.asarray(centers)
+    overheads, seconds, busy_ms = [], [], 0.0
+    iteration = 0
+    for iteration in range(max_iter):
+        start = time.perf_counter()
+        began = stream.record()
+        for slot, part in enumerate(parts_held):
+            part.step_into(centers_dev, mine[slot, :-1])
+        ended = stream.record()
+        mine[0, -1] = busy_ms  # the previous iteration's steps, for its overhead
+        comm.allGather(mine.data.ptr, gathered.data.ptr, mine.size, nccl.NCCL_FLOAT64,
+                       stream.ptr)
+        # the partitions' rows added in partition order, from zero: the actor's sums
+        total[...] = gathered[rows[0]]
+        for row in rows[1:]:
+            total += gathered[row]
+        sums, weights = total[:k * d].reshape(k, d), total[k * d:k * d + k]
+        positive = weights > 0
+        # average_centers' arithmetic (its empty-cluster branch reads the host: below)
+        new = sums * cp.where(positive, 1 / cp.where(positive, weights, 1), 1)[:, None]
+        status = cp.stack([((new - centers_dev) ** 2).sum(), (~positive).sum(),
+                           total[k * d + k], gathered[:, -1].max()])
+        _wait(stream.record(), exchange)
+        # sync: the iteration's one readback, 32 bytes, after _wait (the GPU is done)
+        shift, n_empty, n_changed, busiest_ms = status.get().tolist()
+        busy_ms = cp.cuda.get_elapsed_time(began, ended)  # sync: none -- both events passed
+        if n_empty:  # rare: the host rule, candidates through the actor
+            # sync: k (d + 1) sums and the centres, only in an iteration with an empty cluster
+            sums_h, weights_h, old = sums.get(), weights.get(), centers_dev.get()
+            _relocate(exchange, parts_held, offsets, old, np.flatnonzero(weights_h == 0),
+                      sums_h, weights_h)
+            new_h = average_centers(sums_h, weights_h, np.float64)
+            shift = float(((new_h - old) ** 2).sum())  # sync: none -- host NumPy
+            new = cp.asarray(new_h)
+        centers_dev = new
+        if seconds:  # the previous iteration's: the busiest rank's steps came with this one
+            overheads.append(max(0.0, 1.0 - busiest_ms / 1e3 / seconds[-1]))
+        stop, _ = stopping_rule(iteration, n_changed == 0, shift, tol, 0)
+        seconds.append(time.perf_counter() - start)  # the whole iteration, on this rank
+        if stop:
+            break
+    # the last iteration's overhead by this rank's own steps (the others' are not sent)
+    overheads.append(max(0.0, 1.0 - busy_ms / 1e3 / seconds[-1]))
+    return centers_dev.get(), iteration + 1, overheads, seconds  # sync: k x d, once a fit
+
+
+def _wait(event, exchange) -> None:
+    """Until the stream passes ``event``, polled, looking at the actor every second: a rank
+    whose peer was lost would wait in NCCL forever, so it fails (and aborts its
+    communicator) once the driver has broken the exchange."""
+    look = time.perf_counter() + 1.0
+    while not event.done:  # sync: an event query, no wait
+        if time.perf_counter() > look:
+            reason = exchange.broken()
+            if reason is not None:
+                raise GpumineError(reason)
+            look = time.perf_counter() + 1.0
+        time.sleep(_SPIN_SECONDS)
+
+
+def _gpu_identity(device):
+    """This worker's GPU for ``device`` as (host name, PCI bus id), or None: no GPU there, or
+    no NCCL."""
+    from gpumine.backend import cupy_module, get_backend, nccl_module
+
+    try:
+        if not get_backend(device).is_gpu:
+            return None
+        nccl_module()
+    except GpumineError:  # BackendUnavailable: no CuPy, GPU or NCCL
+        return None
+    return socket.gethostname(), cupy_module().cuda.Device().pci_bus_id
+
+
+def _nccl_unique_id():
+    from gpumine.backend import nccl_module
+
+    return nccl_module().get_unique_id()
+
+
+def _nccl_plan(client, workers, by_worker, device, exchange):
+    """What the ranks need for the NCCL exchange, or None for the actor's (``exchange``
+    "actor", or "auto" where a worker has no GPU or NCCL, or two share a GPU)."""
+    if exchange == "actor":
+        return None
+    gpus = client.run(_gpu_identity, device, workers=workers)
+    held = [gpus.get(w) for w in workers]
+    why = ("a worker has no GPU or no NCCL" if None in held
+           else "workers share a GPU (NCCL takes one rank a GPU)"
+           if len(set(held)) < len(held) else None)
+    if why is not None:
+        if exchange == "nccl":
+            raise InvalidParameterError(f"exchange='nccl': {why}: {gpus}")
+        return None
+    uid = client.run(_nccl_unique_id, workers=[workers[0]])[workers[0]]
+    slots = max(len(by_worker[w]) for w in workers)
+    rows = {index: rank * slots + slot for rank, w in enumerate(workers)
+            for slot, index in enumerate(by_worker[w])}
+    return {"ranks": len(workers), "uid": uid, "slots": slots,
+            "rows": [rows[index] for index in sorted(rows)]}
+
+
+def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol, resident,
+        exchange="auto"):
+    """The collective loop over persisted dask array ``X`` (weights ``W``, persisted in
+    X's row blocks, or None) from ``centers`` (centred); the sums exchanged as ``exchange``
+    says (:data:`EXCHANGES`, module docstring).
+
+    Returns ``(centers, n_iter, overheads, seconds, exchange)``: the final centred centres,
+    the iterations, each iteration's share of wall time not spent in the busiest rank's own
+    work, each iteration's wall time on rank 0 (its step, the exchange, relocation and
+    the new centres), and the exchange used ("nccl" or "actor").
     """
     from distributed import futures_of, wait
 
@@ -182,6 +358,7 @@ def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol,
             by_worker = _placement(client.who_has(order), order, sizes,
                                    sorted(client.scheduler_info()["workers"]))
             workers = sorted(by_worker)
+            plan = _nccl_plan(client, workers, by_worker, device, exchange)
             gather_future = client.submit(AllGather, len(workers), actor=True,
                                           workers=[workers[0]],
                                           key=f"gpumine-allgather-{uuid.uuid4().hex}")
@@ -189,7 +366,7 @@ def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol,
             tasks = [client.submit(_loop, gather, rank, [order[i] for i in by_worker[w]],
                                    [worder[i] for i in by_worker[w]],
                                    [offsets[i] for i in by_worker[w]], centers, x_mean, device,
-                                   assign, update, max_iter, tol, resident,
+                                   assign, update, max_iter, tol, resident, plan,
                                    workers=[w], allow_other_workers=True, pure=False,
                                    key=f"gpumine-lloyd-{uuid.uuid4().hex}-{rank}")
                      for rank, w in enumerate(workers)]
@@ -206,7 +383,9 @@ def run(client, X, W, centers, x_mean, *, device, assign, update, max_iter, tol,
                     raise GpumineError(f"the loop was broken: {sorted(lost)} lost"
                                        if lost else "a task of the loop failed")
                 time.sleep(_POLL_SECONDS)
-            return client.gather(tasks)[0]
+            return (*client.gather(tasks)[0], "actor" if plan is None else "nccl")
+        except InvalidParameterError:  # exchange="nccl" where it cannot be
+            raise
         except Exception as exc:  # a lost worker, the gather broken by a restart, ...
             last_error = exc
         finally:
@@ -244,6 +423,8 @@ def _placement(holders, order, sizes, workers) -> dict:
 #: How often the driver looks at the tasks and the workers, and how long it waits for the
 #: tasks to fail once it has broken their exchange (seconds).
 _POLL_SECONDS, _BREAK_SECONDS = 0.05, 30.0
+#: How long a rank sleeps between two looks at its GPU's progress (seconds).
+_SPIN_SECONDS = 50e-6
 
 
 def _break(gather, reason: str) -> None:

@@ -132,6 +132,20 @@ class ResidentPartition:
         sums, weights = self.backend.to_host(sums), self.backend.to_host(weights)  # sync: k (d+1)
         return sums, weights, int(changed)  # sync: one count, once an iteration
 
+    def step_into(self, centers, row) -> None:
+        """:meth:`step` kept on the device (the NCCL exchange): assign against ``centers``
+        (device, centred) and write the sums, weights and changed count into ``row`` (device
+        float64, k (d + 1) + 1 values), queued on the current stream, nothing read back."""
+        xp = self.backend.xp
+        k, d = centers.shape
+        self.labels_old[...] = self.labels
+        self.assign(self.X, centers, self.labels)
+        row.fill(0)
+        # no labels_old: an update that counts would read its count back
+        self.update(self.X, self.labels, self.weight, row[:k * d].reshape(k, d),
+                    row[k * d:k * d + k])
+        row[k * d + k] = xp.count_nonzero(self.labels != self.labels_old)
+
     def farthest(self, centers, count):
         """The ``count`` rows farthest from their centre under the labels of ``centers`` (the
         last :meth:`step` or :meth:`assign_to`): (distance, row, point, weight, label) each,
@@ -263,6 +277,12 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         iteration; a lost worker restarts the loop from the same centres (the worker holding
         the actor: once the exchange's wait, a minute or more, runs out).
         ``"auto"``: collective with a client, else graph.
+    exchange : {"auto", "nccl", "actor"}, default="auto"
+        How the collective engine's workers exchange their sums: ``"nccl"``, GPU to GPU
+        (the sums stay on the GPUs; one worker a GPU, CuPy's NCCL on each), ``"actor"``,
+        through the Dask actor and the workers' hosts; ``"auto"``: NCCL where every
+        worker has a GPU of its own (``device`` on a GPU), else the actor. The same sums
+        either way (:mod:`gpumine.dask.collective`).
 
     Attributes
     ----------
@@ -275,6 +295,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
     iteration_overhead_ : float
         Median share of an iteration's wall time not spent in the busiest worker's
         tasks (scheduling, transfers, the driver's work).
+    exchange_ : {"nccl", "actor", "driver"}
+        How the sums were exchanged ("driver": the graph engine's driver added them).
     iteration_seconds_ : ndarray of shape (n_iter_,)
         Each Lloyd iteration's wall time: on the first worker's task with
         ``engine="collective"`` (its partitions' step, the exchange, the new centres), on
@@ -295,7 +317,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-4,
                  random_state=None, oversampling=2.0, init_rounds=5, device="cpu",
-                 assign="auto", update="auto", engine="graph"):
+                 assign="auto", update="auto", engine="graph", exchange="auto"):
         self.n_clusters = n_clusters
         self.init = init
         self.max_iter = max_iter
@@ -307,6 +329,7 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         self.assign = assign
         self.update = update
         self.engine = engine
+        self.exchange = exchange
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "cluster_centers_")
@@ -321,6 +344,14 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         if self.engine not in ("auto", "graph", "collective"):
             raise InvalidParameterError(
                 f"engine must be 'auto', 'graph' or 'collective', got {self.engine!r}")
+        from gpumine.dask.collective import EXCHANGES
+
+        if self.exchange not in EXCHANGES:
+            raise InvalidParameterError(
+                f"exchange must be one of {EXCHANGES}, got {self.exchange!r}")
+        if self.exchange == "nccl" and self.engine == "graph":
+            raise InvalidParameterError("exchange='nccl' is the collective engine's: "
+                                        "engine='collective' or 'auto'")
         if isinstance(self.init, str) and self.init != "k-means||":
             raise InvalidParameterError(
                 f"init must be 'k-means||' or an array of centres, got {self.init!r}")
@@ -386,12 +417,18 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         if client is not None:
             from gpumine.dask import collective
 
-            centers, n_iter, overheads, seconds = collective.run(
+            centers, n_iter, overheads, seconds, exchange = collective.run(
                 client, X, W, centers, x_mean, device=self.device, assign=assign,
-                update=update, max_iter=self.max_iter, tol=tol, resident=ResidentPartition)
+                update=update, max_iter=self.max_iter, tol=tol, resident=ResidentPartition,
+                exchange=self.exchange)
         else:
+            if self.exchange == "nccl":
+                raise InvalidParameterError("exchange='nccl' needs a distributed.Client "
+                                            "(its workers run the loop)")
             centers, n_iter, overheads, seconds = self._graph_loop(
                 dask, blocks, wblocks, sizes, centers, x_mean, assign, update, tol, n_features)
+            exchange = "driver"
+        self.exchange_ = exchange
         self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats
         self.iteration_seconds_ = np.asarray(seconds, dtype=np.float64)
         self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
