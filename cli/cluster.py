@@ -29,10 +29,8 @@ class Nulls(str, Enum):
     drop = "drop"
 
 
-class Device(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    gpu = "gpu"
+#: ``--device``'s one-device values; "gpu:all" and GPU ids ("0,1") name several GPUs.
+DEVICES = ("auto", "cpu", "gpu")
 
 
 def _check_strategies(given: dict[str, str | None]) -> None:
@@ -58,6 +56,20 @@ def _names(option: str | None) -> list[str] | None:
     if not all(names):
         raise typer.BadParameter(f"empty column name in {option!r}")
     return names
+
+
+def _device(value: str):
+    """``--device``: a device name, "gpu:all", or GPU ids separated by commas (a list)."""
+    if value in (*DEVICES, "gpu:all"):
+        return value
+    try:
+        ids = [int(v) for v in value.split(",")]
+    except ValueError:
+        raise typer.BadParameter(f"--device must be one of {', '.join(DEVICES)}, gpu:all or "
+                                 f"GPU ids separated by commas (0,1), got {value!r}") from None
+    if min(ids) < 0 or len(set(ids)) != len(ids):
+        raise typer.BadParameter(f"--device: GPU ids are distinct integers >= 0, got {value!r}")
+    return ids
 
 
 def _grid_size(value: str | None):
@@ -150,7 +162,9 @@ def cluster(
         "--stream/--no-stream", help="Fit over the Parquet input's record batches, read again "
         "at every pass, instead of reading it whole [default: when its features would take "
         "more than half of the free memory, with a note].", show_default=False)] = None,
-    device: Annotated[Device, typer.Option(help="Where to run.")] = Device.auto,
+    device: Annotated[str, typer.Option(
+        help="Where to run: auto, cpu, gpu, or for k-means several GPUs of this machine: "
+             "gpu:all or their ids (0,1).")] = "auto",
     init: Annotated[str | None, typer.Option(
         help="k-means: init strategy [default: k-means++].", show_default=False)] = None,
     assign: Annotated[str | None, typer.Option(
@@ -186,6 +200,7 @@ def cluster(
 
     Exit codes: 0 ok, 1 data or runtime error (one line on stderr), 2 usage error.
     """
+    devices = _device(device)
     given_kmeans = [flag for flag, value in (("-k", n_clusters), ("--init", init),
                                              ("--assign", assign), ("--update", update),
                                              ("--max-iter", max_iter), ("--tol", tol))
@@ -210,7 +225,7 @@ def cluster(
                                columns=_names(columns), exclude=_names(exclude),
                                nulls=nulls.value, out=out, labels_only=labels_only,
                                label_column=label_column, centers_out=centers_out,
-                               fit_sample=fit_sample, device=device.value, seed=seed,
+                               fit_sample=fit_sample, device=devices, seed=seed,
                                stages=Stages(quiet=quiet), note=_note, demo=demo,
                                stream=stream)
     except GpumineError as exc:

@@ -168,12 +168,16 @@ def test_bad_arguments_fail_when_the_dag_is_parsed_and_docstrings_run(airflow):
         for kwargs in ({"algorithm": "dbscan"}, {"device": "tpu"}, {"nulls": "skip"},
                        {"algorithm": "wavecluster", "n_clusters": 3},
                        {"algorithm": "wavecluster", "centers_output": "c.parquet"},
-                       {"labels_only": True}, {"estimator_params": [1, 2]}):
+                       {"labels_only": True}, {"estimator_params": [1, 2]},
+                       {"device": [0, 0]}, {"device": "gpu:all", "algorithm": "wavecluster"}):
             try:
                 GpuMineClusterOperator(task_id="t", input="x.parquet", **kwargs)
                 errors.append(None)
             except ValueError as exc:
                 errors.append(str(exc))
+        # several GPUs: the forms are accepted when the DAG is parsed (no GPU asked for)
+        several = [GpuMineClusterOperator(task_id=f"s{i}", input="x.parquet", device=device
+                                          ).device for i, device in enumerate(("gpu:all", [1, 0]))]
         try:
             GpuMineBenchmarkOperator(task_id="g", runs=0)
             errors.append(None)
@@ -191,6 +195,7 @@ def test_bad_arguments_fail_when_the_dag_is_parsed_and_docstrings_run(airflow):
             clock[0] = float(step)
             progress("read", step * 1000, 100_000)
         print("RESULT " + json.dumps({"errors": errors, "doctest_failed": failed,
+                                      "several": several,
                                       "progress": lines}))
     ''')
     result = subprocess.run([sys.executable, "-c", script], env=airflow["env"],
@@ -208,7 +213,10 @@ def test_bad_arguments_fail_when_the_dag_is_parsed_and_docstrings_run(airflow):
     assert "device" in errors[1] and "nulls" in errors[2]
     assert "n_clusters is for k-means" in errors[3] and "centers_output" in errors[4]
     assert "labels_only needs an output" in errors[5] and "estimator_params" in errors[6]
-    assert "runs must be an integer >= 1" in errors[7]
+    assert "t: device lists a GPU twice" in errors[7]
+    assert "several GPUs are for k-means" in errors[8]
+    assert "runs must be an integer >= 1" in errors[9]
+    assert outcome["several"] == ["gpu:all", [1, 0]]
 
 
 def test_example_dag_end_to_end_and_rerun_replaces_its_output(airflow):

@@ -145,7 +145,8 @@ def test_conflicting_or_bad_options_are_usage_errors(args):
     (["cluster", "--demo", "--init", "nope"], "unknown kmeans.init strategy 'nope'"),
     (["cluster", "--demo", "--algorithm", "wavecluster", "--wavelet", "db4"],
      "unknown wavecluster.wavelet strategy 'db4'"),
-    (["cluster", "--demo", "--device", "tpu"], "'tpu' is not one of"),
+    (["cluster", "--demo", "--device", "tpu"], "--device must be one of auto, cpu, gpu, gpu:all"),
+    (["cluster", "--demo", "--device", "0,0"], "GPU ids are distinct integers"),
     (["strategies", "--kind", "nope"], "unknown strategy kind 'nope'"),
 ])
 def test_unknown_names_are_usage_errors_naming_the_option(args, message):
@@ -553,3 +554,24 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     result = subprocess.run([sys.executable, "-m", "gpumine", "cluster", "--help"],
                             capture_output=True, text=True)
     assert result.returncode == 0 and "--n-clusters" in result.stdout
+
+
+def test_several_gpus_on_the_command_line():
+    """``--device gpu:all`` / ``0,1`` reach the job as "gpu:all" / [0, 1]: WaveCluster is
+    refused in one line before any GPU is asked for; k-means runs on every GPU, or, on a
+    machine without one, says what is missing."""
+    from gpumine.backend import gpu_available
+
+    result = runner.invoke(app, ["cluster", "--demo", "--device", "0,1", "--algorithm",
+                                 "wavecluster"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1 and "several GPUs are for k-means" in output, output
+    result = runner.invoke(app, ["cluster", "--demo", "--device", "gpu:all", "--json",
+                                 "--quiet"])
+    output = " ".join(result.output.split())
+    if gpu_available():
+        assert result.exit_code == 0, output
+        assert json.loads(result.output.splitlines()[-1])["device_ids"][0] == 0
+    else:
+        assert result.exit_code == 1 and "not available" in output, output
+    assert "Traceback" not in output

@@ -124,6 +124,20 @@ def test_bad_parameters_fail_before_reading(algorithm, params, error, message, p
         cluster_file(root / "missing.parquet", algorithm=algorithm, params=params, device="cpu")
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"algorithm": "wavecluster"}, "several GPUs are for k-means"),
+    ({"fit_sample": 100}, "several GPUs take no fit_sample or stream"),
+    ({"stream": True}, "several GPUs take no fit_sample or stream"),
+])
+@pytest.mark.parametrize("device", ["gpu:all", [0, 1]])
+def test_several_gpu_jobs_refuse_what_they_cannot_do_before_reading(device, kwargs, message,
+                                                                     partitioned):
+    """k-means only, in memory only: refused before any GPU is asked for or file read."""
+    root, _, _ = partitioned
+    with pytest.raises(InvalidParameterError, match=message):
+        cluster_file(root / "missing.parquet", device=device, **kwargs)
+
+
 def test_a_named_column_that_is_not_a_number_fails_before_reading(partitioned, tmp_path):
     root, _, _ = partitioned
     out = tmp_path / "never.parquet"

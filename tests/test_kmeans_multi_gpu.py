@@ -170,3 +170,37 @@ def test_several_gpus_seeded_runs_are_bit_identical(many):
                                   cp.asnumpy(fits[1].cluster_centers_))
     np.testing.assert_array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
     assert fits[0].inertia_ == fits[1].inertia_
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("many", [1, 2, "all"])
+def test_the_job_and_the_command_line_take_several_gpus(tmp_path, many):
+    """``gpumine cluster --device gpu:all`` / ``0,1`` and ``cluster_file(device=...)``: the
+    file read onto the first GPU, the labels those of one GPU, the GPUs in the summary."""
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from gpumine.cli.app import app
+    from gpumine.jobs import cluster_file
+
+    devices = _devices(many)
+    X = _blobs(np.random.RandomState(4), 30_000, 5, 6, np.float64)
+    source = tmp_path / "x.parquet"
+    pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]).to_parquet(source)
+    params = {"n_clusters": 6}
+    one = cluster_file(source, params=params, device="gpu", out=tmp_path / "one.parquet",
+                       labels_only=True)
+    several = cluster_file(source, params=params, device=devices,
+                           out=tmp_path / "many.parquet", labels_only=True)
+    assert several["device_ids"] == (list(range(_gpu_count())) if many == "all"
+                                     else devices)
+    assert several["n_iter"] == one["n_iter"]
+    np.testing.assert_array_equal(pd.read_parquet(tmp_path / "many.parquet")["cluster"],
+                                  pd.read_parquet(tmp_path / "one.parquet")["cluster"])
+    flag = "gpu:all" if many == "all" else ",".join(map(str, devices))
+    result = CliRunner().invoke(app, ["cluster", str(source), "-k", "6", "--device", flag,
+                                      "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.splitlines()[-1])["device_ids"] == several["device_ids"]

@@ -104,7 +104,9 @@ def make_model(algorithm: str, params: dict | None = None, *, device: str = "aut
         Estimator parameters (``GPUKMeans`` or ``WaveCluster`` ones); the
         estimator's defaults for the rest. ``device`` and ``random_state`` are
         the job's own arguments, not parameters here.
-    device : {"auto", "cpu", "gpu"}
+    device : {"auto", "cpu", "gpu", "gpu:all"} or list of int
+        ``"gpu:all"`` or a list of GPU ids: k-means on several GPUs of this process
+        (:mod:`gpumine.kmeans.multi_gpu`); WaveCluster runs on one device.
     seed : int
         k-means' ``random_state``.
 
@@ -136,6 +138,9 @@ def make_model(algorithm: str, params: dict | None = None, *, device: str = "aut
         value = params.get(name)
         if isinstance(value, str) and value != "auto":
             get_strategy(kind, value)  # UnknownStrategy names the registered ones
+    if algorithm == "wavecluster" and _is_several_gpus(device):
+        raise InvalidParameterError(f"device={device!r}: several GPUs are for k-means; "
+                                    "WaveCluster runs on one device (device='gpu')")
     if algorithm == "kmeans":
         model = GPUKMeans(**{**params, "device": device, "random_state": seed})
         model._check_params()  # the estimator's own checks, before reading
@@ -194,7 +199,10 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     fit_sample : int, optional
         Fit on this many random rows (drawn with ``seed``), then label every row
         streaming the file: for files larger than memory.
-    device : {"auto", "cpu", "gpu"}
+    device : {"auto", "cpu", "gpu", "gpu:all"} or list of int
+        ``"gpu:all"`` or GPU ids: k-means on several GPUs (:func:`make_model`), the file
+        read onto the first of them; in memory only (no ``fit_sample`` or ``stream``, and
+        no automatic streaming).
     seed : int
         k-means' ``random_state`` and the ``fit_sample`` draw.
     stages : object, optional
@@ -217,7 +225,8 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     dict
         JSON-serializable: ``input``, ``algorithm``, ``rows``, ``clustered_rows``,
         ``features``, ``columns``, ``device``, the strategies used, ``n_clusters``,
-        ``cluster_sizes``, ``seconds`` per stage; k-means adds ``n_iter`` and
+        ``cluster_sizes``, ``seconds`` per stage (``device_ids`` on several GPUs);
+        k-means adds ``n_iter`` and
         ``inertia`` (``inertia_of_fit_rows`` after a ``fit_sample``), WaveCluster
         ``grid`` and ``noise``; ``output``/``centers_output`` when written.
 
@@ -249,6 +258,10 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     if stream and (demo or fit_sample is not None or nulls != "error"):
         raise InvalidParameterError("stream takes a source file, no fit_sample, and "
                                     "nulls='error' (every row keeps its label)")
+    several = _is_several_gpus(device)
+    if several and (fit_sample is not None or stream):
+        raise InvalidParameterError(f"device={device!r} fits in memory: several GPUs take no "
+                                    "fit_sample or stream (stream on one GPU: device='gpu')")
     params = dict(params or {})
     if algorithm == "kmeans":
         params.setdefault("n_clusters", 8)
@@ -279,9 +292,9 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
                                     "choose another name for the labels")
         if algorithm == "wavecluster":
             model._check_params(len(names))
-    backend = get_backend(device)  # fails here, before reading, without a GPU
-    dtype = (np.float64, np.float32) if algorithm == "kmeans" else np.float64
-    with _stage_scope(stages):
+    backend = get_backend("gpu" if several else device)  # fails here, before reading, without
+    dtype = (np.float64, np.float32) if algorithm == "kmeans" else np.float64  # a GPU
+    with _stage_scope(stages), _first_gpu(device):
         if demo:
             data, names, n_rows, kept = _demo(algorithm, stages)
             source_name = ("demo: make_uniform" if algorithm == "kmeans"
@@ -290,7 +303,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
             data, names, n_rows, kept = _read_sample(source, names, int(fit_sample), seed,
                                                      backend, dtype, nulls, stages)
             source_name = str(source)
-        elif _streams(stream, source, names, nulls, backend, note):
+        elif not several and _streams(stream, source, names, nulls, backend, note):
             data, n_rows, kept = _dataset(source, names), _row_count(source), None
             source_name = str(source)
         else:
@@ -380,6 +393,24 @@ def _dataset(source, names):
     return ds.dataset(paths, format="parquet", schema=features)
 
 
+def _is_several_gpus(device) -> bool:
+    """:func:`gpumine.kmeans.multi_gpu.is_several_gpus`, imported when called (the command
+    line starts without scikit-learn)."""
+    from gpumine.kmeans import multi_gpu
+
+    return multi_gpu.is_several_gpus(device)
+
+
+def _first_gpu(device):
+    """Where a several-GPU job reads and fits: its first GPU (the estimator's X holder)."""
+    if not _is_several_gpus(device):
+        return contextlib.nullcontext()
+    from gpumine.backend import cupy_module
+    from gpumine.kmeans.multi_gpu import resolve_gpu_ids
+
+    return cupy_module().cuda.Device(resolve_gpu_ids(device)[0])
+
+
 def _stage_scope(stages):
     # the command line's Stages is a context manager (its progress display); a StageTimer is not
     return stages if hasattr(stages, "__enter__") else contextlib.nullcontext()
@@ -389,6 +420,8 @@ def _summary(model, algorithm, source, columns, n_rows, labels, stages, fit_rows
     summary = {"input": source, "algorithm": algorithm, "rows": int(n_rows),
                "clustered_rows": len(labels), "features": len(columns),
                "columns": list(columns), "device": model.device_}
+    if getattr(model, "device_ids_", None) is not None:
+        summary["device_ids"] = list(model.device_ids_)
     if fit_rows is not None:
         summary["fit_rows"] = fit_rows
     if algorithm == "kmeans":

@@ -66,8 +66,10 @@ class GpuMineClusterOperator(BaseOperator):
         column. Templated.
     exclude : sequence of str or str, optional
         Columns to leave out of the features. Templated.
-    device : {"auto", "cpu", "gpu"}
+    device : {"auto", "cpu", "gpu", "gpu:all"} or list of int
         ``"gpu"`` fails on a worker without a GPU; ``"auto"`` falls back to the CPU.
+        ``"gpu:all"`` or a list of GPU ids: k-means on several GPUs of the worker
+        (:mod:`gpumine.kmeans.multi_gpu`), in memory (no ``fit_sample`` or ``stream``).
     centers_output : str or path-like, optional
         k-means: where to write the centres (one row per cluster). Templated.
     estimator_params : dict, optional
@@ -133,9 +135,16 @@ class GpuMineClusterOperator(BaseOperator):
         # task fails to load, naming the task, instead of failing on its first run.
         for name, value, allowed in (("algorithm", algorithm, _ALGORITHMS),
                                      ("device", device, _DEVICES), ("nulls", nulls, _NULLS)):
+            if name == "device" and _several_gpus(self.task_id, device):
+                continue
             if value not in allowed:
                 raise InvalidParameterError(f"{self.task_id}: {name} must be one of "
-                                            f"{', '.join(allowed)}, got {value!r}")
+                                            f"{', '.join(allowed)}, got {value!r}"
+                                            + (", 'gpu:all' or a list of GPU ids"
+                                               if name == "device" else ""))
+        if _several_gpus(self.task_id, device) and algorithm != "kmeans":
+            raise InvalidParameterError(f"{self.task_id}: device={device!r}: several GPUs are "
+                                        "for k-means; WaveCluster runs on one device")
         if n_clusters is not None and algorithm != "kmeans":
             raise InvalidParameterError(f"{self.task_id}: n_clusters is for k-means; "
                                         "WaveCluster finds the number of clusters itself")
@@ -209,6 +218,8 @@ class GpuMineClusterOperator(BaseOperator):
             self._executing_in = None
             if device == "gpu":  # a CPU run never touches the GPU, not even to free pools
                 _release_gpu_memory()
+            elif device is not None and _several_gpus(self.task_id, device):
+                _release_gpu_memory(device)
         self.log.info("gpumine: %s", _describe(summary))
         return summary
 
@@ -293,10 +304,29 @@ def _remove_empty(folders: list[Path]) -> None:
             pass
 
 
-def _release_gpu_memory() -> None:
-    from gpumine.backend import get_backend
+def _release_gpu_memory(device="gpu") -> None:
+    """Free the CuPy pools of the GPU (of each GPU of a several-GPU ``device``)."""
+    from gpumine.backend import cupy_module, get_backend
 
-    get_backend("gpu").release_memory()
+    if device == "gpu":
+        get_backend("gpu").release_memory()
+        return
+    from gpumine.kmeans.multi_gpu import resolve_gpu_ids
+
+    for gpu in resolve_gpu_ids(device):
+        with cupy_module().cuda.Device(gpu):
+            get_backend("gpu").release_memory()
+
+
+def _several_gpus(task_id, device) -> bool:
+    """Whether ``device`` is "gpu:all" or a list of GPU ids (a bad list fails naming the
+    task)."""
+    from gpumine.kmeans.multi_gpu import is_several_gpus
+
+    try:
+        return is_several_gpus(device)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{task_id}: {exc}") from None
 
 
 class _ProgressLog:
