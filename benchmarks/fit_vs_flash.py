@@ -3,16 +3,19 @@
 Usage (repository root, on a machine with a CUDA GPU, CuPy and PyTorch; flash-kmeans when
 importable)::
 
-    python benchmarks/fit_vs_flash.py --out benchmarks/results [--iterations 20 100]
+    python benchmarks/fit_vs_flash.py --out benchmarks/results [--iterations 20 100] \
+        [--data uniform blobs:64 blobs:1024] [--only 10000000,32,1024]
 
-For each shape of the issue "Exact labels at tensor-core speed" (uniform data, MT19937
-seed 5489, the first k points as centres), in one process: ``GPUKMeans(k, init=C,
+For each shape of the issue "Exact labels at tensor-core speed" (``--data``: uniform data,
+MT19937 seed 5489, or ``blobs:C``, rows around C centres drawn in [-10, 10]^d with unit
+normal noise, seed 0; the first k points as centres), in one process: ``GPUKMeans(k, init=C,
 max_iter=m, tol=0).fit(X)`` from device data with ``assign`` = tiled / tc-exact / hamerly
 (where it takes d) and ``"auto"``, and flash-kmeans' ``batch_kmeans_Euclid`` for m
 iterations from the same centres (TF32, not exact); the host-timed wall time of each, the
 share of final labels (of the first million rows) equal to an FP64 assignment to each fit's
 own final centres, and
-what ``"auto"`` picked. Per-iteration figures of steady-state steps are in
+what ``"auto"`` picked and why (on a large fit it races the exact assignments on the data:
+:mod:`gpumine.kmeans.measured`). Per-iteration figures of steady-state steps are in
 ``tc_assign.py``; this measures what a user waits for over a fit, where Hamerly's bounds
 pay in the later iterations.
 
@@ -42,17 +45,28 @@ def _wall(cp, run) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def measure(cp, n, d, k, iterations) -> dict:
+def _data(n, d, data):
+    from gpumine.datasets import make_uniform
+
+    if data == "uniform":
+        return make_uniform(n, d, random_state=5489).astype(np.float32)
+    centres = int(data.split(":")[1])
+    rng = np.random.default_rng(0)
+    middle = rng.uniform(-10, 10, size=(centres, d)).astype(np.float32)
+    return middle[rng.integers(0, centres, n)] + rng.standard_normal((n, d), np.float32)
+
+
+def measure(cp, n, d, k, iterations, data="uniform") -> dict:
     import torch
 
     from gpumine import GPUKMeans
     from gpumine.bench.peers import fp64_labels
-    from gpumine.datasets import make_uniform
 
-    host = make_uniform(n, d, random_state=5489).astype(np.float32)
+    host = _data(n, d, data)
     X = cp.asarray(host)
     C = X[:k].copy()
-    row = {"n": n, "d": d, "k": k, "seconds": {}, "labels_equal_fp64": {}, "auto": None}
+    row = {"n": n, "d": d, "k": k, "data": data, "seconds": {}, "labels_equal_fp64": {},
+           "auto": None, "auto_reason": None}
     names = ["tiled", "tc-exact", "auto"] + (["hamerly"] if d <= 32 else [])
     try:
         import flash_kmeans
@@ -74,6 +88,7 @@ def measure(cp, n, d, k, iterations) -> dict:
                 (model.labels_[:_CHECKED] == reference).mean())
             if name == "auto":
                 row["auto"] = model.strategies_["assign"]
+                row["auto_reason"] = model.strategy_reasons_["assign"]
             print(n, d, k, name, m, f"{seconds:.4f}", flush=True)
         if flash_kmeans is None:
             continue
@@ -101,6 +116,10 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--shapes", type=int, default=len(SHAPES),
                         help="the first N shapes only")
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="these shapes (n,d,k) instead of the issue's")
+    parser.add_argument("--data", nargs="+", default=["uniform"],
+                        help="uniform and/or blobs:C (rows around C centres)")
     args = parser.parse_args()
     from gpumine.backend import get_backend
     from gpumine.bench.peers import peer_versions
@@ -110,9 +129,12 @@ def main() -> int:
     cp = backend.xp
     record = {**context(backend), **peer_versions(), "iterations": args.iterations,
               "shapes": []}
-    for n, d, k in SHAPES[:args.shapes]:
-        record["shapes"].append(measure(cp, n, d, k, args.iterations))
-        cp.get_default_memory_pool().free_all_blocks()
+    shapes = ([tuple(int(v) for v in shape.split(",")) for shape in args.only] if args.only
+              else SHAPES[:args.shapes])
+    for data in args.data:
+        for n, d, k in shapes:
+            record["shapes"].append(measure(cp, n, d, k, args.iterations, data))
+            cp.get_default_memory_pool().free_all_blocks()
     save(args.out, "fit-vs-flash", record)
     return 0
 

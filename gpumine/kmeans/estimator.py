@@ -23,6 +23,7 @@ from gpumine.adapters.estimator import GpumineEstimator
 from gpumine.backend import DEVICES, cupy_module, get_backend
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import chunked, lloyd
+from gpumine.kmeans.measured import MeasuredAssign, race_candidates
 from gpumine.kmeans.multi_gpu import is_several_gpus, resolve_gpu_ids
 from gpumine.validation import check_init_array, check_sample_weight, is_device_array
 
@@ -75,8 +76,13 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         added by NCCL (:mod:`gpumine.kmeans.multi_gpu`); the same labels as one GPU
         from the same init. ``predict`` and ``transform`` run on the current GPU.
     assign : str, default="auto"
-        ``kmeans.assign`` strategy; ``"auto"`` picks the backend's default
-        (``"numpy"`` on the CPU, ``"tiled"`` on the GPU).
+        ``kmeans.assign`` strategy. ``"auto"``: on the CPU ``"numba"`` where Numba is
+        installed, else ``"numpy"``; on the GPU the exact assignment the device's measured
+        table (or the fixed rule) gives for the problem's shape, and on a large fit (n d k
+        from :data:`gpumine.kmeans.measured.RACE_MIN_WORK`, ``max_iter`` >= 10) the exact
+        candidates race on the data in the first iterations, the fastest assigning the
+        rest (:mod:`gpumine.kmeans.measured`; the same labels whichever wins).
+        ``strategies_`` and ``strategy_reasons_`` say what ran and why.
     update : str, default="auto"
         ``kmeans.update`` strategy; ``"auto"`` picks the backend's default
         (``"numpy"`` on the CPU, ``"atomic"`` on the GPU).
@@ -284,6 +290,12 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
             self.assign, self.update, backend.name, n_samples=n_samples, n_features=n_features,
             n_clusters=self.n_clusters, dtype=X.dtype.name, device_name=backend.device_name)
         _check_features(update, n_features)
+        assign_fn, race = assign.load(), None
+        if self.assign == "auto" and backend.is_gpu and ids is None:
+            names = race_candidates(assign.name, n_samples=n_samples, n_features=n_features,
+                                    n_clusters=self.n_clusters, max_iter=self.max_iter)
+            if names:  # a large fit: the exact assignments race on its data (measured.py)
+                assign_fn = race = MeasuredAssign(names)
         init, init_name, default_n_init = self._resolve_init(X, backend.name)
         n_init = self._n_init(init_name, default_n_init)
         single = None
@@ -294,10 +306,13 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         result = lloyd.fit_lloyd(
             X, sample_weight, n_clusters=self.n_clusters,
             init=init if callable(init) else backend.to_device(init), n_init=n_init,
-            assign=assign.load(), update=update.load(), max_iter=self.max_iter, tol=self.tol,
+            assign=assign_fn, update=update.load(), max_iter=self.max_iter, tol=self.tol,
             random_state=check_random_state(self.random_state), verbose=self.verbose, xp=xp,
             mean=columns.means, restore_x=not owned, single=single)
         self._set_fitted(result, backend, device_input, init_name, assign, update)
+        if race is not None:
+            self.strategies_["assign"] = race.used or assign.name
+            reasons = {**reasons, "assign": race.reason(reasons["assign"])}
         self.strategy_reasons_ = reasons
         for name in ("device_ids_", "iteration_seconds_"):  # a previous several-GPU fit's
             self.__dict__.pop(name, None)

@@ -1,0 +1,181 @@
+"""``assign="auto"`` that measures: on a large GPU fit, the exact assignments race.
+
+Which exact assignment is fastest depends on the data, not only on its shape. On the H100
+at 10M x 32, k = 1024 (record ``assign-race-probe-h100-2026-11-26-a31fcff.json``, five
+Lloyd iterations in): on unclustered data a ``tc-exact`` assignment takes 15 ms and a
+``tiled`` one 26 ms; in 64 blobs (16 centres a blob: many near-ties) ``tc-exact``
+re-checks 16 % of the rows and takes 36 ms, while a whole ``hamerly`` iteration takes 23
+ms; in 1024 blobs ``hamerly``'s bounds skip most points (9 ms an iteration against
+``tc-exact``'s 24). The shape-based choice (a measured table or the fixed rule,
+:func:`gpumine.registry.resolve_kmeans_pair`) cannot see this, so on a large fit
+``"auto"`` measures: the candidates run in turn for :data:`TRIAL_CALLS` iterations each at
+the start of the first Lloyd run, each timed by CUDA events around its call, and the
+fastest of their last calls assigns the rest of the fit (and the later runs of
+``n_init``).
+
+Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
+changes the time of a fit, never its result. The events are read after the iteration's
+status readback has passed them: no host sync is added. ``hamerly`` keeps bounds from call
+to call; when it takes over from another candidate, its ``reset()`` makes its first call scan
+every point, which is why each candidate's first call is not the one compared (that call
+also compiles its kernels).
+
+Examples
+--------
+>>> from gpumine.kmeans.measured import race_candidates
+>>> race_candidates("tc-exact", n_samples=10_000_000, n_features=32, n_clusters=1024,
+...                 max_iter=300)
+['tc-exact', 'hamerly']
+>>> race_candidates("tiled", n_samples=100_000, n_features=8, n_clusters=16, max_iter=300)
+[]
+"""
+
+from __future__ import annotations
+
+__all__ = ["RACE_MIN_ITER", "RACE_MIN_WORK", "TRIAL_CALLS", "MeasuredAssign", "race_candidates"]
+
+#: A fit races its assignments from this much work an assignment on (n x d x k): about a
+#: millisecond of ``tiled`` on the H100, where the race's few slower calls are noise.
+RACE_MIN_WORK = 10**10
+#: ... and when it may run at least this many iterations.
+RACE_MIN_ITER = 10
+#: Calls each candidate makes in the race; the last one is compared.
+TRIAL_CALLS = 2
+
+
+def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: int,
+                    max_iter: int) -> list[str]:
+    """The exact GPU assignments ``"auto"`` races for this fit (``pick``: what the shape
+    alone chose), or ``[]`` for a fit too small or short to gain from a race.
+
+    ``tc-exact`` and, for d <= 32, ``hamerly`` (``tiled``'s loop with bounds that skip
+    points, never much slower than ``tiled``); for wider data, ``tiled`` and ``tc-exact``.
+    ``hamerly`` runs last, so that when it wins it goes on with its bounds.
+    """
+    from gpumine.kmeans.bounds import MAX_FEATURES
+
+    if (n_samples * n_features * n_clusters < RACE_MIN_WORK or max_iter < RACE_MIN_ITER
+            or pick not in ("tiled", "tc-exact")):
+        return []
+    if n_features <= MAX_FEATURES:
+        return ["tc-exact", "hamerly"]
+    return [pick, "tiled" if pick == "tc-exact" else "tc-exact"]
+
+
+class MeasuredAssign:
+    """The racing assignment (module docstring): pass it as a fit's ``assign``.
+
+    Parameters
+    ----------
+    names : list of str
+        The candidates, in race order (:func:`race_candidates`).
+
+    Attributes
+    ----------
+    chosen : str or None
+        The winner, once a race has ended.
+    used : str or None
+        What assigned last: the winner, or the candidate of a race the fit ended in.
+    seconds : dict
+        Each candidate's compared call, in seconds (device time).
+    """
+
+    counts_changes = True
+    graph_safe = False  # the race's calls differ from iteration to iteration
+
+    def __init__(self, names):
+        from gpumine import registry
+
+        self.names = list(names)
+        self._strategies = {name: registry.load_strategy("kmeans.assign", name)
+                            for name in self.names}
+        self.chosen = self.used = None
+        self.seconds: dict = {}
+
+    def __call__(self, X, centers, labels, changed=None):
+        """Unbound (no run's state): the winner, or the first candidate."""
+        self.used = self.chosen or self.names[0]
+        self._strategies[self.used](X, centers, labels, changed)
+
+    def bind(self, X):
+        """One Lloyd run's assignment over X: the race in the first run, then the winner."""
+        if self.chosen is not None:
+            strategy = self._strategies[self.chosen]
+            return strategy.bind(X) if hasattr(strategy, "bind") else strategy
+        return _Race(self, X)
+
+    def reason(self, fallback: str) -> str:
+        """Why the fit used what it used (``strategy_reasons_``)."""
+        if self.chosen is None:
+            return (f"{fallback}; the race of {', '.join(self.names)} did not end (the fit "
+                    f"ran fewer than {TRIAL_CALLS * len(self.names)} iterations)")
+        times = ", ".join(f"{name} {1e3 * seconds:.3g} ms"
+                          for name, seconds in sorted(self.seconds.items(), key=lambda i: i[1]))
+        return (f"measured on this fit's data (an assignment, each candidate's call "
+                f"{TRIAL_CALLS} of {TRIAL_CALLS}): {times}")
+
+
+class _Race:
+    """:class:`MeasuredAssign` bound to the first run: the race, then the winner."""
+
+    counts_changes = True
+    graph_safe = False
+
+    def __init__(self, owner, X):
+        self.owner, self.X = owner, X
+        self.entries = []
+        for name in owner.names:
+            strategy = owner._strategies[name]
+            self.entries.append((name, strategy.bind(X) if hasattr(strategy, "bind")
+                                 else strategy))
+        self.schedule = [i for i in range(len(self.entries)) for _ in range(TRIAL_CALLS)]
+        self.calls, self.current, self.timed, self.winner = 0, None, {}, None
+
+    def _switch(self, index: int) -> None:
+        """Hand the labels to candidate ``index``: one with bounds scans every point first
+        (another candidate moved the labels since its last call)."""
+        if index != self.current:
+            fn = self.entries[index][1]
+            if hasattr(fn, "reset"):
+                fn.reset()
+            self.current = index
+        self.owner.used = self.entries[index][0]
+
+    def __call__(self, X, centers, labels, changed=None):
+        from gpumine.backend import cupy_module
+
+        if X is not self.X:  # another array than the run's: no race, no state
+            self.owner(X, centers, labels, changed)
+            return
+        if self.calls < len(self.schedule):
+            index = self.schedule[self.calls]
+            self._switch(index)
+            self.calls += 1
+            stream = cupy_module().cuda.get_current_stream()
+            start = stream.record()
+            self.entries[index][1](X, centers, labels, changed)
+            self.timed[index] = (start, stream.record())  # the candidate's last call
+            return
+        if self.winner is None:
+            self._choose()
+        self._switch(self.winner)
+        self.entries[self.winner][1](X, centers, labels, changed)
+
+    def _choose(self) -> None:
+        from gpumine.backend import cupy_module
+
+        cp = cupy_module()
+        seconds = {}
+        for index, (start, end) in self.timed.items():
+            end.synchronize()  # sync: none in practice -- the loop's readback passed it
+            seconds[self.entries[index][0]] = cp.cuda.get_elapsed_time(start, end) / 1e3
+        self.winner = min(self.timed, key=lambda i: seconds[self.entries[i][0]])
+        self.owner.seconds = seconds
+        self.owner.chosen = self.entries[self.winner][0]
+
+    def reset(self) -> None:
+        """Labels moved outside the assignment (a relocation): every candidate with bounds
+        scans every point at its next call."""
+        for _, fn in self.entries:
+            if hasattr(fn, "reset"):
+                fn.reset()

@@ -1,0 +1,99 @@
+"""``assign="auto"`` that races the exact assignments on a large GPU fit
+(:mod:`gpumine.kmeans.measured`): who races, and that the race never changes a result."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpumine import GPUKMeans
+from gpumine.kmeans import measured
+from gpumine.kmeans.measured import TRIAL_CALLS, race_candidates
+
+
+@pytest.mark.parametrize("pick, n, d, k, max_iter, expected", [
+    ("tc-exact", 10_000_000, 32, 1024, 300, ["tc-exact", "hamerly"]),
+    ("tiled", 10_000_000, 8, 1024, 300, ["tc-exact", "hamerly"]),
+    ("tc-exact", 1_000_000, 128, 1024, 300, ["tc-exact", "tiled"]),
+    ("tiled", 1_000_000, 128, 1024, 300, ["tiled", "tc-exact"]),
+    ("tc-exact", 10_000_000, 32, 1024, 9, []),  # too short to gain
+    ("tiled", 1_000_000, 4, 400, 300, []),  # too small: under a millisecond an assignment
+    ("gemm", 10_000_000, 32, 1024, 300, []),  # not an exact pick: nothing to race
+])
+def test_who_races(pick, n, d, k, max_iter, expected):
+    assert race_candidates(pick, n_samples=n, n_features=d, n_clusters=k,
+                           max_iter=max_iter) == expected
+
+
+def test_the_reason_names_the_measured_times():
+    race = measured.MeasuredAssign.__new__(measured.MeasuredAssign)
+    race.names, race.chosen, race.seconds = ["tc-exact", "hamerly"], "hamerly", {
+        "tc-exact": 0.036, "hamerly": 0.0091}
+    assert race.reason("the fixed rule") == (
+        "measured on this fit's data (an assignment, each candidate's call 2 of 2): "
+        "hamerly 9.1 ms, tc-exact 36 ms")
+    race.chosen = None
+    assert "did not end" in race.reason("the fixed rule")
+
+
+def _blobs(n, d, centres, seed, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    middle = rng.uniform(-10, 10, size=(centres, d))
+    return (middle[rng.integers(0, centres, n)] + rng.normal(size=(n, d)) + 300.0).astype(dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("winner", [0, 1, None])  # tc-exact, hamerly (the last to run), measured
+@pytest.mark.parametrize("d", [8, 40])
+def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
+    """Whichever candidate wins -- one that hands its labels to hamerly's bounds, hamerly
+    itself, or the measured one -- the fit equals assign="tiled"'s: labels, n_iter_ and the
+    centres bit for bit (the deterministic sort update), with an empty cluster relocated
+    during the race (an initial centre far from the data) and two runs of n_init."""
+    import cupy as cp
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)  # race on a test-sized fit
+    if winner is not None:
+        def choose(race):
+            race.winner = winner
+            race.owner.chosen = race.entries[winner][0]
+            race.owner.seconds = {name: 0.0 for name, _ in race.entries}
+
+        monkeypatch.setattr(measured._Race, "_choose", choose)
+    X = cp.asarray(_blobs(30_011, d, 24, seed=d))
+    init = cp.asnumpy(X[:48]).copy()
+    init[5] += 1e4  # empty at the first assignment: relocated while the candidates race
+    runs = []
+    for assign in ("auto", "tiled"):
+        runs.append(GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
+                              device="gpu").fit(X))
+    raced, tiled = runs
+    names = race_candidates("tiled", n_samples=1, n_features=d, n_clusters=1, max_iter=300)
+    assert raced.strategies_["assign"] in names
+    assert "measured on this fit's data" in raced.strategy_reasons_["assign"]
+    assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
+                                  cp.asnumpy(tiled.cluster_centers_))
+    seeded = [GPUKMeans(48, n_init=2, random_state=3, assign=assign, update="sort",
+                        max_iter=40, device="gpu").fit(X) for assign in ("auto", "tiled")]
+    np.testing.assert_array_equal(cp.asnumpy(seeded[0].cluster_centers_),
+                                  cp.asnumpy(seeded[1].cluster_centers_))
+
+
+@pytest.mark.gpu
+def test_a_large_fit_races_without_being_asked():
+    """At the threshold's size (2M x 8, k = 640) "auto" races, says so, and gives the labels
+    of assign="tiled"; a fit of 9 iterations does not race."""
+    import cupy as cp
+
+    X = cp.asarray(_blobs(2_000_000, 8, 640, seed=1))
+    init = cp.asnumpy(X[:640])
+    auto = GPUKMeans(640, init=init, update="sort", max_iter=12, tol=0, device="gpu").fit(X)
+    tiled = GPUKMeans(640, init=init, assign="tiled", update="sort", max_iter=12, tol=0,
+                      device="gpu").fit(X)
+    assert auto.strategies_["assign"] in ("tc-exact", "hamerly")
+    assert "measured" in auto.strategy_reasons_["assign"]
+    np.testing.assert_array_equal(cp.asnumpy(auto.labels_), cp.asnumpy(tiled.labels_))
+    short = GPUKMeans(640, init=init, update="sort", max_iter=9, tol=0, device="gpu").fit(X)
+    assert "measured" not in short.strategy_reasons_["assign"]
