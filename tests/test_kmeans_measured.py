@@ -29,9 +29,10 @@ def test_the_reason_names_the_measured_times():
     race = measured.MeasuredAssign.__new__(measured.MeasuredAssign)
     race.names, race.chosen, race.seconds = ["tc-exact", "hamerly"], "hamerly", {
         "tc-exact": 0.036, "hamerly": 0.0091}
+    race.races = 3
     assert race.reason("the fixed rule") == (
-        "measured on this fit's data (an assignment, each candidate's call 2 of 2): "
-        "hamerly 9.1 ms, tc-exact 36 ms")
+        "measured on this fit's data, 3 race(s) (an assignment, each candidate's latest "
+        "call): hamerly 9.1 ms, tc-exact 36 ms")
     race.chosen = None
     assert "did not end" in race.reason("the fixed rule")
 
@@ -47,12 +48,14 @@ def _blobs(n, d, centres, seed, dtype=np.float32):
 @pytest.mark.parametrize("d", [8, 40])
 def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     """Whichever candidate wins -- one that hands its labels to hamerly's bounds, hamerly
-    itself, or the measured one -- the fit equals assign="tiled"'s: labels, n_iter_ and the
+    itself, or the measured one, raced again after every call of the winner, 2, 4, ... --
+    the fit equals assign="tiled"'s: labels, n_iter_ and the
     centres bit for bit (the deterministic sort update), with an empty cluster relocated
     during the race (an initial centre far from the data) and two runs of n_init."""
     import cupy as cp
 
     monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)  # race on a test-sized fit
+    monkeypatch.setattr(measured, "RERACE_FIRST", 1)  # the measured winner: many races
     if winner is not None:
         def choose(race):
             race.winner = winner
@@ -70,7 +73,7 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     raced, tiled = runs
     names = race_candidates("tiled", n_samples=1, n_features=d, n_clusters=1, max_iter=300)
     assert raced.strategies_["assign"] in names
-    assert "measured on this fit's data" in raced.strategy_reasons_["assign"]
+    assert "on this fit's data" in raced.strategy_reasons_["assign"]
     assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
     np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
@@ -93,7 +96,7 @@ def test_a_large_fit_races_without_being_asked():
     tiled = GPUKMeans(640, init=init, assign="tiled", update="sort", max_iter=12, tol=0,
                       device="gpu").fit(X)
     assert auto.strategies_["assign"] in ("tc-exact", "hamerly")
-    assert "measured" in auto.strategy_reasons_["assign"]
+    assert "on this fit's data" in auto.strategy_reasons_["assign"]
     np.testing.assert_array_equal(cp.asnumpy(auto.labels_), cp.asnumpy(tiled.labels_))
     short = GPUKMeans(640, init=init, update="sort", max_iter=9, tol=0, device="gpu").fit(X)
-    assert "measured" not in short.strategy_reasons_["assign"]
+    assert "on this fit's data" not in short.strategy_reasons_["assign"]

@@ -10,8 +10,11 @@ ms; in 1024 blobs ``hamerly``'s bounds skip most points (9 ms an iteration again
 :func:`gpumine.registry.resolve_kmeans_pair`) cannot see this, so on a large fit
 ``"auto"`` measures: the candidates run in turn for :data:`TRIAL_CALLS` iterations each at
 the start of the first Lloyd run, each timed by CUDA events around its call, and the
-fastest of their last calls assigns the rest of the fit (and the later runs of
-``n_init``).
+fastest of their last calls assigns the next iterations (and the later runs of
+``n_init``). ``hamerly`` gets faster as the centres settle, so when it loses it races again
+after :data:`RERACE_FIRST` iterations, then 16, 32, ...: at 1024 blobs it loses the first
+race to ``tc-exact`` and is twice as fast over 50 iterations (record
+``fit-vs-flash-2026-11-26-1df75f5``).
 
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
@@ -32,15 +35,18 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["RACE_MIN_ITER", "RACE_MIN_WORK", "TRIAL_CALLS", "MeasuredAssign", "race_candidates"]
+__all__ = ["RACE_MIN_ITER", "RACE_MIN_WORK", "RERACE_FIRST", "TRIAL_CALLS", "MeasuredAssign",
+           "race_candidates"]
 
 #: A fit races its assignments from this much work an assignment on (n x d x k): about a
 #: millisecond of ``tiled`` on the H100, where the race's few slower calls are noise.
 RACE_MIN_WORK = 10**10
 #: ... and when it may run at least this many iterations.
 RACE_MIN_ITER = 10
-#: Calls each candidate makes in the race; the last one is compared.
+#: Calls each candidate makes in a race; the last one is compared.
 TRIAL_CALLS = 2
+#: The winner's calls before the losers race again; doubled after each race.
+RERACE_FIRST = 8
 
 
 def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: int,
@@ -77,7 +83,9 @@ class MeasuredAssign:
     used : str or None
         What assigned last: the winner, or the candidate of a race the fit ended in.
     seconds : dict
-        Each candidate's compared call, in seconds (device time).
+        Each candidate's last compared call, in seconds (device time).
+    races : int
+        Races run (the first, then one after each period of the winner's calls).
     """
 
     counts_changes = True
@@ -91,6 +99,7 @@ class MeasuredAssign:
                             for name in self.names}
         self.chosen = self.used = None
         self.seconds: dict = {}
+        self.races = 0
 
     def __call__(self, X, centers, labels, changed=None):
         """Unbound (no run's state): the winner, or the first candidate."""
@@ -111,12 +120,14 @@ class MeasuredAssign:
                     f"ran fewer than {TRIAL_CALLS * len(self.names)} iterations)")
         times = ", ".join(f"{name} {1e3 * seconds:.3g} ms"
                           for name, seconds in sorted(self.seconds.items(), key=lambda i: i[1]))
-        return (f"measured on this fit's data (an assignment, each candidate's call "
-                f"{TRIAL_CALLS} of {TRIAL_CALLS}): {times}")
+        return (f"measured on this fit's data, {self.races} race(s) (an assignment, each "
+                f"candidate's latest call): {times}")
 
 
 class _Race:
-    """:class:`MeasuredAssign` bound to the first run: the race, then the winner."""
+    """:class:`MeasuredAssign` bound to the first run: the race, the winner, and a loser
+    with bounds raced again after :data:`RERACE_FIRST` of the winner's calls, then twice as
+    many each time (:meth:`_choose`)."""
 
     counts_changes = True
     graph_safe = False
@@ -128,8 +139,10 @@ class _Race:
             strategy = owner._strategies[name]
             self.entries.append((name, strategy.bind(X) if hasattr(strategy, "bind")
                                  else strategy))
-        self.schedule = [i for i in range(len(self.entries)) for _ in range(TRIAL_CALLS)]
-        self.calls, self.current, self.timed, self.winner = 0, None, {}, None
+        # the calls to come, each a candidate's index; empty: time to choose
+        self.queue = [i for i in range(len(self.entries)) for _ in range(TRIAL_CALLS)]
+        self.current, self.timed, self.winner = None, {}, None
+        self.period, self.races = RERACE_FIRST, 1
 
     def _switch(self, index: int) -> None:
         """Hand the labels to candidate ``index``: one with bounds scans every point first
@@ -147,21 +160,23 @@ class _Race:
         if X is not self.X:  # another array than the run's: no race, no state
             self.owner(X, centers, labels, changed)
             return
-        if self.calls < len(self.schedule):
-            index = self.schedule[self.calls]
-            self._switch(index)
-            self.calls += 1
-            stream = cupy_module().cuda.get_current_stream()
-            start = stream.record()
-            self.entries[index][1](X, centers, labels, changed)
-            self.timed[index] = (start, stream.record())  # the candidate's last call
+        if self.queue is None:  # decided for good
+            self.entries[self.winner][1](X, centers, labels, changed)
             return
-        if self.winner is None:
+        if not self.queue:
             self._choose()
-        self._switch(self.winner)
-        self.entries[self.winner][1](X, centers, labels, changed)
+        index = self.queue.pop(0) if self.queue else self.winner
+        self._switch(index)
+        stream = cupy_module().cuda.get_current_stream()
+        start = stream.record()
+        self.entries[index][1](X, centers, labels, changed)
+        self.timed[index] = (start, stream.record())  # the candidate's last call
 
     def _choose(self) -> None:
+        """The fastest last call wins. A loser with bounds (hamerly) races again after the
+        winner's next calls: its bounds skip more points as the centres settle, while the
+        others cost about the same from iteration to iteration. A winner with bounds keeps
+        the labels for good (racing the others again would cost it a full scan)."""
         from gpumine.backend import cupy_module
 
         cp = cupy_module()
@@ -169,9 +184,19 @@ class _Race:
         for index, (start, end) in self.timed.items():
             end.synchronize()  # sync: none in practice -- the loop's readback passed it
             seconds[self.entries[index][0]] = cp.cuda.get_elapsed_time(start, end) / 1e3
-        self.winner = min(self.timed, key=lambda i: seconds[self.entries[i][0]])
-        self.owner.seconds = seconds
-        self.owner.chosen = self.entries[self.winner][0]
+        winner = min(self.timed, key=lambda i: seconds[self.entries[i][0]])
+        if self.winner is not None:
+            self.races += 1
+        self.winner = winner
+        self.owner.seconds, self.owner.chosen = seconds, self.entries[winner][0]
+        self.owner.races = self.races
+        bounded = [i for i, (_, fn) in enumerate(self.entries) if hasattr(fn, "reset")]
+        again = [] if winner in bounded else bounded
+        if not again:
+            self.queue = None
+            return
+        self.queue = [winner] * self.period + [i for i in again for _ in range(TRIAL_CALLS)]
+        self.period *= 2
 
     def reset(self) -> None:
         """Labels moved outside the assignment (a relocation): every candidate with bounds
