@@ -14,6 +14,7 @@ from gpumine.kmeans.measured import TRIAL_CALLS, race_candidates
 @pytest.mark.parametrize("pick, n, d, k, max_iter, expected", [
     ("tc-exact", 10_000_000, 32, 1024, 300, ["tc-exact", "hamerly"]),
     ("tiled", 10_000_000, 8, 1024, 300, ["tc-exact", "hamerly"]),
+    ("hamerly", 4_000_000, 16, 256, 300, ["tc-exact", "hamerly"]),  # the table's pick
     ("tc-exact", 1_000_000, 128, 1024, 300, ["tc-exact", "tiled"]),
     ("tiled", 1_000_000, 128, 1024, 300, ["tiled", "tc-exact"]),
     ("tc-exact", 10_000_000, 32, 1024, 9, []),  # too short to gain

@@ -61,7 +61,7 @@ def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: i
     from gpumine.kmeans.bounds import MAX_FEATURES
 
     if (n_samples * n_features * n_clusters < RACE_MIN_WORK or max_iter < RACE_MIN_ITER
-            or pick not in ("tiled", "tc-exact")):
+            or pick not in ("tiled", "tc-exact", "hamerly")):
         return []
     if n_features <= MAX_FEATURES:
         return ["tc-exact", "hamerly"]
