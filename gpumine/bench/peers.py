@@ -122,6 +122,9 @@ def peer_steps(X_host, centers_host, device: str) -> tuple[dict, dict]:
     steps["torch"] = torch_step(torch, X_rows, centers)
     for name, module_name, make in (("flash-kmeans", "flash_kmeans", _flash_kmeans_step),
                                     ("fastkmeans", "fastkmeans", _fastkmeans_step)):
+        if name == "flash-kmeans" and device != "cuda":  # its Triton kernels need CUDA tensors
+            skipped[name] = f"flash-kmeans runs on CUDA only, not on {device!r}"
+            continue
         try:
             steps[name] = make(importlib.import_module(module_name), X_rows, centers)
         except ImportError as exc:
