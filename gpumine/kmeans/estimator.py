@@ -84,8 +84,9 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         rest (:mod:`gpumine.kmeans.measured`; the same labels whichever wins).
         ``strategies_`` and ``strategy_reasons_`` say what ran and why.
     update : str, default="auto"
-        ``kmeans.update`` strategy; ``"auto"`` picks the backend's default
-        (``"numpy"`` on the CPU, ``"atomic"`` on the GPU).
+        ``kmeans.update`` strategy. ``"auto"``: on the CPU ``"numba"`` where Numba is
+        installed, else ``"numpy"``; on the GPU the update the device's measured table
+        gives for the problem's shape, else ``"atomic"`` (the fixed rule).
     batch_rows : int or None, default=None
         Stream X in chunks of this many rows (:mod:`gpumine.kmeans.chunked`): every
         pass reads the chunks again, so only two chunks (and the labels) need be in
