@@ -249,12 +249,12 @@ def _nccl_iterations(cp, nccl, comm, stream, exchange, parts_held, offsets, cent
         status = cp.stack([((new - centers_dev) ** 2).sum(), (~positive).sum(),
                            total[k * d + k], gathered[:, -1].max()])
         _wait(stream.record(), exchange)
-        # sync: the iteration's one readback, 32 bytes, after _wait (the GPU is done)
-        shift, n_empty, n_changed, busiest_ms = status.get().tolist()
+        # the iteration's one readback; _wait has seen the GPU finish it
+        shift, n_empty, n_changed, busiest_ms = status.get().tolist()  # sync: 32 bytes
         busy_ms = cp.cuda.get_elapsed_time(began, ended)  # sync: none -- both events passed
         if n_empty:  # rare: the host rule, candidates through the actor
-            # sync: k (d + 1) sums and the centres, only in an iteration with an empty cluster
-            sums_h, weights_h, old = sums.get(), weights.get(), centers_dev.get()
+            # only in an iteration with an empty cluster (rare)
+            sums_h, weights_h, old = sums.get(), weights.get(), centers_dev.get()  # sync: k(2d+1)
             _relocate(exchange, parts_held, offsets, old, np.flatnonzero(weights_h == 0),
                       sums_h, weights_h)
             new_h = average_centers(sums_h, weights_h, np.float64)
