@@ -341,3 +341,243 @@ __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (ro
                                                 (double)__uint_as_float(*cmax), bound);
     finish_row(labels, row0 + row, active, decided, t.index, changed, queue_size, queue);
 }
+
+// ---------------------------------------------------------------------------------------
+// The scaled-FP16 path. FP16 mma.sync (m16n8k16) runs twice TF32's rate and packs two
+// features per register; FP16 has TF32's 11-bit significand but a narrow exponent range,
+// so every row of points is scaled by its own power of two and the centres by one common
+// power of two (from cmax) so that every |value| < 2^13: the scaling is exact, the
+// products are unscaled by one power of two per row (folded into the score's FMA), and
+// what FP16 cannot hold below its normal range is a tiny absolute error the bound
+// carries (gpumine/kmeans/tensor_cores.py).
+
+// Round to FP16 (to nearest even) and back.
+__device__ __forceinline__ unsigned short to_half_bits(float x) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+
+__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// The FP16 split of v (|v| < 2^13): hi = fp16(v), lo = fp16(v - hi), v - hi exact in float.
+__device__ __forceinline__ void half_split(float v, unsigned short& hi, unsigned short& lo) {
+    hi = to_half_bits(v);
+    lo = to_half_bits(v - half_bits_to_float(hi));
+}
+
+// Two FP16 values in one register, the lower feature in the low half (mma's order).
+__device__ __forceinline__ unsigned pack_halves(unsigned short low, unsigned short high) {
+    return (unsigned)low | ((unsigned)high << 16);
+}
+
+// D = A (16 x 16, row) * B (16 x 8, col) + D, FP16 inputs, FP32 accumulation.
+__device__ __forceinline__ void mma_f16(float (&acc)[4], const unsigned (&a)[4],
+                                        const unsigned (&b)[2]) {
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// The exponent s with 2^s * v < 2^13 for every |v| <= top, and 2^s * top >= 2^12 when
+// top > 0 (s = 13 for zero or a non-finite top, whose rows the caller never decides).
+__device__ __forceinline__ int half_scale(float top) {
+    int e = 0;
+    if (top > 0.0f && top <= max_value<float>()) frexpf(top, &e);  // top < 2^e <= 2 top
+    return 13 - e;
+}
+
+// tc_prepare_centers' shifted float32 centres scaled by 2^half_scale(cmax) (every
+// |c_j| <= ||c|| <= cmax) and split into FP16 hi and lo, two features per word. A thread
+// per word of the (k_pad, dp / 2) outputs.
+__global__ void tc_split_centers(const float* __restrict__ padded,  // IN  (k_pad, dp)
+                                 index_t words,                     // IN  k_pad * dp / 2
+                                 const unsigned* __restrict__ cmax, // IN  (1) float bits
+                                 unsigned* __restrict__ hi,         // OUT (k_pad, dp / 2)
+                                 unsigned* __restrict__ lo)         // OUT (k_pad, dp / 2)
+{
+    const int scale = half_scale(__uint_as_float(*cmax));
+    for (index_t w = (index_t)blockIdx.x * blockDim.x + threadIdx.x; w < words;
+         w += (index_t)gridDim.x * blockDim.x) {
+        unsigned short h0, l0, h1, l1;
+        half_split(ldexpf(padded[2 * w], scale), h0, l0);
+        half_split(ldexpf(padded[2 * w + 1], scale), h1, l1);
+        hi[w] = pack_halves(h0, h1);
+        lo[w] = pack_halves(l0, l1);
+    }
+}
+
+// assign_tc on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
+// rows (32 per warp: two m16 tiles) and walks the centres in tiles of 64 (eight n8 tiles).
+// The block's rows are shifted into float32, scaled per row and split into FP16 hi and lo
+// in shared memory once; each centre tile (split by tc_split_centers) is staged once per
+// block. SPLIT (tc-exact) accumulates lo.hi + hi.lo + hi.hi, otherwise hi.hi alone
+// (tc-fast). The score ||c||^2 - 2 x.c takes the product unscaled by the row's
+// coefficient -2^(1 - s_row - s_centres) in its one FMA. Rows whose coefficient leaves
+// float's range, or with a non-finite value, are never decided.
+// Shared memory (dynamic): 2 (128 + 64) (DP / 2 + 4) words + 64 + 128 floats + 128 doubles.
+template <typename T, int DP, bool SPLIT>
+__global__ void __launch_bounds__(128)
+assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
+               const double* __restrict__ shift,    // IN  (d) subtracted from every point
+               const unsigned* __restrict__ c_hi,   // IN  (k_pad, DP / 2) tc_split_centers
+               const unsigned* __restrict__ c_lo,   // IN  (k_pad, DP / 2)
+               const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, +inf past k
+               const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
+               const double* __restrict__ bound,    // IN  (5) see the top of this file
+               index_t n,                           // IN
+               int d,                               // IN  d <= DP
+               int k_pad,                           // IN  multiple of 64
+               int* __restrict__ labels,            // INOUT (n) previous labels in
+               unsigned long long* changed,         // INOUT (1) += labels changed, may be null
+               unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
+               index_t* __restrict__ queue)         // OUT (n) queued rows
+{
+    constexpr int BM = 128, BN = 64, W = DP / 2, SW = W + 4;
+    static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
+    extern __shared__ __align__(16) unsigned char shared_raw[];
+    unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
+    unsigned* xl = xh + BM * SW;                              // BM x SW
+    unsigned* ch = xl + BM * SW;                              // BN x SW
+    unsigned* cl = ch + BN * SW;                              // BN x SW
+    float* ns = reinterpret_cast<float*>(cl + BN * SW);       // BN
+    float* coef = ns + BN;                                    // BM
+    double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = lane >> 2, member = lane & 3;
+    const index_t row0 = (index_t)blockIdx.x * BM;
+    const float cmax_value = __uint_as_float(*cmax);
+    const int c_scale = half_scale(cmax_value);
+
+    {   // Stage this block's rows: shifted into float32, scaled, split. Two passes over the
+        // row (the scale needs its largest value); the second reads from L1/L2.
+        const index_t i = row0 + threadIdx.x;
+        double norm2 = 0.0;
+        float top = 0.0f;
+        bool finite = true;
+        for (int j = 0; j < d; ++j) {
+            const float value = i < n ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
+            norm2 += (double)value * (double)value;
+            top = fmaxf(top, fabsf(value));
+            finite = finite && isfinite(value);
+        }
+        const int r_scale = half_scale(top);
+        for (int w = 0; w < W; ++w) {
+            float v[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int j = 2 * w + h;
+                v[h] = (i < n && j < d) ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
+            }
+            unsigned short h0, l0, h1, l1;
+            half_split(ldexpf(v[0], r_scale), h0, l0);
+            half_split(ldexpf(v[1], r_scale), h1, l1);
+            xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
+            xl[threadIdx.x * SW + w] = pack_halves(l0, l1);
+        }
+        xn[threadIdx.x] = norm2;
+        const int e = 1 - r_scale - c_scale;  // coefficient -2^e
+        coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
+            ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
+    }
+    __syncthreads();
+
+    Top2 top[2][2];  // [m tile][row group, row group + 8]
+    float row_coef[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+        top2_init(top[m][0]);
+        top2_init(top[m][1]);
+        row_coef[m][0] = coef[warp * 32 + m * 16 + group];
+        row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
+    }
+    const unsigned* xhw = xh + warp * 32 * SW;
+    const unsigned* xlw = xl + warp * 32 * SW;
+    for (int c0 = 0; c0 < k_pad; c0 += BN) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < BN * W / 4; t += blockDim.x) {
+            const int c = t / (W / 4), w = (t - c * (W / 4)) * 4;
+            const index_t src = (index_t)(c0 + c) * W + w;
+            *reinterpret_cast<uint4*>(ch + c * SW + w) = *reinterpret_cast<const uint4*>(c_hi + src);
+            if (SPLIT)
+                *reinterpret_cast<uint4*>(cl + c * SW + w) = *reinterpret_cast<const uint4*>(c_lo + src);
+        }
+        if (threadIdx.x < BN) ns[threadIdx.x] = norms[c0 + threadIdx.x];
+        __syncthreads();
+        float acc[2][8][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[m][t][e] = 0.0f;
+#pragma unroll
+        for (int k0 = 0; k0 < W; k0 += 8) {  // 16 features a step
+            unsigned a[2][4], a_lo[2][4];
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                const int base = (m * 16 + group) * SW + k0 + member;
+                a[m][0] = xhw[base];
+                a[m][1] = xhw[base + 8 * SW];
+                a[m][2] = xhw[base + 4];
+                a[m][3] = xhw[base + 8 * SW + 4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a_lo[m][e] = 0u;
+                if (SPLIT) {
+                    a_lo[m][0] = xlw[base];
+                    a_lo[m][1] = xlw[base + 8 * SW];
+                    a_lo[m][2] = xlw[base + 4];
+                    a_lo[m][3] = xlw[base + 8 * SW + 4];
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                const int base = (t * 8 + group) * SW + k0 + member;
+                const unsigned b[2] = {ch[base], ch[base + 4]};
+                if (SPLIT) {  // the small products first, then the large ones
+                    const unsigned b_lo[2] = {cl[base], cl[base + 4]};
+                    mma_f16(acc[0][t], a_lo[0], b);
+                    mma_f16(acc[1][t], a_lo[1], b);
+                    mma_f16(acc[0][t], a[0], b_lo);
+                    mma_f16(acc[1][t], a[1], b_lo);
+                }
+                mma_f16(acc[0][t], a[0], b);
+                mma_f16(acc[1][t], a[1], b);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            const int col = t * 8 + 2 * member;
+            const float n0 = ns[col], n1 = ns[col + 1];
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                top2_push(top[m][0], fmaf(acc[m][t][0], row_coef[m][0], n0), c0 + col);
+                top2_push(top[m][0], fmaf(acc[m][t][1], row_coef[m][0], n1), c0 + col + 1);
+                top2_push(top[m][1], fmaf(acc[m][t][2], row_coef[m][1], n0), c0 + col);
+                top2_push(top[m][1], fmaf(acc[m][t][3], row_coef[m][1], n1), c0 + col + 1);
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            Top2& t = top[m][h];
+            top2_merge_lanes(t, 1);
+            top2_merge_lanes(t, 2);
+            const int local = warp * 32 + m * 16 + h * 8 + group;
+            const index_t i = row0 + local;
+            const bool active = member == 0 && i < n;
+            // tc-fast decides every row it can scale; the re-check takes the others
+            const bool decided = active && row_coef[m][h] == row_coef[m][h]
+                                 && top2_decides(t, xn[local], (double)cmax_value, bound);
+            finish_row(labels, i, active, decided, t.index, changed, queue_size, queue);
+        }
+    }
+}

@@ -72,6 +72,10 @@ _IRREGULAR_GROUP = 256  # seed 000's work-group size, a parameter of its kernel
 _PARTIAL_BUDGET = 1 << 30  # bytes of per-group partial sums held at once
 #: Points per cluster a block of the privatized atomic update is given, at least.
 ATOMIC_POINTS_PER_CLUSTER = 1
+#: update="atomic" keeps block partials in opted-in shared memory up to this many bytes
+#: (the device's own limit caps it), and launches such blocks with this many threads.
+ATOMIC_SHARED_LIMIT = 1 << 30
+ATOMIC_WIDE_BLOCK = 1024
 
 _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
@@ -252,6 +256,7 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
     XT, n, d, k = _prepare(X, sums, weights)
     partials = X.dtype if partials is None else np.dtype(partials)
     shared = k * (_odd_stride(d) + 1) * partials.itemsize
+    kernel = get_kernel(_UPDATE, "update_atomic_shared", X.dtype, partials)
     if shared <= _DEFAULT_SHARED:
         # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
         # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
@@ -259,7 +264,15 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
         # at 16), where a block's own points, not the flush of its k (d + 1) sums, cost.
         blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
                      max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
-        launch(get_kernel(_UPDATE, "update_atomic_shared", X.dtype, partials), blocks, _BLOCK,
+        launch(kernel, blocks, _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d),
+                                        np.int32(k), sums, weights), shared_mem=shared)
+    elif shared <= min(_shared_budget(), ATOMIC_SHARED_LIMIT):
+        # Partials past the default 48 KB (10M x 32, k = 1024: 135 KB of float): opt in,
+        # one wave of ATOMIC_WIDE_BLOCK-thread blocks, so the flush is one k (d + 1) per
+        # resident block and the points' atomics stay on chip.
+        kernel.max_dynamic_shared_size_bytes = shared
+        blocks = min(-(-n // ATOMIC_WIDE_BLOCK), resident_blocks(kernel, ATOMIC_WIDE_BLOCK, shared))
+        launch(kernel, blocks, ATOMIC_WIDE_BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
                 weights), shared_mem=shared)
     else:

@@ -77,6 +77,10 @@ __all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "qu
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel; wider data goes through the cuBLAS path.
 FUSED_DIMS = (8, 16, 32, 64, 128)
+#: Padded feature counts of the scaled-FP16 fused kernel (16 features an mma step).
+HALF_DIMS = (16, 32, 64, 128)
+#: Which fused kernel runs: "half" (scaled FP16, m16n8k16) or "tf32" (m16n8k8).
+FUSED_KERNEL = "half"
 _BM, _BN = 128, 64
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
@@ -111,6 +115,8 @@ def error_bound(d: int, dtype, path: str = "split") -> np.ndarray:
     u_data = u if np.dtype(dtype) == np.float32 else 2.0 ** -53
     if path == "split":
         kappa_p = 3.01 * 2.0 ** -22 + 1.002 * _gamma(3 * d, 2.0 ** -21)
+    elif path == "half":
+        kappa_p = 3.01 * 2.0 ** -22 + 1.002 * _gamma(3 * d, 2.0 ** -21) + 2.0 ** -34 * d**0.5
     else:
         kappa_p = _gamma(d + 1, u)
     kappa_g = (kappa_p + 3 * u) * (1 + 2.0 ** -20)
@@ -153,6 +159,8 @@ def _padded_width(d: int) -> int:
 @declares(_SOURCE, "tc_prepare_centers", _TYPES)
 @declares(_SOURCE, "assign_tc", _TYPES, FUSED_DIMS, ("true", "false"))
 @declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
+@declares(_SOURCE, "tc_split_centers")
+@declares(_SOURCE, "assign_tc_half", _TYPES, HALF_DIMS, ("true", "false"))
 def _assign(X, centers, labels, changed, exact: bool):
     """Launch the assignment; returns the device counter of rows queued for the re-check.
 
@@ -171,7 +179,8 @@ def _assign(X, centers, labels, changed, exact: bool):
     k = centers.shape[0]
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     shift = centers.mean(axis=0, dtype=cp.float64)
-    dp = _padded_width(d)
+    half = FUSED_KERNEL == "half" and d <= HALF_DIMS[-1]
+    dp = next(w for w in HALF_DIMS if d <= w) if half else _padded_width(d)
     fused = dp in FUSED_DIMS
     k_pad = -(-k // _BN) * _BN
     padded = cp.empty((k_pad, dp), dtype=cp.float32)
@@ -179,10 +188,25 @@ def _assign(X, centers, labels, changed, exact: bool):
     counters = cp.zeros(2, dtype=cp.uint32)  # [max ||c|| as float bits, rows queued]
     cmax, queue_size = counters[:1], counters[1:]
     queue = cp.empty(n, dtype=cp.int64)
-    bound = _device_bound(cp, d, X.dtype, "split" if fused else "sgemm", exact)
+    bound = _device_bound(cp, d, X.dtype, "half" if half else "split" if fused else "sgemm",
+                          exact)
     launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
            (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
-    if fused:
+    if half:
+        words = k_pad * dp // 2
+        c_hi = cp.empty(words, dtype=cp.uint32)
+        c_lo = cp.empty(words, dtype=cp.uint32)
+        launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
+               (padded, np.int64(words), cmax, c_hi, c_lo))
+        kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp, "true" if exact else "false")
+        shared = 2 * (_BM + _BN) * (dp // 2 + 4) * 4 + (_BN + _BM) * 4 + _BM * 8
+        if shared > 48 * 1024:
+            kernel.max_dynamic_shared_size_bytes = shared
+        launch(kernel, -(-n // _BM), _BM,
+               (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
+                np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue),
+               shared_mem=shared)
+    elif fused:
         kernel = get_kernel(_SOURCE, "assign_tc", X.dtype, dp, "true" if exact else "false")
         shared = ((_BM + _BN) * (dp + 4) + _BN) * 4 + _BM * 8
         if shared > 48 * 1024:
@@ -194,7 +218,7 @@ def _assign(X, centers, labels, changed, exact: bool):
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, exact)
-    if exact:
+    if exact or half:  # tc-fast's half kernel queues the rows it cannot scale
         tile, dt = tiled_shape(k, d, X.dtype.itemsize)
         blocks = min(-(-n // _RECHECK_BLOCK), device_attribute("MultiProcessorCount") * 2)
         launch(get_kernel(_SOURCE, "assign_recheck", X.dtype, tile), blocks, _RECHECK_BLOCK,
