@@ -413,15 +413,36 @@ __global__ void tc_split_centers(const float* __restrict__ padded,  // IN  (k_pa
     }
 }
 
+// Asynchronous global-to-shared copies of 16 bytes (sm_80), in commit groups.
+__device__ __forceinline__ void copy_async16(void* shared, const void* global) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
+}
+
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int PENDING>
+__device__ __forceinline__ void copy_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+}
+
+// Centres a tile of assign_tc_half: 64, or 32 at DP = 128 (two blocks an SM).
+template <int DP>
+struct HalfTile {
+    static constexpr int BN = DP >= 128 ? 32 : 64;
+};
+
 // assign_tc on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
-// rows (32 per warp: two m16 tiles) and walks the centres in tiles of 64 (eight n8 tiles).
+// rows (32 per warp: two m16 tiles) and walks the centres in tiles of BN (BN / 8 n8 tiles).
 // The block's rows are shifted into float32, scaled per row and split into FP16 hi and lo
-// in shared memory once; each centre tile (split by tc_split_centers) is staged once per
-// block. SPLIT (tc-exact) accumulates lo.hi + hi.lo + hi.hi, otherwise hi.hi alone
+// in shared memory once; centre tiles (split by tc_split_centers) are double-buffered in
+// shared memory by asynchronous copies, the next tile landing while this one is
+// multiplied. SPLIT (tc-exact) accumulates lo.hi + hi.lo + hi.hi, otherwise hi.hi alone
 // (tc-fast). The score ||c||^2 - 2 x.c takes the product unscaled by the row's
 // coefficient -2^(1 - s_row - s_centres) in its one FMA. Rows whose coefficient leaves
 // float's range, or with a non-finite value, are never decided.
-// Shared memory (dynamic): 2 (128 + 64) (DP / 2 + 4) words + 64 + 128 floats + 128 doubles.
+// Shared memory (dynamic), words: 2 * 128 * SW + 4 * BN * SW + 2 * BN + 128, then 128
+// doubles, SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
@@ -439,15 +460,15 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
                index_t* __restrict__ queue)         // OUT (n) queued rows
 {
-    constexpr int BM = 128, BN = 64, W = DP / 2, SW = W + 4;
+    constexpr int BM = 128, BN = HalfTile<DP>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
     unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
     unsigned* xl = xh + BM * SW;                              // BM x SW
-    unsigned* ch = xl + BM * SW;                              // BN x SW
-    unsigned* cl = ch + BN * SW;                              // BN x SW
-    float* ns = reinterpret_cast<float*>(cl + BN * SW);       // BN
-    float* coef = ns + BN;                                    // BM
+    unsigned* ch = xl + BM * SW;                              // 2 x BN x SW
+    unsigned* cl = ch + 2 * BN * SW;                          // 2 x BN x SW
+    float* ns = reinterpret_cast<float*>(cl + 2 * BN * SW);   // 2 x BN
+    float* coef = ns + 2 * BN;                                // BM
     double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
@@ -455,19 +476,35 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
 
+    // Centre tile c0 into buffer b (one commit group per thread, empty or not).
+    auto load_tile = [&](int c0, int b) {
+        for (int t = threadIdx.x; t < BN * W / 4; t += blockDim.x) {
+            const int c = t / (W / 4), w = (t - c * (W / 4)) * 4;
+            const index_t src = (index_t)(c0 + c) * W + w;
+            copy_async16(ch + (b * BN + c) * SW + w, c_hi + src);
+            if (SPLIT) copy_async16(cl + (b * BN + c) * SW + w, c_lo + src);
+        }
+        if (threadIdx.x < BN / 4) copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
+        copy_async_commit();
+    };
+    load_tile(0, 0);
+
     {   // Stage this block's rows: shifted into float32, scaled, split. Two passes over the
         // row (the scale needs its largest value); the second reads from L1/L2.
         const index_t i = row0 + threadIdx.x;
         double norm2 = 0.0;
         float top = 0.0f;
         bool finite = true;
-        for (int j = 0; j < d; ++j) {
-            const float value = i < n ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
+#pragma unroll 16
+        for (int j = 0; j < DP; ++j) {
+            const float value = (i < n && j < d)
+                ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
             norm2 += (double)value * (double)value;
             top = fmaxf(top, fabsf(value));
             finite = finite && isfinite(value);
         }
         const int r_scale = half_scale(top);
+#pragma unroll 8
         for (int w = 0; w < W; ++w) {
             float v[2];
 #pragma unroll
@@ -499,22 +536,22 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     }
     const unsigned* xhw = xh + warp * 32 * SW;
     const unsigned* xlw = xl + warp * 32 * SW;
-    for (int c0 = 0; c0 < k_pad; c0 += BN) {
-        __syncthreads();
-        for (int t = threadIdx.x; t < BN * W / 4; t += blockDim.x) {
-            const int c = t / (W / 4), w = (t - c * (W / 4)) * 4;
-            const index_t src = (index_t)(c0 + c) * W + w;
-            *reinterpret_cast<uint4*>(ch + c * SW + w) = *reinterpret_cast<const uint4*>(c_hi + src);
-            if (SPLIT)
-                *reinterpret_cast<uint4*>(cl + c * SW + w) = *reinterpret_cast<const uint4*>(c_lo + src);
+    for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
+        if (c0 + BN < k_pad) {
+            load_tile(c0 + BN, b ^ 1);
+            copy_async_wait<1>();  // this tile's copies landed, the next one's in flight
+        } else {
+            copy_async_wait<0>();
         }
-        if (threadIdx.x < BN) ns[threadIdx.x] = norms[c0 + threadIdx.x];
         __syncthreads();
-        float acc[2][8][4];
+        const unsigned* cht = ch + b * BN * SW;
+        const unsigned* clt = cl + b * BN * SW;
+        const float* nst = ns + b * BN;
+        float acc[2][NT][4];
 #pragma unroll
         for (int m = 0; m < 2; ++m)
 #pragma unroll
-            for (int t = 0; t < 8; ++t)
+            for (int t = 0; t < NT; ++t)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[m][t][e] = 0.0f;
 #pragma unroll
@@ -537,24 +574,24 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 }
             }
 #pragma unroll
-            for (int t = 0; t < 8; ++t) {
+            for (int t = 0; t < NT; ++t) {
                 const int base = (t * 8 + group) * SW + k0 + member;
-                const unsigned b[2] = {ch[base], ch[base + 4]};
+                const unsigned bh[2] = {cht[base], cht[base + 4]};
                 if (SPLIT) {  // the small products first, then the large ones
-                    const unsigned b_lo[2] = {cl[base], cl[base + 4]};
-                    mma_f16(acc[0][t], a_lo[0], b);
-                    mma_f16(acc[1][t], a_lo[1], b);
-                    mma_f16(acc[0][t], a[0], b_lo);
-                    mma_f16(acc[1][t], a[1], b_lo);
+                    const unsigned bl[2] = {clt[base], clt[base + 4]};
+                    mma_f16(acc[0][t], a_lo[0], bh);
+                    mma_f16(acc[1][t], a_lo[1], bh);
+                    mma_f16(acc[0][t], a[0], bl);
+                    mma_f16(acc[1][t], a[1], bl);
                 }
-                mma_f16(acc[0][t], a[0], b);
-                mma_f16(acc[1][t], a[1], b);
+                mma_f16(acc[0][t], a[0], bh);
+                mma_f16(acc[1][t], a[1], bh);
             }
         }
 #pragma unroll
-        for (int t = 0; t < 8; ++t) {
+        for (int t = 0; t < NT; ++t) {
             const int col = t * 8 + 2 * member;
-            const float n0 = ns[col], n1 = ns[col + 1];
+            const float n0 = nst[col], n1 = nst[col + 1];
 #pragma unroll
             for (int m = 0; m < 2; ++m) {
                 top2_push(top[m][0], fmaf(acc[m][t][0], row_coef[m][0], n0), c0 + col);
@@ -563,6 +600,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 top2_push(top[m][1], fmaf(acc[m][t][3], row_coef[m][1], n1), c0 + col + 1);
             }
         }
+        __syncthreads();  // every warp is done with buffer b before it is refilled
     }
 #pragma unroll
     for (int m = 0; m < 2; ++m) {

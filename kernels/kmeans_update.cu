@@ -28,38 +28,47 @@ __global__ void update_atomic_global(const T* __restrict__ XT,            // IN 
 // Shared accumulators are of type A: float for float data (a block's partial sums cover a
 // few thousand points, and shared-memory float atomics are native where double ones are a
 // compare-and-swap loop), double for double data; they are flushed into the double
-// global sums.
+// global sums. Blocks along y take slices of `slice` features each (the last one what is
+// left), so k * (slice + 1) partials fit a block where k * (d + 1) do not; the slice-0
+// blocks add the weights.
 template <typename T, typename A>
 __global__ void update_atomic_shared(const T* __restrict__ XT,            // IN  (d, n)
                                      const int* __restrict__ labels,      // IN  (n)
                                      const T* __restrict__ sample_weight, // IN  (n)
                                      index_t n, int d, int k,             // IN
+                                     int slice,                           // IN  features a
+                                                                          //     y block
                                      double* __restrict__ sums,           // INOUT (k, d)
                                      double* __restrict__ weights)        // INOUT (k)
 {
     extern __shared__ unsigned char shared_atomic_raw[];
-    // k rows of odd_stride(d) sums, then k weights
-    const int stride = odd_stride(d);
+    const int j0 = blockIdx.y * slice;
+    const int dj = min(slice, d - j0);
+    const bool weighs = blockIdx.y == 0;
+    // k rows of odd_stride(dj) sums, then k weights
+    const int stride = odd_stride(dj);
     A* shared_acc = reinterpret_cast<A*>(shared_atomic_raw);
     A* shared_weights = shared_acc + (index_t)k * stride;
     for (int t = threadIdx.x; t < k * (stride + 1); t += blockDim.x) shared_acc[t] = A(0);
     __syncthreads();
+    const T* XS = XT + (index_t)j0 * n;
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
         const int label = labels[i];
         const A w = (A)sample_weight[i];
-        atomicAdd(&shared_weights[label], w);
-        for (int j = 0; j < d; ++j)
-            atomicAdd(&shared_acc[label * stride + j], (A)XT[(index_t)j * n + i] * w);
+        if (weighs) atomicAdd(&shared_weights[label], w);
+        for (int j = 0; j < dj; ++j)
+            atomicAdd(&shared_acc[label * stride + j], (A)XS[(index_t)j * n + i] * w);
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < k * (d + 1); t += blockDim.x) {  // t: the (k, d) + k layout
-        const int c = t / d;
-        const double value = (double)(t < k * d ? shared_acc[c * stride + (t - c * d)]
-                                                : shared_weights[t - k * d]);
+    for (int t = threadIdx.x; t < k * (dj + 1); t += blockDim.x) {  // t: (k, dj) then k
+        const int c = t / dj;
+        const bool is_sum = t < k * dj;
+        const double value = (double)(is_sum ? shared_acc[c * stride + (t - c * dj)]
+                                             : shared_weights[t - k * dj]);
         if (value != 0.0) {
-            if (t < k * d) atomicAdd(&sums[t], value);
-            else atomicAdd(&weights[t - k * d], value);
+            if (is_sum) atomicAdd(&sums[(index_t)c * d + j0 + (t - c * dj)], value);
+            else if (weighs) atomicAdd(&weights[t - k * dj], value);
         }
     }
 }

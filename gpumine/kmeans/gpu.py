@@ -76,6 +76,8 @@ ATOMIC_POINTS_PER_CLUSTER = 1
 #: (the device's own limit caps it), and launches such blocks with this many threads.
 ATOMIC_SHARED_LIMIT = 1 << 30
 ATOMIC_WIDE_BLOCK = 1024
+#: At most this many feature slices (each reads the labels once more); past it, global atomics.
+ATOMIC_MAX_SLICES = 16
 
 _ASSIGN = "kmeans_assign.cu"
 _UPDATE = "kmeans_update.cu"
@@ -255,8 +257,8 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
     """
     XT, n, d, k = _prepare(X, sums, weights)
     partials = X.dtype if partials is None else np.dtype(partials)
-    shared = k * (_odd_stride(d) + 1) * partials.itemsize
     kernel = get_kernel(_UPDATE, "update_atomic_shared", X.dtype, partials)
+    shared = k * (_odd_stride(d) + 1) * partials.itemsize
     if shared <= _DEFAULT_SHARED:
         # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
         # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
@@ -265,19 +267,38 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
         blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
                      max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
         launch(kernel, blocks, _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d),
-                                        np.int32(k), sums, weights), shared_mem=shared)
-    elif shared <= min(_shared_budget(), ATOMIC_SHARED_LIMIT):
-        # Partials past the default 48 KB (10M x 32, k = 1024: 135 KB of float): opt in,
-        # one wave of ATOMIC_WIDE_BLOCK-thread blocks, so the flush is one k (d + 1) per
-        # resident block and the points' atomics stay on chip.
-        kernel.max_dynamic_shared_size_bytes = shared
-        blocks = min(-(-n // ATOMIC_WIDE_BLOCK), resident_blocks(kernel, ATOMIC_WIDE_BLOCK, shared))
-        launch(kernel, blocks, ATOMIC_WIDE_BLOCK,
-               (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k), sums,
-                weights), shared_mem=shared)
-    else:
+                                        np.int32(k), np.int32(d), sums, weights),
+               shared_mem=shared)
+        return
+    slices = _feature_slices(k, d, partials.itemsize)
+    if slices is None:
         launch(get_kernel(_UPDATE, "update_atomic_global", X.dtype), min(_blocks(n), 1 << 20),
                _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
+        return
+    # Partials past the default 48 KB (10M x 32, k = 1024: 135 KB of float): opt into the
+    # device's shared memory, in slices of features when k (d + 1) do not fit at once; one
+    # wave of ATOMIC_WIDE_BLOCK-thread blocks shared among the slices, so each block
+    # flushes k (slice + 1) partials once and the points' atomics stay on chip.
+    slice_width = -(-d // slices)
+    slices = -(-d // slice_width)  # no empty last slice (d = 5 in 4 slices is 3 of 2)
+    shared = k * (_odd_stride(slice_width) + 1) * partials.itemsize
+    kernel.max_dynamic_shared_size_bytes = shared
+    blocks = max(1, min(-(-n // ATOMIC_WIDE_BLOCK),
+                        resident_blocks(kernel, ATOMIC_WIDE_BLOCK, shared) // slices))
+    launch(kernel, (blocks, slices), ATOMIC_WIDE_BLOCK,
+           (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
+            np.int32(slice_width), sums, weights), shared_mem=shared)
+
+
+def _feature_slices(k: int, d: int, itemsize: int) -> int | None:
+    """Fewest feature slices whose ``k (slice + 1)`` partials fit a block's opted-in shared
+    memory (and ATOMIC_SHARED_LIMIT), at most ATOMIC_MAX_SLICES; None when none do."""
+    budget = min(_shared_budget(), ATOMIC_SHARED_LIMIT)
+    for slices in range(1, min(d, ATOMIC_MAX_SLICES) + 1):
+        width = -(-d // slices)
+        if k * (_odd_stride(width) + 1) * itemsize <= budget:
+            return slices
+    return None
 
 
 update_atomic.graph_safe = True

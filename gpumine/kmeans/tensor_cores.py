@@ -149,6 +149,12 @@ def _has_tf32_mma(cp) -> bool:
     return _TF32_MMA[device]
 
 
+def half_shared_bytes(dp: int) -> int:
+    """Dynamic shared memory of ``assign_tc_half<T, dp>`` (its comment's layout)."""
+    sw, bn = dp // 2 + 4, 32 if dp >= 128 else 64
+    return (2 * _BM * sw + 4 * bn * sw + 2 * bn + _BM) * 4 + _BM * 8
+
+
 def _padded_width(d: int) -> int:
     for width in FUSED_DIMS:
         if d <= width:
@@ -199,7 +205,7 @@ def _assign(X, centers, labels, changed, exact: bool):
         launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
                (padded, np.int64(words), cmax, c_hi, c_lo))
         kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp, "true" if exact else "false")
-        shared = 2 * (_BM + _BN) * (dp // 2 + 4) * 4 + (_BN + _BM) * 4 + _BM * 8
+        shared = half_shared_bytes(dp)
         if shared > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = shared
         launch(kernel, -(-n // _BM), _BM,
