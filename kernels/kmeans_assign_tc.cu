@@ -461,6 +461,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                index_t* __restrict__ queue)         // OUT (n) queued rows
 {
     constexpr int BM = 128, BN = HalfTile<DP>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
+    constexpr int KS = DP / 16;  // mma feature steps
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
     unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
@@ -536,6 +537,61 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     }
     const unsigned* xhw = xh + warp * 32 * SW;
     const unsigned* xlw = xl + warp * 32 * SW;
+    // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs.
+    auto load_a = [&](unsigned (&a)[4], const unsigned* xs, int m, int s) {
+        const int base = (m * 16 + group) * SW + s * 8 + member;
+        a[0] = xs[base];
+        a[1] = xs[base + 8 * SW];
+        a[2] = xs[base + 4];
+        a[3] = xs[base + 8 * SW + 4];
+    };
+    // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
+    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
+        const int col = t * 8 + 2 * member;
+        const float n0 = nst[col], n1 = nst[col + 1];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
+            top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
+            top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
+            top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
+        }
+    };
+    // 16 features of n8 tile t: lo.hi + hi.lo (SPLIT), then hi.hi, in this order for every
+    // accumulator whichever loop order calls it.
+    auto multiply = [&](float (&acc)[2][4], const unsigned (&a0)[4], const unsigned (&a1)[4],
+                        const unsigned (&l0)[4], const unsigned (&l1)[4],
+                        const unsigned* cht, const unsigned* clt, int t, int s) {
+        const int base = (t * 8 + group) * SW + s * 8 + member;
+        const unsigned bh[2] = {cht[base], cht[base + 4]};
+        if (SPLIT) {  // the small products first, then the large ones
+            const unsigned bl[2] = {clt[base], clt[base + 4]};
+            mma_f16(acc[0], l0, bh);
+            mma_f16(acc[1], l1, bh);
+            mma_f16(acc[0], a0, bl);
+            mma_f16(acc[1], a1, bl);
+        }
+        mma_f16(acc[0], a0, bh);
+        mma_f16(acc[1], a1, bh);
+    };
+    // Up to 64 features the warp's fragments stay in registers for the whole kernel and
+    // each n8 tile is finished (all features) before the next: its scores are folded while
+    // the next tile multiplies, and only one tile's accumulators are live. At 128 features
+    // the fragments are read from shared memory per feature step, over all n8 tiles.
+    constexpr bool HELD = KS <= 4;
+    unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
+    if constexpr (HELD) {
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int s = 0; s < KS; ++s) {
+                load_a(a_hi[m][s], xhw, m, s);
+                if (SPLIT) load_a(a_lo[m][s], xlw, m, s);
+                else
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
+            }
+    }
     for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
         if (c0 + BN < k_pad) {
             load_tile(c0 + BN, b ^ 1);
@@ -547,58 +603,33 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         const unsigned* cht = ch + b * BN * SW;
         const unsigned* clt = cl + b * BN * SW;
         const float* nst = ns + b * BN;
-        float acc[2][NT][4];
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-            for (int t = 0; t < NT; ++t)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[m][t][e] = 0.0f;
-#pragma unroll
-        for (int k0 = 0; k0 < W; k0 += 8) {  // 16 features a step
-            unsigned a[2][4], a_lo[2][4];
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                const int base = (m * 16 + group) * SW + k0 + member;
-                a[m][0] = xhw[base];
-                a[m][1] = xhw[base + 8 * SW];
-                a[m][2] = xhw[base + 4];
-                a[m][3] = xhw[base + 8 * SW + 4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) a_lo[m][e] = 0u;
-                if (SPLIT) {
-                    a_lo[m][0] = xlw[base];
-                    a_lo[m][1] = xlw[base + 8 * SW];
-                    a_lo[m][2] = xlw[base + 4];
-                    a_lo[m][3] = xlw[base + 8 * SW + 4];
-                }
-            }
+        if constexpr (HELD) {
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                const int base = (t * 8 + group) * SW + k0 + member;
-                const unsigned bh[2] = {cht[base], cht[base + 4]};
-                if (SPLIT) {  // the small products first, then the large ones
-                    const unsigned bl[2] = {clt[base], clt[base + 4]};
-                    mma_f16(acc[0][t], a_lo[0], bh);
-                    mma_f16(acc[1][t], a_lo[1], bh);
-                    mma_f16(acc[0][t], a[0], bl);
-                    mma_f16(acc[1][t], a[1], bl);
+                float acc[2][4] = {};
+#pragma unroll
+                for (int s = 0; s < KS; ++s)
+                    multiply(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt, t, s);
+                push_scores(acc, nst, c0, t);
+            }
+        } else {
+            float acc[NT][2][4] = {};
+#pragma unroll
+            for (int s = 0; s < KS; ++s) {
+                load_a(a_hi[0][0], xhw, 0, s);
+                load_a(a_hi[1][0], xhw, 1, s);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
+                if (SPLIT) {
+                    load_a(a_lo[0][0], xlw, 0, s);
+                    load_a(a_lo[1][0], xlw, 1, s);
                 }
-                mma_f16(acc[0][t], a[0], bh);
-                mma_f16(acc[1][t], a[1], bh);
-            }
-        }
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const int col = t * 8 + 2 * member;
-            const float n0 = nst[col], n1 = nst[col + 1];
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                top2_push(top[m][0], fmaf(acc[m][t][0], row_coef[m][0], n0), c0 + col);
-                top2_push(top[m][0], fmaf(acc[m][t][1], row_coef[m][0], n1), c0 + col + 1);
-                top2_push(top[m][1], fmaf(acc[m][t][2], row_coef[m][1], n0), c0 + col);
-                top2_push(top[m][1], fmaf(acc[m][t][3], row_coef[m][1], n1), c0 + col + 1);
+                for (int t = 0; t < NT; ++t)
+                    multiply(acc[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0], cht, clt, t, s);
             }
+#pragma unroll
+            for (int t = 0; t < NT; ++t) push_scores(acc[t], nst, c0, t);
         }
         __syncthreads();  // every warp is done with buffer b before it is refilled
     }
