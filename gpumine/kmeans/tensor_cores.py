@@ -83,6 +83,7 @@ HALF_DIMS = (16, 32, 64, 128)
 FUSED_KERNEL = "half"
 _BM, _BN = 128, 64
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
+_RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
 _CUBLAS_OP_T = 1
@@ -226,7 +227,8 @@ def _assign(X, centers, labels, changed, exact: bool):
                      queue_size, queue, exact)
     if exact or half:  # tc-fast's half kernel queues the rows it cannot scale
         tile, dt = tiled_shape(k, d, X.dtype.itemsize)
-        blocks = min(-(-n // _RECHECK_BLOCK), device_attribute("MultiProcessorCount") * 2)
+        blocks = min(-(-n // _RECHECK_BLOCK),
+                     device_attribute("MultiProcessorCount") * _RECHECK_BLOCKS_PER_SM)
         launch(get_kernel(_SOURCE, "assign_recheck", X.dtype, tile), blocks, _RECHECK_BLOCK,
                (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
                 queue, labels, kernel_pointer(changed)), shared_mem=tile * dt * X.dtype.itemsize)
