@@ -604,13 +604,25 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         const unsigned* clt = cl + b * BN * SW;
         const float* nst = ns + b * BN;
         if constexpr (HELD) {
+            // two n8 tiles in flight: tile t + 1 multiplies while tile t's scores fold
+            float acc[2][2][4] = {};
+#pragma unroll
+            for (int s = 0; s < KS; ++s)
+                multiply(acc[0], a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt, 0, s);
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                float acc[2][4] = {};
+                if (t + 1 < NT) {
+                    float (&next)[2][4] = acc[(t + 1) & 1];
 #pragma unroll
-                for (int s = 0; s < KS; ++s)
-                    multiply(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt, t, s);
-                push_scores(acc, nst, c0, t);
+                    for (int m = 0; m < 2; ++m)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) next[m][e] = 0.0f;
+#pragma unroll
+                    for (int s = 0; s < KS; ++s)
+                        multiply(next, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt,
+                                 t + 1, s);
+                }
+                push_scores(acc[t & 1], nst, c0, t);
             }
         } else {
             float acc[NT][2][4] = {};

@@ -226,13 +226,20 @@ def _assign(X, centers, labels, changed, exact: bool):
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, exact)
     if exact or half:  # tc-fast's half kernel queues the rows it cannot scale
-        tile, dt = tiled_shape(k, d, X.dtype.itemsize)
-        blocks = min(-(-n // _RECHECK_BLOCK),
-                     device_attribute("MultiProcessorCount") * _RECHECK_BLOCKS_PER_SM)
-        launch(get_kernel(_SOURCE, "assign_recheck", X.dtype, tile), blocks, _RECHECK_BLOCK,
-               (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
-                queue, labels, kernel_pointer(changed)), shared_mem=tile * dt * X.dtype.itemsize)
+        _recheck(XT, centers, queue_size, queue, labels, changed)
     return queue_size
+
+
+def _recheck(XT, centers, queue_size, queue, labels, changed):
+    """The queued rows' direct assignment (assign_recheck), a fixed grid: no host read."""
+    d, n = XT.shape
+    k = centers.shape[0]
+    tile, dt = tiled_shape(k, d, XT.dtype.itemsize)
+    blocks = min(-(-n // _RECHECK_BLOCK),
+                 device_attribute("MultiProcessorCount") * _RECHECK_BLOCKS_PER_SM)
+    launch(get_kernel(_SOURCE, "assign_recheck", XT.dtype, tile), blocks, _RECHECK_BLOCK,
+           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
+            queue, labels, kernel_pointer(changed)), shared_mem=tile * dt * XT.dtype.itemsize)
 
 
 @declares(_SOURCE, "tc_gemm_epilogue")
