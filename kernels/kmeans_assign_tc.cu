@@ -282,12 +282,37 @@ assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
     }
 }
 
+// The first `cap` queued rows copied into a compact column-major buffer (d, cap), so the
+// re-check reads them coalesced: scattered rows cost a sector per feature, read once here
+// instead of once per centre tile. Fixed grid striding over min(*queue_size, cap) * d.
+template <typename T>
+__global__ void gather_queued(const T* __restrict__ XT,                 // IN  (d, n)
+                              index_t n,                                // IN
+                              int d,                                    // IN
+                              const unsigned* __restrict__ queue_size,  // IN  (1)
+                              const index_t* __restrict__ queue,        // IN  queued rows
+                              index_t cap,                              // IN  compact rows
+                              T* __restrict__ compact)                  // OUT (d, cap)
+{
+    const index_t rows = min((index_t)*queue_size, cap);
+    for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < rows * d;
+         t += (index_t)gridDim.x * blockDim.x) {
+        const index_t j = t / rows, q = t - j * rows;  // a warp reads consecutive queue slots
+        compact[j * cap + q] = XT[j * n + queue[q]];
+    }
+}
+
 // The queued rows, a thread each, assigned by tiled_argmin: assign_tiled's loop, so the
-// same values and the same label. The grid is fixed and strides over *queue_size in
-// chunks of a block, so the launch needs no host read of the count.
+// same values and the same label. Queue slots below `cap` (a multiple of the block) read
+// the compact copy gather_queued made, the others the scattered rows of XT; each pass is
+// uniform across a block. The grid is fixed and strides over *queue_size in chunks of a
+// block, so the launch needs no host read of the count.
 // Shared memory: KT * dt * sizeof(T) bytes (dynamic).
 template <typename T, int KT>
 __global__ void assign_recheck(const T* __restrict__ XT,                 // IN  (d, n) points
+                               const T* __restrict__ compact,            // IN  (d, cap)
+                               index_t cap,                              // IN  multiple of
+                                                                         //     blockDim
                                const T* __restrict__ centers,            // IN  (k, d)
                                index_t n,                                // IN
                                int d,                                    // IN
@@ -306,8 +331,11 @@ __global__ void assign_recheck(const T* __restrict__ XT,                 // IN  
         const index_t q = base + threadIdx.x;
         const bool active = q < size;
         const index_t i = active ? queue[q] : 0;
-        const int best_index = tiled_argmin<T, KT>(XT, centers, n, d, k, dt, i, active,
-                                                   reinterpret_cast<T*>(shared_raw));
+        const int best_index = base < cap
+            ? tiled_argmin<T, KT>(compact, centers, cap, d, k, dt, active ? q : 0, active,
+                                  reinterpret_cast<T*>(shared_raw))
+            : tiled_argmin<T, KT>(XT, centers, n, d, k, dt, i, active,
+                                  reinterpret_cast<T*>(shared_raw));
         store_label(labels, i, active, best_index, changed);
     }
 }
@@ -378,7 +406,7 @@ __device__ __forceinline__ unsigned pack_halves(unsigned short low, unsigned sho
 // D = A (16 x 16, row) * B (16 x 8, col) + D, FP16 inputs, FP32 accumulation.
 __device__ __forceinline__ void mma_f16(float (&acc)[4], const unsigned (&a)[4],
                                         const unsigned (&b)[2]) {
-    asm(
+    asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])

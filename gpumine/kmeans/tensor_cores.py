@@ -84,6 +84,7 @@ FUSED_KERNEL = "half"
 _BM, _BN = 128, 64
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
+_RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
 _CUBLAS_OP_T = 1
@@ -230,16 +231,27 @@ def _assign(X, centers, labels, changed, exact: bool):
     return queue_size
 
 
+@declares(_SOURCE, "gather_queued", _TYPES)
 def _recheck(XT, centers, queue_size, queue, labels, changed):
-    """The queued rows' direct assignment (assign_recheck), a fixed grid: no host read."""
+    """The queued rows' direct assignment: the first rows gathered into a compact buffer of
+    at most ``_RECHECK_GATHER_BYTES`` (gather_queued), then assign_recheck; fixed grids, so
+    no host read of the queue's length."""
+    cp = cupy_module()
     d, n = XT.shape
     k = centers.shape[0]
     tile, dt = tiled_shape(k, d, XT.dtype.itemsize)
     blocks = min(-(-n // _RECHECK_BLOCK),
                  device_attribute("MultiProcessorCount") * _RECHECK_BLOCKS_PER_SM)
+    rows = max(1, _RECHECK_GATHER_BYTES // (d * XT.dtype.itemsize)) // _RECHECK_BLOCK
+    cap = min(-(-n // _RECHECK_BLOCK), max(1, rows)) * _RECHECK_BLOCK
+    compact = cp.empty((d, cap), dtype=XT.dtype)
+    launch(get_kernel(_SOURCE, "gather_queued", XT.dtype),
+           device_attribute("MultiProcessorCount") * 8, BLOCK,
+           (XT, np.int64(n), np.int32(d), queue_size, queue, np.int64(cap), compact))
     launch(get_kernel(_SOURCE, "assign_recheck", XT.dtype, tile), blocks, _RECHECK_BLOCK,
-           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), queue_size,
-            queue, labels, kernel_pointer(changed)), shared_mem=tile * dt * XT.dtype.itemsize)
+           (XT, compact, np.int64(cap), centers, np.int64(n), np.int32(d), np.int32(k),
+            np.int32(dt), queue_size, queue, labels, kernel_pointer(changed)),
+           shared_mem=tile * dt * XT.dtype.itemsize)
 
 
 @declares(_SOURCE, "tc_gemm_epilogue")
