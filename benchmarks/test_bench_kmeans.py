@@ -52,7 +52,7 @@ def test_assign_step(run_timed, data, device, name):
     out = backend.xp.empty(N, dtype=backend.xp.int32)
     assign = registry.load_strategy("kmeans.assign", name)
     run_timed(backend, lambda: assign(X_dev, centers_dev, out))
-    # tc-fast is TF32 by design (opt-in, not exact): it gets the agreement TF32 gives
+    # tc-fast is FP16 by design (opt-in, not exact): it gets the agreement FP16 gives
     agreement = 0.99 if name == "tc-fast" else 0.9999
     assert (backend.to_host(out) == labels).mean() > agreement
 

@@ -69,9 +69,10 @@ BUILTIN_STRATEGIES = (
     Strategy(
         kind="kmeans.assign", name="tc-exact", backend="gpu",
         target=f"{_KMEANS}.tensor_cores:assign_tc_exact",
-        description="exact: TF32 tensor-core scores with a per-row top-2 (fused mma.sync "
-                    "kernel for d <= 128, cuBLAS beyond), rows whose margin is within the "
-                    "rounding bound re-assigned directly; labels equal 'tiled' bit for bit",
+        description="exact: split-FP16 tensor-core scores with a per-row top-2 (fused "
+                    "mma.sync kernel for d <= 128, cuBLAS float32 beyond), rows whose margin "
+                    "is within the rounding bound re-assigned directly; labels equal 'tiled' "
+                    "bit for bit",
     ),
     Strategy(
         kind="kmeans.assign", name="hamerly", backend="gpu",
@@ -84,8 +85,8 @@ BUILTIN_STRATEGIES = (
     Strategy(
         kind="kmeans.assign", name="tc-fast", backend="gpu",
         target=f"{_KMEANS}.tensor_cores:assign_tc_fast",
-        description="NOT exact (opt-in): TF32 tensor-core labels without the re-check; "
-                    "near-ties may go either way",
+        description="NOT exact (opt-in): FP16 (TF32 past d = 128) tensor-core labels "
+                    "without the re-check; near-ties may go either way",
     ),
     Strategy(
         kind="kmeans.update", name="hybrid", backend="gpu", target=f"{_GPU}:hybrid",

@@ -4,31 +4,14 @@
 //   bound[0] kappa_g: |computed score - (||c||^2 - 2 x.c)| <= kappa_g * (2 |x| cmax + cmax^2)
 //   bound[1] kappa_d: |direct distance in T - true distance| <= kappa_d * true distance
 //   bound[2] absolute: |score error| from underflow <= bound[2] * (1 + |x| + cmax)
-//   bound[3] 1 for assign="tc-fast": every row is decided (TF32 labels, no re-check)
+//   bound[3] 1 for assign="tc-fast": every row is decided (FP16 labels, no re-check)
 //   bound[4] kappa_s: |distance error| from shifting to float32 <= kappa_s (|x| + cmax)^2
 // Points and centres are shifted by the centres' mean (`shift`) and rounded to float32
 // before the products; |x| and cmax are norms of the shifted values.
-// A row whose TF32 top-2 margin does not exceed the bound goes to a list; assign_recheck
-// then assigns it with the direct sum (x - c)^2 in T, exactly as assign_tiled does.
+// A row whose top-2 margin does not exceed the bound goes to a list; assign_recheck then
+// assigns it with the direct sum (x - c)^2 in T, exactly as assign_tiled does.
 #include "common.cuh"
 #include "kmeans_direct.cuh"
-
-// Round to TF32 (10-bit mantissa, round to nearest, ties away), kept in a float.
-__device__ __forceinline__ float to_tf32(float x) {
-    unsigned bits;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
-    return __uint_as_float(bits);
-}
-
-// D = A (16 x 8, row) * B (8 x 8, col) + D, TF32 inputs, FP32 accumulation.
-__device__ __forceinline__ void mma_tf32(float (&acc)[4], const unsigned (&a)[4],
-                                         const unsigned (&b)[2]) {
-    asm(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // Running best and second-best score of a row, and the index of the best.
 struct Top2 {
@@ -141,147 +124,6 @@ __global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d
     }
 }
 
-// A fragment register from a float32 value: its TF32 rounding, or with `low` the TF32
-// rounding of what that leaves (x - hi is exact in float32).
-template <bool low>
-__device__ __forceinline__ unsigned tf32_part(float x) {
-    const float hi = to_tf32(x);
-    return __float_as_uint(low ? to_tf32(x - hi) : hi);
-}
-
-// The fused TF32 assignment for d <= DP. A block of 4 warps takes 128 rows (32 per warp:
-// two m16 tiles) and walks all centres in tiles of 64 (eight n8 tiles): X's rows are
-// shifted into float32 once into shared memory, each centre tile is staged once per block,
-// SPLIT (tc-exact) multiplies hi.hi + hi.lo + lo.hi of the TF32 splits (3xTF32, about
-// float32's accuracy), otherwise hi.hi alone (tc-fast);
-// each warp multiplies with mma.sync m16n8k8 and folds its accumulators into per-row top-2
-// registers (a lane holds 2 columns of 4 rows per n-tile; the 4 lanes of a row merge at the
-// end). Rows whose margin the bound cannot decide are queued for assign_recheck.
-// Shared memory (dynamic): (128 + 64) * (DP + 4) floats + 64 floats + 128 doubles.
-template <typename T, int DP, bool SPLIT>
-__global__ void __launch_bounds__(128)
-assign_tc(const T* __restrict__ XT,            // IN  (d, n) points
-          const double* __restrict__ shift,    // IN  (d) subtracted from every point
-          const float* __restrict__ centers,   // IN  (k_pad, DP) shifted, tc_prepare_centers
-          const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, +inf past k
-          const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
-          const double* __restrict__ bound,    // IN  (5) see the top of this file
-          index_t n,                           // IN
-          int d,                               // IN  d <= DP
-          int k_pad,                           // IN  multiple of 64
-          int* __restrict__ labels,            // INOUT (n) previous labels in
-          unsigned long long* changed,         // INOUT (1) += labels changed, may be null
-          unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
-          index_t* __restrict__ queue)         // OUT (n) queued rows
-{
-    constexpr int BM = 128, BN = 64, STRIDE = DP + 4;
-    extern __shared__ __align__(16) unsigned char shared_raw[];
-    float* xs = reinterpret_cast<float*>(shared_raw);  // BM x STRIDE
-    float* cs = xs + BM * STRIDE;                       // BN x STRIDE
-    float* ns = cs + BN * STRIDE;                       // BN
-    double* xn = reinterpret_cast<double*>(ns + BN);    // BM  ||x||^2
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int group = lane >> 2, member = lane & 3;
-    const index_t row0 = (index_t)blockIdx.x * BM;
-
-    {   // Stage this block's rows shifted into float32; ||x||^2 in double of those values.
-        const index_t i = row0 + threadIdx.x;
-        double norm2 = 0.0;
-        for (int j = 0; j < DP; ++j) {
-            const float value = (i < n && j < d)
-                ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
-            norm2 += (double)value * (double)value;
-            xs[threadIdx.x * STRIDE + j] = value;
-        }
-        xn[threadIdx.x] = norm2;
-    }
-
-    Top2 top[2][2];  // [m tile][row group, row group + 8]
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-        top2_init(top[m][0]);
-        top2_init(top[m][1]);
-    }
-    const float* xw = xs + warp * 32 * STRIDE;
-    for (int c0 = 0; c0 < k_pad; c0 += BN) {
-        __syncthreads();
-        for (int t = threadIdx.x; t < BN * DP / 4; t += blockDim.x) {
-            const int c = t / (DP / 4), j = (t - c * (DP / 4)) * 4;
-            const float4 v = *reinterpret_cast<const float4*>(centers + (index_t)(c0 + c) * DP + j);
-            *reinterpret_cast<float4*>(cs + c * STRIDE + j) = v;
-        }
-        if (threadIdx.x < BN) ns[threadIdx.x] = norms[c0 + threadIdx.x];
-        __syncthreads();
-        float acc[2][8][4];
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-            for (int t = 0; t < 8; ++t)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[m][t][e] = 0.0f;
-#pragma unroll
-        for (int k0 = 0; k0 < DP; k0 += 8) {
-            float av[2][4];
-            unsigned a[2][4], a_lo[2][4];
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                const float* base = xw + (m * 16 + group) * STRIDE + k0 + member;
-                av[m][0] = base[0];
-                av[m][1] = base[8 * STRIDE];
-                av[m][2] = base[4];
-                av[m][3] = base[8 * STRIDE + 4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    a[m][e] = tf32_part<false>(av[m][e]);
-                    a_lo[m][e] = SPLIT ? tf32_part<true>(av[m][e]) : 0u;
-                }
-            }
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                const float* base = cs + (t * 8 + group) * STRIDE + k0 + member;
-                const unsigned b[2] = {tf32_part<false>(base[0]), tf32_part<false>(base[4])};
-                if (SPLIT) {  // the small products first, then the large ones
-                    const unsigned b_lo[2] = {tf32_part<true>(base[0]),
-                                              tf32_part<true>(base[4])};
-                    mma_tf32(acc[0][t], a_lo[0], b);
-                    mma_tf32(acc[1][t], a_lo[1], b);
-                    mma_tf32(acc[0][t], a[0], b_lo);
-                    mma_tf32(acc[1][t], a[1], b_lo);
-                }
-                mma_tf32(acc[0][t], a[0], b);
-                mma_tf32(acc[1][t], a[1], b);
-            }
-        }
-#pragma unroll
-        for (int t = 0; t < 8; ++t) {
-            const int col = t * 8 + 2 * member;
-            const float n0 = ns[col], n1 = ns[col + 1];
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                top2_push(top[m][0], fmaf(-2.0f, acc[m][t][0], n0), c0 + col);
-                top2_push(top[m][0], fmaf(-2.0f, acc[m][t][1], n1), c0 + col + 1);
-                top2_push(top[m][1], fmaf(-2.0f, acc[m][t][2], n0), c0 + col);
-                top2_push(top[m][1], fmaf(-2.0f, acc[m][t][3], n1), c0 + col + 1);
-            }
-        }
-    }
-    const double cmax_value = (double)__uint_as_float(*cmax);
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            Top2& t = top[m][h];
-            top2_merge_lanes(t, 1);
-            top2_merge_lanes(t, 2);
-            const int local = warp * 32 + m * 16 + h * 8 + group;
-            const index_t i = row0 + local;
-            const bool active = member == 0 && i < n;
-            const bool decided = active && top2_decides(t, xn[local], cmax_value, bound);
-            finish_row(labels, i, active, decided, t.index, changed, queue_size, queue);
-        }
-    }
-}
-
 // The first `cap` queued rows copied into a compact column-major buffer (d, cap), so the
 // re-check reads them coalesced: scattered rows cost a sector per feature, read once here
 // instead of once per centre tile. Fixed grid striding over min(*queue_size, cap) * d.
@@ -340,9 +182,9 @@ __global__ void assign_recheck(const T* __restrict__ XT,                 // IN  
     }
 }
 
-// The GEMM path's epilogue (d > the fused kernel's DP): a warp per row of the TF32 product
-// tile G = X_tile . C^T (rows x k_pad, row-major), top-2 of ||c||^2 - 2 G, then the same
-// decision as assign_tc.
+// The GEMM path's epilogue (d > the fused kernel's DP): a warp per row of the product tile
+// G = X_tile . C^T (rows x k_pad, row-major; float32 GEMM for tc-exact, TF32 for tc-fast),
+// top-2 of ||c||^2 - 2 G, then the same decision as assign_tc_half.
 __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (rows, ldp)
                                  int ldp,                              // IN  row stride
                                  const float* __restrict__ norms,     // IN  (k_pad)
@@ -371,13 +213,13 @@ __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (ro
 }
 
 // ---------------------------------------------------------------------------------------
-// The scaled-FP16 path. FP16 mma.sync (m16n8k16) runs twice TF32's rate and packs two
-// features per register; FP16 has TF32's 11-bit significand but a narrow exponent range,
-// so every row of points is scaled by its own power of two and the centres by one common
-// power of two (from cmax) so that every |value| < 2^13: the scaling is exact, the
-// products are unscaled by one power of two per row (folded into the score's FMA), and
-// what FP16 cannot hold below its normal range is a tiny absolute error the bound
-// carries (gpumine/kmeans/tensor_cores.py).
+// The fused kernel (d <= 128): scaled FP16. FP16 mma.sync (m16n8k16) runs twice TF32's rate
+// and packs two features per register; FP16 has TF32's 11-bit significand but a narrow
+// exponent range, so every row of points is scaled by its own power of two and the centres
+// by one common power of two (from cmax) so that every |value| < 2^13: the scaling is
+// exact, the products are unscaled by one power of two per row (folded into the score's
+// FMA), and what FP16 cannot hold below its normal range is a tiny absolute error the
+// bound carries (gpumine/kmeans/tensor_cores.py).
 
 // Round to FP16 (to nearest even) and back.
 __device__ __forceinline__ unsigned short to_half_bits(float x) {
@@ -460,7 +302,7 @@ struct HalfTile {
     static constexpr int BN = DP >= 128 ? 32 : 64;
 };
 
-// assign_tc on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
+// The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
 // rows (32 per warp: two m16 tiles) and walks the centres in tiles of BN (BN / 8 n8 tiles).
 // The block's rows are shifted into float32, scaled per row and split into FP16 hi and lo
 // in shared memory once; centre tiles (split by tc_split_centers) are double-buffered in

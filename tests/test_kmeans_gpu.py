@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 EPS = {np.float32: float(np.finfo(np.float32).eps), np.float64: float(np.finfo(np.float64).eps)}
 UPDATES = [s.name for s in registry.list_strategies("kmeans.update", backend="gpu")]
 ASSIGNS = [s.name for s in registry.list_strategies("kmeans.assign", backend="gpu")]
-EXACT_ASSIGNS = [name for name in ASSIGNS if name != "tc-fast"]  # tc-fast: TF32, opt-in
+EXACT_ASSIGNS = [name for name in ASSIGNS if name != "tc-fast"]  # tc-fast: FP16, opt-in
 DTYPES = [np.float32, np.float64]
 
 

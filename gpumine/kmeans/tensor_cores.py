@@ -1,4 +1,4 @@
-"""Exact k-means assignment on tensor cores: split-TF32 scores, a rigorous margin test, a re-check.
+"""Exact k-means assignment on tensor cores: split-FP16 scores, a rigorous margin test, a re-check.
 
 ``assign="tc-exact"`` shifts points and centres by the centres' mean, rounds them to
 float32, computes every score ``s_j = ||c_j||^2 - 2 x.c_j`` of the shifted values on the
@@ -10,16 +10,31 @@ are therefore those of the tiled kernel, bit for bit, ties to the lowest index.
 
 The products
 ------------
-For ``d <= 128`` a fused kernel multiplies with ``mma.sync`` on TF32 operands split in
-two (3xTF32): ``v = hi + lo + r`` with ``hi`` the TF32 rounding of the float32 ``v``
-(round to nearest, ``|v - hi| <= 2**-11 |v|``), ``lo`` that of ``v - hi`` (exact in
-float32) and ``|r| <= 2**-22 |v|``; it accumulates ``lo.hi + hi.lo + hi.hi``. The products
-of TF32 numbers are exact; the tensor core's FP32 accumulation is modelled
-pessimistically as a chain of ``3d`` additions, each with a relative error of
-``u_a = 2**-21`` (truncation and alignment to the largest term), so with
-``gamma_m(u) = m u / (1 - m u)``:
+For ``d <= 128`` a fused kernel multiplies with FP16 ``mma.sync`` (m16n8k16, twice TF32's
+rate) on operands split in two. FP16 has an 11-bit significand like TF32 but a narrow
+exponent range, so each row of points is scaled by its own power of two ``2^s_x`` and all
+centres by one, ``2^s_c`` (from the largest centre norm), so that every scaled value is
+below ``2^13`` and the row's largest value (and ``cmax``) at least ``2^12``; powers of two
+scale exactly. Each scaled float32 ``v`` is split as ``v = hi + lo + r`` with ``hi`` the
+FP16 rounding of ``v`` (to nearest, ``|v - hi| <= 2**-11 |v|`` in FP16's normal range),
+``lo`` that of ``v - hi`` (exact in float32) and ``|r| <= 2**-22 |v| + 2**-25`` (the
+absolute term: FP16's subnormal spacing ``2**-24``); the kernel accumulates
+``lo.hi + hi.lo + hi.hi``. The products of FP16 numbers are exact; the tensor core's FP32
+accumulation is modelled pessimistically as a chain of ``3d`` additions, each with a
+relative error of ``u_a = 2**-21`` (an m16n8k16 instruction aligns its 16 products and the
+accumulator to the largest and truncates them to float32's 24 bits: at most
+``17 * 2**-23`` of their magnitudes, below the ``16 * 2**-21`` the chain allows it), so
+with ``gamma_m(u) = m u / (1 - m u)`` and the dropped ``lo.lo`` and ``r`` terms:
 
-    |G_hat - x.c| <= [3.01 * 2**-22 + 1.002 gamma_3d(u_a)] sum |x_l c_l|.
+    |G_hat - x.c| <= [3.01 * 2**-22 + 1.002 gamma_3d(u_a)] sum |x_l c_l|
+                     + 2**-24 (||x||_1 + ||c||_1)      (scaled values)
+
+and since the scaled ``|x| >= 2**12`` and ``cmax >= 2**12``, ``||x||_1 + ||c||_1 <=
+sqrt(d) (|x| + cmax) <= 2**-11 sqrt(d) |x| cmax``: the absolute term is at most
+``2**-35 sqrt(d) |x| cmax``, taken as ``2**-34 sqrt(d)`` into the bracket, which is
+homogeneous and so holds unscaled. The row's product is unscaled by ``-2^(1 - s_x - s_c)``
+inside the score's one FMA (exact: a power of two); a row whose factor leaves float32's
+range, or with a non-finite value, is never decided.
 
 For wider data the product is one cuBLAS SGEMM in float32 arithmetic (compute type
 ``CUBLAS_COMPUTE_32F_PEDANTIC``, no TF32), any summation order:
@@ -51,11 +66,16 @@ satisfies ``|D_hat - D| <= kappa_d D`` with
 
 That is the test ``top2_decides`` applies (in float64); a NaN or infinite margin (input
 past float32's range) is never decided. ``tests/test_kmeans_tensor_cores.py`` checks the
-bound on emulated TF32 arithmetic and the labels against ``tiled`` on adversarial data:
-near-ties, data far from the origin, d from 1 to 4096, float32 and float64.
+bound on emulated scaled-FP16 arithmetic and the labels against ``tiled`` on adversarial
+data: near-ties, data far from the origin or near float32's underflow, d from 1 to 4096,
+float32 and float64.
+
+The re-check copies the first queued rows (up to 64 MB) into a compact column-major
+buffer, so it reads them coalesced instead of one scattered sector per feature and centre
+tile (on the H100 this made 1M x 128, k = 1024 1.6 ms faster).
 
 ``assign="tc-fast"`` multiplies ``hi.hi`` alone (TF32 GEMM past d = 128) and decides every
-row: TF32 labels, not exact, for users who ask for them.
+row it can scale: FP16 (11-bit) labels, not exact, for users who ask for them.
 
 Examples
 --------
@@ -75,13 +95,10 @@ from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_p
 __all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
-#: Padded feature counts of the fused kernel; wider data goes through the cuBLAS path.
-FUSED_DIMS = (8, 16, 32, 64, 128)
-#: Padded feature counts of the scaled-FP16 fused kernel (16 features an mma step).
-HALF_DIMS = (16, 32, 64, 128)
-#: Which fused kernel runs: "half" (scaled FP16, m16n8k16) or "tf32" (m16n8k8).
-FUSED_KERNEL = "half"
-_BM, _BN = 128, 64
+#: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
+#: through the cuBLAS path.
+FUSED_DIMS = (16, 32, 64, 128)
+_BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multiple of _BN
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
@@ -101,10 +118,10 @@ def _gamma(m: int, u: float) -> float:
     return m * u / (1 - m * u)
 
 
-def error_bound(d: int, dtype, path: str = "split") -> np.ndarray:
+def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
     """``[kappa_g, kappa_d, a, 0, kappa_s]`` of the module docstring.
 
-    ``path`` is ``"split"`` (the fused 3xTF32 kernel, d <= 128) or ``"sgemm"`` (cuBLAS
+    ``path`` is ``"half"`` (the fused split-FP16 kernel, d <= 128) or ``"sgemm"`` (cuBLAS
     float32 GEMM beyond).
 
     Examples
@@ -115,12 +132,12 @@ def error_bound(d: int, dtype, path: str = "split") -> np.ndarray:
     """
     u = 2.0 ** -24
     u_data = u if np.dtype(dtype) == np.float32 else 2.0 ** -53
-    if path == "split":
-        kappa_p = 3.01 * 2.0 ** -22 + 1.002 * _gamma(3 * d, 2.0 ** -21)
-    elif path == "half":
+    if path == "half":
         kappa_p = 3.01 * 2.0 ** -22 + 1.002 * _gamma(3 * d, 2.0 ** -21) + 2.0 ** -34 * d**0.5
-    else:
+    elif path == "sgemm":
         kappa_p = _gamma(d + 1, u)
+    else:
+        raise ValueError(f"path must be 'half' or 'sgemm', not {path!r}")
     kappa_g = (kappa_p + 3 * u) * (1 + 2.0 ** -20)
     kappa_d = (2 * u_data + u_data**2 + _gamma(d + 1, u_data) * (1 + u_data) ** 2) \
         * (1 + 2.0 ** -20)
@@ -140,19 +157,21 @@ def _device_bound(cp, d: int, dtype, path: str, exact: bool):
     return bound
 
 
-_TF32_MMA: dict = {}
+_MMA_80: dict = {}
 
 
-def _has_tf32_mma(cp) -> bool:
-    """Compute capability 8.0 or newer (TF32 mma.sync), cached per device."""
+def _has_mma(cp) -> bool:
+    """Compute capability 8.0 or newer (FP16 m16n8k16 and TF32 mma.sync, cp.async), cached
+    per device."""
     device = cp.cuda.runtime.getDevice()
-    if device not in _TF32_MMA:
-        _TF32_MMA[device] = int(cp.cuda.Device(device).compute_capability) >= 80
-    return _TF32_MMA[device]
+    if device not in _MMA_80:
+        _MMA_80[device] = int(cp.cuda.Device(device).compute_capability) >= 80
+    return _MMA_80[device]
 
 
 def half_shared_bytes(dp: int) -> int:
-    """Dynamic shared memory of ``assign_tc_half<T, dp>`` (its comment's layout)."""
+    """Dynamic shared memory of ``assign_tc_half<T, dp>`` (its comment's layout: centre
+    tiles of 64, 32 at dp = 128)."""
     sw, bn = dp // 2 + 4, 32 if dp >= 128 else 64
     return (2 * _BM * sw + 4 * bn * sw + 2 * bn + _BM) * 4 + _BM * 8
 
@@ -165,21 +184,20 @@ def _padded_width(d: int) -> int:
 
 
 @declares(_SOURCE, "tc_prepare_centers", _TYPES)
-@declares(_SOURCE, "assign_tc", _TYPES, FUSED_DIMS, ("true", "false"))
 @declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "tc_split_centers")
-@declares(_SOURCE, "assign_tc_half", _TYPES, HALF_DIMS, ("true", "false"))
+@declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, ("true", "false"))
 def _assign(X, centers, labels, changed, exact: bool):
     """Launch the assignment; returns the device counter of rows queued for the re-check.
 
-    Before compute capability 8.0 (no TF32 mma) tc-exact runs the tiled kernel, whose
-    labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
+    Before compute capability 8.0 (no FP16 m16n8k16 mma) tc-exact runs the tiled kernel,
+    whose labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
     """
     cp = cupy_module()
-    if not _has_tf32_mma(cp):
+    if not _has_mma(cp):
         if not exact:
-            raise IncompatibleStrategy("assign='tc-fast' needs TF32 tensor cores (compute "
-                                       "capability 8.0 or newer); use 'tiled'")
+            raise IncompatibleStrategy("assign='tc-fast' needs FP16 and TF32 tensor cores "
+                                       "(compute capability 8.0 or newer); use 'tiled'")
         assign_tiled(X, centers, labels, changed)
         return cp.zeros(1, dtype=cp.uint32)
     XT = column_buffer(X)
@@ -187,8 +205,7 @@ def _assign(X, centers, labels, changed, exact: bool):
     k = centers.shape[0]
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     shift = centers.mean(axis=0, dtype=cp.float64)
-    half = FUSED_KERNEL == "half" and d <= HALF_DIMS[-1]
-    dp = next(w for w in HALF_DIMS if d <= w) if half else _padded_width(d)
+    dp = _padded_width(d)
     fused = dp in FUSED_DIMS
     k_pad = -(-k // _BN) * _BN
     padded = cp.empty((k_pad, dp), dtype=cp.float32)
@@ -196,11 +213,10 @@ def _assign(X, centers, labels, changed, exact: bool):
     counters = cp.zeros(2, dtype=cp.uint32)  # [max ||c|| as float bits, rows queued]
     cmax, queue_size = counters[:1], counters[1:]
     queue = cp.empty(n, dtype=cp.int64)
-    bound = _device_bound(cp, d, X.dtype, "half" if half else "split" if fused else "sgemm",
-                          exact)
+    bound = _device_bound(cp, d, X.dtype, "half" if fused else "sgemm", exact)
     launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
            (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
-    if half:
+    if fused:
         words = k_pad * dp // 2
         c_hi = cp.empty(words, dtype=cp.uint32)
         c_lo = cp.empty(words, dtype=cp.uint32)
@@ -214,19 +230,10 @@ def _assign(X, centers, labels, changed, exact: bool):
                (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                 np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue),
                shared_mem=shared)
-    elif fused:
-        kernel = get_kernel(_SOURCE, "assign_tc", X.dtype, dp, "true" if exact else "false")
-        shared = ((_BM + _BN) * (dp + 4) + _BN) * 4 + _BM * 8
-        if shared > 48 * 1024:
-            kernel.max_dynamic_shared_size_bytes = shared
-        launch(kernel, -(-n // _BM), _BM,
-               (XT, shift, padded, norms, cmax, bound, np.int64(n), np.int32(d),
-                np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue),
-               shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, exact)
-    if exact or half:  # tc-fast's half kernel queues the rows it cannot scale
+    if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
         _recheck(XT, centers, queue_size, queue, labels, changed)
     return queue_size
 
@@ -289,7 +296,7 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
 
 
 def assign_tc_exact(X, centers, labels, changed=None):
-    """Exact labels from TF32 tensor-core scores, re-checking the rows the bound cannot decide.
+    """Exact labels from FP16 tensor-core scores, re-checking the rows the bound cannot decide.
 
     The labels equal ``assign="tiled"``'s bit for bit (module docstring). Rows decided on
     the tensor cores never touch the host; the re-check kernel has a fixed grid and reads
@@ -309,7 +316,8 @@ def assign_tc_exact(X, centers, labels, changed=None):
 
 
 def assign_tc_fast(X, centers, labels, changed=None):
-    """TF32 labels without the re-check: fast, *not* exact (near-ties may go either way).
+    """FP16 (TF32 past d = 128) labels without the re-check: fast, *not* exact (near-ties may
+    go either way).
 
     Same parameters as :func:`assign_tc_exact`.
     """
