@@ -76,6 +76,25 @@ def test_update_matches_fp64_reference(cp, name, n, d, k, dtype, rng):
     _check_update(cp, name, X, labels, weight, k)
 
 
+@pytest.mark.parametrize("name", ["atomic", "atomic-f64"])
+@pytest.mark.parametrize(("n", "d", "k", "dtype"), [
+    (20000, 32, 1024, np.float32),   # 135 KB of float partials: one opted-in slice
+    (5000, 128, 1024, np.float32),   # three feature slices (43, 43, 42)
+    (5000, 128, 1024, np.float64),   # five slices of double partials
+    (1000, 7, 6000, np.float32),     # atomic-f64: three slices of 3, 3 and 1 features
+    (3000, 5, 10000, np.float64),    # five one-feature slices
+    (2000, 1, 30000, np.float64),    # too many clusters for any slice: global atomics
+])
+def test_atomic_update_past_the_default_shared_memory(cp, name, n, d, k, dtype, rng):
+    """Partials larger than 48 KB go to opted-in shared memory, in feature slices when
+    k (d + 1) do not fit a block; the sums still match the FP64 reference."""
+    X = (rng.normal(size=(n, d)) + 3.0).astype(dtype)
+    labels = rng.randint(0, k, size=n).astype(np.int32)
+    labels[labels == 5] = 0  # an empty cluster
+    weight = rng.uniform(0.1, 2.0, size=n).astype(dtype)
+    _check_update(cp, name, X, labels, weight, k)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("n", "d", "offset"), [(1, 1, 0.0), (257, 1, 0.0), (4_000_001, 3, 1e4),
                                                 (1000, 70_000, -5.0), (30_000, 8, 0.0)])
