@@ -296,10 +296,15 @@ __device__ __forceinline__ void copy_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 }
 
-// Centres a tile of assign_tc_half: 64, or 32 at DP = 128 (two blocks an SM).
+// Shape of assign_tc_half at DP features: centres a tile (64, or 32 at DP = 128: two
+// blocks an SM); whether the warps hold their fragments in registers (DP <= 64; the rows'
+// staging area is then reused for the centre tiles); blocks an SM asked of the register
+// allocator (seven at DP <= 32: 72 registers, no spill on sm_90).
 template <int DP>
 struct HalfTile {
     static constexpr int BN = DP >= 128 ? 32 : 64;
+    static constexpr bool HELD = DP <= 64;
+    static constexpr int MIN_BLOCKS = DP <= 32 ? 7 : 1;
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
@@ -311,10 +316,12 @@ struct HalfTile {
 // (tc-fast). The score ||c||^2 - 2 x.c takes the product unscaled by the row's
 // coefficient -2^(1 - s_row - s_centres) in its one FMA. Rows whose coefficient leaves
 // float's range, or with a non-finite value, are never decided.
-// Shared memory (dynamic), words: 2 * 128 * SW + 4 * BN * SW + 2 * BN + 128, then 128
-// doubles, SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
+// Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
+// buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
+// the first centre tile is copied), then 2 * BN + 128 words and 128 doubles,
+// SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(128, HalfTile<DP>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const double* __restrict__ shift,    // IN  (d) subtracted from every point
                const unsigned* __restrict__ c_hi,   // IN  (k_pad, DP / 2) tc_split_centers
@@ -334,11 +341,14 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     constexpr int KS = DP / 16;  // mma feature steps
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
+    constexpr bool HELD = HalfTile<DP>::HELD;
+    constexpr int STAGING = 2 * BM * SW, CENTRES = 4 * BN * SW;
     unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
     unsigned* xl = xh + BM * SW;                              // BM x SW
-    unsigned* ch = xl + BM * SW;                              // 2 x BN x SW
+    unsigned* ch = HELD ? xh : xh + STAGING;                  // 2 x BN x SW
     unsigned* cl = ch + 2 * BN * SW;                          // 2 x BN x SW
-    float* ns = reinterpret_cast<float*>(cl + 2 * BN * SW);   // 2 x BN
+    float* ns = reinterpret_cast<float*>(
+        xh + (HELD ? (STAGING > CENTRES ? STAGING : CENTRES) : STAGING + CENTRES));  // 2 x BN
     float* coef = ns + 2 * BN;                                // BM
     double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -358,7 +368,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if (threadIdx.x < BN / 4) copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
         copy_async_commit();
     };
-    load_tile(0, 0);
+    if (!HELD) load_tile(0, 0);  // lands while the rows are staged
 
     {   // Stage this block's rows: shifted into float32, scaled, split. Two passes over the
         // row (the scale needs its largest value); the second reads from L1/L2.
@@ -448,7 +458,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // each n8 tile is finished (all features) before the next: its scores are folded while
     // the next tile multiplies, and only one tile's accumulators are live. At 128 features
     // the fragments are read from shared memory per feature step, over all n8 tiles.
-    constexpr bool HELD = KS <= 4;
+    static_assert(HELD == (KS <= 4), "fragments held up to 64 features");
     unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
     if constexpr (HELD) {
 #pragma unroll
@@ -461,6 +471,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
 #pragma unroll
                     for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
             }
+        __syncthreads();  // every warp holds its fragments: the staging area takes centres
+        load_tile(0, 0);
     }
     for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
         if (c0 + BN < k_pad) {
