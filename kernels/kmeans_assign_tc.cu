@@ -299,12 +299,13 @@ __device__ __forceinline__ void copy_async_wait() {
 // Shape of assign_tc_half at DP features: centres a tile (64, or 32 at DP = 128: two
 // blocks an SM); whether the warps hold their fragments in registers (DP <= 64; the rows'
 // staging area is then reused for the centre tiles); blocks an SM asked of the register
-// allocator (seven at DP <= 32: 72 registers, no spill on sm_90).
-template <int DP>
+// allocator (tc-fast at DP <= 32: seven, 72 registers, no spill on sm_90; measured on the
+// H100, the split kernel was slower held to 72).
+template <int DP, bool SPLIT>
 struct HalfTile {
     static constexpr int BN = DP >= 128 ? 32 : 64;
     static constexpr bool HELD = DP <= 64;
-    static constexpr int MIN_BLOCKS = DP <= 32 ? 7 : 1;
+    static constexpr int MIN_BLOCKS = DP <= 32 && !SPLIT ? 7 : 1;
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
@@ -321,7 +322,7 @@ struct HalfTile {
 // the first centre tile is copied), then 2 * BN + 128 words and 128 doubles,
 // SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
-__global__ void __launch_bounds__(128, HalfTile<DP>::MIN_BLOCKS)
+__global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const double* __restrict__ shift,    // IN  (d) subtracted from every point
                const unsigned* __restrict__ c_hi,   // IN  (k_pad, DP / 2) tc_split_centers
@@ -337,11 +338,11 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
                index_t* __restrict__ queue)         // OUT (n) queued rows
 {
-    constexpr int BM = 128, BN = HalfTile<DP>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
+    constexpr int BM = 128, BN = HalfTile<DP, SPLIT>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     constexpr int KS = DP / 16;  // mma feature steps
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
-    constexpr bool HELD = HalfTile<DP>::HELD;
+    constexpr bool HELD = HalfTile<DP, SPLIT>::HELD;
     constexpr int STAGING = 2 * BM * SW, CENTRES = 4 * BN * SW;
     unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
     unsigned* xl = xh + BM * SW;                              // BM x SW
