@@ -299,13 +299,13 @@ __device__ __forceinline__ void copy_async_wait() {
 // Shape of assign_tc_half at DP features: centres a tile (64, or 32 at DP = 128: two
 // blocks an SM); whether the warps hold their fragments in registers (DP <= 64; the rows'
 // staging area is then reused for the centre tiles); blocks an SM asked of the register
-// allocator (tc-fast at DP <= 32: seven, 72 registers, no spill on sm_90; measured on the
-// H100, the split kernel was slower held to 72).
+// allocator at DP <= 32 (no spill on sm_90): six for the split kernel (80 registers; left
+// free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72).
 template <int DP, bool SPLIT>
 struct HalfTile {
     static constexpr int BN = DP >= 128 ? 32 : 64;
     static constexpr bool HELD = DP <= 64;
-    static constexpr int MIN_BLOCKS = DP <= 32 && !SPLIT ? 7 : 1;
+    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : 1;
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
