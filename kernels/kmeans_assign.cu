@@ -18,7 +18,7 @@ __global__ void assign_tiled(const T* __restrict__ XT,       // IN  (d, n) point
                              unsigned long long* changed)    // INOUT (1) += labels changed,
                                                              //       may be null
 {
-    extern __shared__ unsigned char shared_raw[];
+    extern __shared__ __align__(16) unsigned char shared_raw[];
     const index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = i < n;
     const int best_index = tiled_argmin<T, KT>(XT, centers, n, d, k, dt, i, active,
@@ -42,7 +42,7 @@ __global__ void assign_registers(const T* __restrict__ XT,       // IN  (d, n) p
                                  unsigned long long* changed)    // INOUT (1) += changed,
                                                                  //       may be null
 {
-    extern __shared__ unsigned char shared_raw[];
+    extern __shared__ __align__(16) unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
     const index_t first = (index_t)blockIdx.x * blockDim.x * PPT + threadIdx.x;
     T x[PPT][DMAX];

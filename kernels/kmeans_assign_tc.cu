@@ -166,7 +166,7 @@ __global__ void assign_recheck(const T* __restrict__ XT,                 // IN  
                                int* __restrict__ labels,                 // INOUT (n)
                                unsigned long long* changed)              // INOUT (1) or null
 {
-    extern __shared__ unsigned char shared_raw[];
+    extern __shared__ __align__(16) unsigned char shared_raw[];
     const index_t size = *queue_size;
     for (index_t base = (index_t)blockIdx.x * blockDim.x; base < size;
          base += (index_t)gridDim.x * blockDim.x) {  // uniform across the block

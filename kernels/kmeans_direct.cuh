@@ -43,8 +43,10 @@ __device__ __forceinline__ void stage_padded_tile(const T* __restrict__ centers,
 
 // Seed paper 002 §5.5's loop for point i (X column-major, XT[j * n + i]): the centroids
 // stream through `tile` (KT * dt elements of shared memory) in portions of KT centroids x
-// dt features; KT running distances stay in registers. Every thread of the block must
-// call it (it synchronizes); inactive threads (active = false) only help stage the tiles.
+// dt features; KT running distances stay in registers. The tile is feature-major
+// (tile[j * KT + c]), so a feature's KT centroid values are contiguous and load as
+// vectors. Every thread of the block must call it (it synchronizes); inactive threads
+// (active = false) only help stage the tiles.
 template <typename T, int KT>
 __device__ __forceinline__ int tiled_argmin(const T* __restrict__ XT,       // IN  (d, n)
                                             const T* __restrict__ centers,  // IN  (k, d)
@@ -62,15 +64,16 @@ __device__ __forceinline__ int tiled_argmin(const T* __restrict__ XT,       // I
             __syncthreads();
             for (int t = threadIdx.x; t < kc * jc; t += blockDim.x) {
                 const int c = t / jc, j = t - c * jc;
-                tile[c * dt + j] = centers[(index_t)(k0 + c) * d + j0 + j];
+                tile[j * KT + c] = centers[(index_t)(k0 + c) * d + j0 + j];
             }
             __syncthreads();
             if (active) {
                 for (int j = 0; j < jc; ++j) {
                     const T x = XT[(index_t)(j0 + j) * n + i];
+                    const T* column = tile + j * KT;
 #pragma unroll
                     for (int c = 0; c < KT; ++c) {
-                        const T diff = x - tile[c * dt + j];
+                        const T diff = x - column[c];
                         acc[c] += diff * diff;
                     }
                 }
