@@ -148,6 +148,40 @@ def test_gpu_workers_equal_the_in_memory_gpu_fit(client, engine):
         assert model.inertia_ == pytest.approx(memory.inertia_, rel=1e-9)
 
 
+def test_strategies_are_said(client):
+    """The partitions' strategies and why: the fixed rule for "auto" on the CPU, "given" for
+    a name."""
+    X = _blobs(3)
+    model = GPUKMeans(4, random_state=0, update="numpy").fit(da.from_array(X, chunks=(2000, 3)))
+    assert model.strategies_["update"] == "numpy"
+    assert model.strategies_["assign"] in {"numba", "numpy"}
+    assert model.strategy_reasons_["update"] == "given"
+    assert "fixed rule" in model.strategy_reasons_["assign"]
+
+
+@pytest.mark.gpu
+def test_gpu_workers_take_the_measured_pick_of_the_largest_partition(client):
+    """On GPU workers "auto" is the measured table's pair at the largest partition's shape (as
+    the in-memory fit resolves its own), and whichever it is the labels are tiled's."""
+    from gpumine import registry
+    from gpumine.backend import get_backend
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((60_000, 32)).astype(np.float32)
+    init = X[rng.choice(len(X), 256, replace=False)]
+    model = GPUKMeans(256, init=init, device="gpu", max_iter=5, tol=0.0,
+                      engine="collective").fit(da.from_array(X, chunks=(40_000, 32)))
+    backend = get_backend("gpu")
+    a, u, _ = registry.resolve_kmeans_pair("auto", "auto", "gpu", n_samples=40_000,
+                                           n_features=32, n_clusters=256, dtype="float32",
+                                           device_name=backend.device_name)
+    assert model.strategies_ == {"assign": a.name, "update": u.name}
+    assert set(model.strategy_reasons_) == {"assign", "update"}
+    memory = InMemory(256, init=init, device="gpu", max_iter=5, tol=0.0, assign="tiled",
+                      update=u.name).fit(X)
+    np.testing.assert_array_equal(model.labels_.compute(), memory.labels_)
+
+
 def test_integer_weights_equal_repeated_rows(client):
     """A weight of 2 is the row twice: the same centres and inertia from the same init."""
     X = _blobs(7, n=2000)

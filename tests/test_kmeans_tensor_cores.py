@@ -173,6 +173,16 @@ def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
 
 
 @pytest.mark.gpu
+def test_float64_centres_on_float32_data_as_tiled(cp, rng):
+    """The Dask loop passes float64 centres to float32 partitions: both assignments round
+    them to the data's dtype first, so tc-exact still gives tiled's labels."""
+    X = (rng.normal(size=(5000, 24)) + 100.0).astype(np.float32)
+    C = X[rng.choice(5000, 300, replace=False)].astype(np.float64) + rng.normal(scale=1e-6,
+                                                                                 size=(300, 24))
+    _assert_same_as_tiled(cp, X, C)
+
+
+@pytest.mark.gpu
 def test_re_check_is_what_makes_it_exact(cp, rng):
     """On near-ties far from the origin unsplit FP16 (tc-fast) gets labels wrong; tc-exact
     does not, and it queued rows to get there."""

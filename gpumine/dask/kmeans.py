@@ -64,6 +64,24 @@ def _backend(device):
     return get_backend(device)
 
 
+def _resolve_pair(assign, update, backend, rows, n_features, n_clusters, dtype):
+    """``(assign, update, reasons)`` names the partitions run: on a GPU, ``"auto"`` from the
+    device's measured table at the largest partition's shape (what one GPU assigns), as
+    :func:`gpumine.registry.resolve_kmeans_pair` does for an in-memory fit; on the CPU the
+    fixed rule (the in-memory CPU fit's own choice, so their results stay comparable)."""
+    if backend.is_gpu:
+        a, u, reasons = registry.resolve_kmeans_pair(
+            assign, update, backend.name, n_samples=rows, n_features=n_features,
+            n_clusters=n_clusters, dtype=np.dtype(dtype).name, device_name=backend.device_name)
+        return a.name, u.name, reasons
+    names = {"assign": assign, "update": update}
+    picked = {key: registry.resolve_strategy(f"kmeans.{key}", name, backend.name).name
+              for key, name in names.items()}
+    reasons = {key: "given" if name != "auto" else f"the fixed rule for {backend.name}"
+               for key, name in names.items()}
+    return picked["assign"], picked["update"], reasons
+
+
 # -- what runs on the workers (pure functions of a block) ------------------------------------
 def _stats(block, wblock, index, offset):
     """A partition's rows, mean and squared deviations (unweighted, as the in-memory fit's
@@ -267,7 +285,10 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
     device : {"cpu", "gpu", "auto"}, default="cpu"
         Where each partition's assignment runs, on its worker.
     assign, update : str, default="auto"
-        The strategies each partition runs (``gpumine strategies``).
+        The strategies each partition runs (``gpumine strategies``). On GPU workers
+        ``"auto"`` takes the pair the device's measured table gives the largest partition
+        (``tc-exact`` on wide data, as the in-memory fit's table does); on the CPU the
+        fixed rule.
     engine : {"graph", "collective", "auto"}, default="graph"
         ``"graph"``: one Dask computation per iteration, the driver adding the partitions'
         sums (any Dask scheduler; a lost worker's tasks are recomputed). ``"collective"``:
@@ -297,6 +318,10 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         tasks (scheduling, transfers, the driver's work).
     exchange_ : {"nccl", "actor", "driver"}
         How the sums were exchanged ("driver": the graph engine's driver added them).
+    strategies_ : dict
+        The ``"assign"`` and ``"update"`` strategies the partitions ran.
+    strategy_reasons_ : dict
+        Why each is what it is (``"given"``, the measured table's cell, the fixed rule).
     iteration_seconds_ : ndarray of shape (n_iter_,)
         Each Lloyd iteration's wall time: on the first worker's task with
         ``engine="collective"`` (its partitions' step, the exchange, the new centres), on
@@ -385,8 +410,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
         sizes = [int(rows) for rows in X.chunks[0]]
         n_features = X.shape[1]
         backend = _backend(self.device)
-        assign = registry.resolve_strategy("kmeans.assign", self.assign, backend.name).name
-        update = registry.resolve_strategy("kmeans.update", self.update, backend.name).name
+        assign, update, reasons = _resolve_pair(self.assign, self.update, backend, max(sizes),
+                                                n_features, self.n_clusters, X.dtype)
         stats = dask.compute(*[dask.delayed(_stats)(b, wb, i, offset) for i, (b, wb, offset)
                                in enumerate(zip(blocks, wblocks, partition_offsets(X),
                                                 strict=True))])
@@ -429,6 +454,8 @@ class GPUKMeans(ClusterMixin, BaseEstimator):
                 dask, blocks, wblocks, sizes, centers, x_mean, assign, update, tol, n_features)
             exchange = "driver"
         self.exchange_ = exchange
+        self.strategies_ = {"assign": assign, "update": update}
+        self.strategy_reasons_ = reasons
         self.iteration_overhead_ = float(np.median(overheads))  # sync: none -- host floats
         self.iteration_seconds_ = np.asarray(seconds, dtype=np.float64)
         self.cluster_centers_ = (centers + x_mean).astype(X.dtype)
