@@ -88,7 +88,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpumine.backend import cupy_module
-from gpumine.exceptions import IncompatibleStrategy
+from gpumine.exceptions import IncompatibleStrategy, InvalidParameterError
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
@@ -137,7 +137,7 @@ def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
     elif path == "sgemm":
         kappa_p = _gamma(d + 1, u)
     else:
-        raise ValueError(f"path must be 'half' or 'sgemm', not {path!r}")
+        raise InvalidParameterError(f"path must be 'half' or 'sgemm', not {path!r}")
     kappa_g = (kappa_p + 3 * u) * (1 + 2.0 ** -20)
     kappa_d = (2 * u_data + u_data**2 + _gamma(d + 1, u_data) * (1 + u_data) ** 2) \
         * (1 + 2.0 ** -20)
