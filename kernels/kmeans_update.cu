@@ -25,10 +25,11 @@ __global__ void update_atomic_global(const T* __restrict__ XT,            // IN 
     }
 }
 
-// Shared accumulators are of type A: float for float data (a block's partial sums cover a
-// few thousand points, and shared-memory float atomics are native where double ones are a
-// compare-and-swap loop), double for double data; they are flushed into the double
-// global sums. Blocks along y take slices of `slice` features each (the last one what is
+// Shared accumulators are of type A: float for float data (half the shared memory; a
+// block's partial sums cover a few thousand to ~100k points), double for double data; they
+// are flushed into the double global sums. On sm_90 a shared float atomicAdd compiles to a
+// compare-and-swap loop too, not a native add (benchmarks/results/
+// sass-update-atomic-shared-sm90-2026-11-26-4d8ea15.txt). Blocks along y take slices of `slice` features each (the last one what is
 // left), so k * (slice + 1) partials fit a block where k * (d + 1) do not; the slice-0
 // blocks add the weights.
 template <typename T, typename A>
