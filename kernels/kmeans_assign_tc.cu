@@ -248,7 +248,7 @@ __device__ __forceinline__ unsigned pack_halves(unsigned short low, unsigned sho
 // D = A (16 x 16, row) * B (16 x 8, col) + D, FP16 inputs, FP32 accumulation.
 __device__ __forceinline__ void mma_f16(float (&acc)[4], const unsigned (&a)[4],
                                         const unsigned (&b)[2]) {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
@@ -456,8 +456,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         mma_f16(acc[1], a1, bh);
     };
     // Up to 64 features the warp's fragments stay in registers for the whole kernel and
-    // each n8 tile is finished (all features) before the next: its scores are folded while
-    // the next tile multiplies, and only one tile's accumulators are live. At 128 features
+    // each n8 tile is finished (all features) before the next, so only one tile's
+    // accumulators are live (writing the next tile's products before this one's fold, or
+    // the mma as volatile asm, did not change the compiled schedule on sm_90). At 128 features
     // the fragments are read from shared memory per feature step, over all n8 tiles.
     static_assert(HELD == (KS <= 4), "fragments held up to 64 features");
     unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
@@ -487,25 +488,13 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         const unsigned* clt = cl + b * BN * SW;
         const float* nst = ns + b * BN;
         if constexpr (HELD) {
-            // two n8 tiles in flight: tile t + 1 multiplies while tile t's scores fold
-            float acc[2][2][4] = {};
-#pragma unroll
-            for (int s = 0; s < KS; ++s)
-                multiply(acc[0], a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt, 0, s);
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                if (t + 1 < NT) {
-                    float (&next)[2][4] = acc[(t + 1) & 1];
+                float acc[2][4] = {};
 #pragma unroll
-                    for (int m = 0; m < 2; ++m)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) next[m][e] = 0.0f;
-#pragma unroll
-                    for (int s = 0; s < KS; ++s)
-                        multiply(next, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt,
-                                 t + 1, s);
-                }
-                push_scores(acc[t & 1], nst, c0, t);
+                for (int s = 0; s < KS; ++s)
+                    multiply(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt, t, s);
+                push_scores(acc, nst, c0, t);
             }
         } else {
             float acc[NT][2][4] = {};

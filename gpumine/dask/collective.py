@@ -44,7 +44,7 @@ import uuid
 import numpy as np
 
 from gpumine.exceptions import GpumineError, InvalidParameterError
-from gpumine.kmeans.lloyd import average_centers, stopping_rule
+from gpumine.kmeans.lloyd import average_centers, divide_sums, stopping_rule
 
 __all__ = ["EXCHANGES", "AllGather", "run"]
 
@@ -243,9 +243,8 @@ def _nccl_iterations(cp, nccl, comm, stream, exchange, parts_held, offsets, cent
         for row in rows[1:]:
             total += gathered[row]
         sums, weights = total[:k * d].reshape(k, d), total[k * d:k * d + k]
-        positive = weights > 0
         # average_centers' arithmetic (its empty-cluster branch reads the host: below)
-        new = sums * cp.where(positive, 1 / cp.where(positive, weights, 1), 1)[:, None]
+        new, positive = divide_sums(sums, weights, cp)
         status = cp.stack([((new - centers_dev) ** 2).sum(), (~positive).sum(),
                            total[k * d + k], gathered[:, -1].max()])
         _wait(stream.record(), exchange)

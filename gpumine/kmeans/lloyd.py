@@ -74,6 +74,7 @@ __all__ = [
     "average_centers",
     "better_run",
     "bind_update",
+    "divide_sums",
     "euclidean_distances",
     "fit_lloyd",
     "inertia",
@@ -213,12 +214,28 @@ def average_centers(sums, weights, center_dtype, xp=np):
     array([[1., 2.],
            [1., 2.]])
     """
-    positive = weights > 0
-    reciprocal = xp.where(positive, 1 / xp.where(positive, weights, 1), 1)
-    centers = (sums * reciprocal[:, None]).astype(center_dtype)
+    quotients, positive = divide_sums(sums, weights, xp)
+    centers = quotients.astype(center_dtype)
     if not bool(positive.all()):
         centers[~positive] = centers[int(xp.argmax(weights))]
     return centers
+
+
+def divide_sums(sums, weights, xp=np):
+    """``(sums * (1 / weights), weights > 0)``, the sums left as they are where the weight
+    is not positive: :func:`average_centers` without its empty-cluster rule, so with no
+    host read (the NCCL loop of :mod:`gpumine.dask.collective` averages on the GPU with it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> divide_sums(np.array([[2.0, 4.0], [0.0, 0.0]]), np.array([2.0, 0.0]))
+    (array([[1., 2.],
+           [0., 0.]]), array([ True, False]))
+    """
+    positive = weights > 0
+    reciprocal = xp.where(positive, 1 / xp.where(positive, weights, 1), 1)
+    return sums * reciprocal[:, None], positive
 
 
 def lloyd_step(X, sample_weight, centers, labels, sums, weights, *, assign: Callable,

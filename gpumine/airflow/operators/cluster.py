@@ -133,16 +133,17 @@ class GpuMineClusterOperator(BaseOperator):
         super().__init__(**kwargs)
         # What can be checked when the DAG is parsed is checked here: a DAG with a bad
         # task fails to load, naming the task, instead of failing on its first run.
+        several = _several_gpus(self.task_id, device)
         for name, value, allowed in (("algorithm", algorithm, _ALGORITHMS),
                                      ("device", device, _DEVICES), ("nulls", nulls, _NULLS)):
-            if name == "device" and _several_gpus(self.task_id, device):
+            if name == "device" and several:
                 continue
             if value not in allowed:
                 raise InvalidParameterError(f"{self.task_id}: {name} must be one of "
                                             f"{', '.join(allowed)}, got {value!r}"
                                             + (", 'gpu:all' or a list of GPU ids"
                                                if name == "device" else ""))
-        if _several_gpus(self.task_id, device) and algorithm != "kmeans":
+        if several and algorithm != "kmeans":
             raise InvalidParameterError(f"{self.task_id}: device={device!r}: several GPUs are "
                                         "for k-means; WaveCluster runs on one device")
         if n_clusters is not None and algorithm != "kmeans":
