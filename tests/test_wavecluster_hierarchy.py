@@ -6,11 +6,12 @@ import itertools
 
 import numpy as np
 import pytest
+from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from gpumine import WaveCluster
 from gpumine.datasets import make_shape_sets
-from gpumine.wavecluster import hierarchy
+from gpumine.wavecluster import engine, hierarchy
 from gpumine.wavecluster.labeling import label_scipy, label_union_find
 
 
@@ -191,6 +192,44 @@ def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
         assert other.threshold_ == whole.threshold_
         np.testing.assert_array_equal(other.labels_, whole.labels_)
         np.testing.assert_array_equal(other.grid_labels_, whole.grid_labels_)
+
+
+@pytest.mark.parametrize("name", ["spirals", "tori-3d", "moons", "density-10x", "bridge",
+                                  "touching-blobs"])
+def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch):
+    """The GPU's way -- the coarse grid's and the coarser levels' thresholds labelled in one
+    stack and read back at once (``stack_levels``), every grid in the corner of a common
+    plane -- gives the clusters of a stack per grid, also where the common planes would
+    exceed ``STACK_CELLS`` (a stack per grid again) or hold only the significant
+    components' numbers (``SMALL_TREE`` 0)."""
+    if name == "touching-blobs":  # the coarser levels split them (test_wavecluster_levels)
+        X, _ = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6),
+                          random_state=2)
+    else:
+        X, _ = make_shape_sets(random_state=0)[name]
+    calls = []
+    shared = hierarchy._LevelStack.shared
+
+    def counted(*args, **kwargs):
+        calls.append(shared(*args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(hierarchy._LevelStack, "shared", counted)
+    apart = WaveCluster(device="cpu").fit(X)
+    assert not calls  # the CPU's default: a stack per grid
+    monkeypatch.setattr(engine, "SHARE_HOST_STACKS", True)
+    fits = [WaveCluster(device="cpu").fit(X)]
+    assert calls and calls[-1] is not None
+    monkeypatch.setattr(hierarchy, "SMALL_TREE", 0)
+    fits.append(WaveCluster(device="cpu").fit(X))
+    monkeypatch.setattr(hierarchy, "STACK_CELLS", 1)
+    fits.append(WaveCluster(device="cpu").fit(X))
+    assert calls[-1] is None  # too large: a stack per grid
+    for other in fits:
+        assert other.n_clusters_ == apart.n_clusters_ >= 2
+        assert other.threshold_ == apart.threshold_
+        np.testing.assert_array_equal(other.labels_, apart.labels_)
+        np.testing.assert_array_equal(other.grid_labels_, apart.grid_labels_)
 
 
 @pytest.mark.gpu

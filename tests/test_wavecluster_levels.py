@@ -17,15 +17,38 @@ def _weigh(values, weights, bins):
     return np.bincount(values, weights=weights, minlength=bins)
 
 
+def _significant(labels, grid, minimum):
+    sizes = _weigh(labels.ravel(), grid.ravel(), int(labels.max()) + 1)
+    return np.flatnonzero(sizes[1:] >= minimum) + 1
+
+
 def _split(components, n, coarse, upper, minimum=2.0):
-    """The next level's grid: haar's, each cell the sum of its finer cells over 2^(d/2)."""
+    """The next level's grid: haar's, each cell the sum of its finer cells over 2^(d/2).
+    Also checks the significant numbers it returns (those of its result), and that given
+    both levels' significant numbers it reads back one array fewer for the same result."""
     upper_grid = np.zeros(upper.shape)
     for i in range(coarse.shape[0]):
         for j in range(coarse.shape[1]):
             upper_grid[i // 2, j // 2] += coarse[i, j] / 2
-    return split_by_coarser_level(components, n, coarse, upper, int(upper.max()), upper_grid,
-                                  minimum=minimum, upper_minimum=minimum / 2, connectivity=2,
-                                  weigh=_weigh, to_host=np.asarray)
+    reads = {True: 0, False: 0}
+    results = {}
+    for given in (False, True):
+        def to_host(values, given=given):
+            reads[given] += 1
+            return np.asarray(values)
+        known = ({"significant": _significant(components, coarse, minimum),
+                  "upper_significant": _significant(upper, upper_grid, minimum / 2)}
+                 if given else {})
+        results[given] = split_by_coarser_level(
+            components, n, coarse, upper, int(upper.max()), upper_grid, minimum=minimum,
+            upper_minimum=minimum / 2, connectivity=2, weigh=_weigh, to_host=to_host, **known)
+    got, count, significant = results[False]
+    np.testing.assert_array_equal(np.sort(significant), _significant(got, coarse, minimum))
+    assert results[True][1] == count
+    np.testing.assert_array_equal(results[True][0], got)
+    np.testing.assert_array_equal(results[True][2], significant)
+    assert reads[True] == reads[False] - 1
+    return got, count
 
 
 def test_next_level_clusters_split_the_finer_cluster_they_lie_in():

@@ -79,9 +79,11 @@ import numpy as np
 
 from gpumine.validation import is_device_array
 from gpumine.wavecluster.hierarchy import (
+    plan_levels,
     resolve_stacked,
     split_persistent,
     stack_is_faster,
+    stack_levels,
     threshold_levels,
 )
 from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
@@ -124,6 +126,10 @@ AUTO_COARSER_LEVELS = 3
 #: ds3c3sc6 0.38 -> 0.25), for about a tenth of the ``"auto"`` fit's time on the CPU (moons at
 #: 1x: 5.8 -> 5.2 ms against 1.6 given the threshold).
 AUTO_COARSER_SPLIT = True
+#: The CPU's small grids (:func:`~gpumine.wavecluster.hierarchy.stack_is_faster`) label the
+#: coarse grid's and the coarser levels' thresholds in one stack, as the GPU does
+#: (:func:`~gpumine.wavecluster.hierarchy.stack_levels`); False: a stack each.
+SHARE_HOST_STACKS = False
 #: From this many features on, ``connectivity=None`` is 2 rather than d.
 AUTO_FULL_CONNECTIVITY_UP_TO = 3
 #: Bytes per fine-grid cell the CPU path needs at its peak (grid, padded copies, labels).
@@ -286,63 +292,145 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     kwargs = {"grid_weight": grid_weight, "min_cluster_size": min_cluster_size, "label": label,
               "connectivity": connectivity, "xp": xp, "weigh": weigh, "to_host": to_host,
               "spread": spread}
-    found = _base_and_split(coarse, **kwargs)
+    if xp is not np or (SHARE_HOST_STACKS and stack_is_faster(coarse.shape, connectivity)):
+        found = _base_and_opinions(coarse, coarser if AUTO_COARSER_LEVELS else None, kwargs)
+    else:
+        found = _base_and_split(coarse, **kwargs)
+        if found is not None and coarser is not None and AUTO_COARSER_LEVELS:
+            found = (*found[:3], _coarser_opinions(coarse, found, coarser, kwargs))
     if found is None:
         return 0.0, foreground(0.0)
-    points, unit, minimum, labelled = found
-    if coarser is not None and AUTO_COARSER_LEVELS:
-        labelled = _coarser_opinions(coarse, labelled, minimum, coarser, kwargs)
+    points, unit, minimum, labelled = found[:4]
     return (points - 0.5) * unit, add_border_cells(
         *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
         connectivity=connectivity, xp=xp, weigh=weigh)
 
 
-def _coarser_opinions(coarse, labelled, minimum, coarser, kwargs) -> tuple:
-    """The next :data:`AUTO_COARSER_LEVELS` levels the wavelet produces, from the coarsest
-    down, each split the clusters of the level below it
-    (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
-    base level and split (pieces not grown back), split by the level above; the last split
-    is ``labelled``'s, on ``coarse``. The levels stop early where ``coarser`` gives None (a
-    grid too small to halve)."""
+def _coarser_grids(coarse, coarser) -> list:
+    """The next :data:`AUTO_COARSER_LEVELS` levels the wavelet produces above ``coarse``,
+    finest first; fewer where ``coarser`` gives None (a grid too small to halve)."""
     grids = []
     grid = coarser(coarse)
     while grid is not None and len(grids) < AUTO_COARSER_LEVELS:
         grids.append(grid)
         grid = coarser(grid) if len(grids) < AUTO_COARSER_LEVELS else None
+    return grids
+
+
+def _coarser_opinions(coarse, found, coarser, kwargs) -> tuple:
+    """The next :data:`AUTO_COARSER_LEVELS` levels the wavelet produces, from the coarsest
+    down, each split the clusters of the level below it
+    (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
+    base level and split (pieces not grown back), split by the level above; the last split
+    is that of ``found``'s labelling (:func:`_base_and_split`'s result for ``coarse``). The
+    levels stop early where ``coarser`` gives None (a grid too small to halve)."""
+    grids = _coarser_grids(coarse, coarser)
+    above = [_base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
+             for grid in grids]
+    return _split_down(coarse, found, grids, above, kwargs)
+
+
+def _split_down(coarse, found, grids, above_found, kwargs) -> tuple:
+    """:func:`_coarser_opinions`'s splits, from the coarsest of ``grids`` down to
+    ``coarse``'s labelling (``found``: its :func:`_base_and_split`); ``above_found[i]`` is
+    ``grids[i]``'s (None: an empty grid, which splits nothing). Returns ``(components,
+    n_components)``."""
     options = {key: kwargs[key] for key in ("connectivity", "xp", "weigh", "to_host",
                                              "spread")}
-    above = None  # the level above: (components, n_components, grid, minimum)
-    for grid in reversed(grids):
-        found = _base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
-        if found is None:
+    above = None  # the level above: (components, n_components, significant, grid, minimum)
+    for grid, level in zip(reversed(grids), reversed(above_found), strict=True):
+        if level is None:
             above = None
             continue
-        level_minimum, level = found[2], found[3]
+        labelled, significant = level[3], level[4]
         if above is not None:
-            level = split_by_coarser_level(*level, grid, *above[:3], minimum=level_minimum,
-                                           upper_minimum=above[3], **options)
-        above = (*level, grid, level_minimum)
+            *labelled, significant = split_by_coarser_level(
+                *labelled, grid, above[0], above[1], above[3], minimum=level[2],
+                upper_minimum=above[4], significant=significant, upper_significant=above[2],
+                **options)
+        above = (*labelled, significant, grid, level[2])
     if above is None:
-        return labelled
-    return split_by_coarser_level(*labelled, coarse, *above[:3], minimum=minimum,
-                                  upper_minimum=above[3], **options)
+        return found[3]
+    components, n_components, _ = split_by_coarser_level(
+        *found[3], coarse, above[0], above[1], above[3], minimum=found[2],
+        upper_minimum=above[4], significant=found[4], upper_significant=above[2], **options)
+    return components, n_components
+
+
+def _summaries(grids, xp, to_host) -> list:
+    """Each grid's mass and, per axis, its densest cell at each index (host values), in one
+    transfer for all the grids."""
+    parts = []
+    for grid in grids:
+        axes = range(grid.ndim)
+        parts += [grid.sum().reshape(1), *(grid.max(axis=tuple(b for b in axes if b != a))
+                                           if grid.ndim > 1 else grid for a in axes)]
+    # sync: every grid's mass and profiles, once for all the grids
+    packed = np.asarray(to_host(xp.concatenate(parts)))
+    out, start = [], 0
+    for grid in grids:
+        mass = float(packed[start])  # sync: none, a host copy already
+        profiles = np.split(packed[start + 1:start + 1 + sum(grid.shape)],
+                            np.cumsum(grid.shape[:-1]))
+        out.append((mass, profiles))
+        start += 1 + sum(grid.shape)
+    return out
+
+
+def _base_and_opinions(coarse, coarser, kwargs):
+    """The ``"auto"`` rule's base level and split on ``coarse`` and on each of the wavelet's
+    coarser levels (``coarser`` None: none), then the coarser levels' opinions
+    (:func:`_split_down`), every grid's levels labelled at once where they fit
+    (:func:`~gpumine.wavecluster.hierarchy.stack_levels`): :func:`_base_and_split`'s result
+    for ``coarse`` with the opinions applied, or None for an empty grid. The same clusters as
+    :func:`_base_and_split` and :func:`_coarser_opinions` (the GPU's way: a labelling and two
+    syncs in all where those take them for every grid)."""
+    xp, to_host = kwargs["xp"], kwargs["to_host"]
+    grids = [coarse, *(_coarser_grids(coarse, coarser) if coarser is not None else ())]
+    summaries = _summaries(grids, xp, to_host)
+    grid_weight = kwargs["grid_weight"]
+    if grid_weight <= 0 or summaries[0][0] <= 0:
+        return None
+    common = {key: kwargs[key] for key in ("label", "connectivity", "xp", "weigh", "to_host")}
+    jobs, plans = [], []
+    for k, (grid, (mass, projections)) in enumerate(zip(grids, summaries, strict=True)):
+        if mass <= 0:
+            plans.append(None)
+            continue
+        unit = mass / grid_weight  # the grid's mass per unit of weight: "one point"
+        minimum = max(kwargs["min_cluster_size"], np.finfo(float).tiny) * unit
+        split = True if k == 0 else AUTO_COARSER_SPLIT
+        levels, _ = plan_levels(projections, unit=unit, base_levels=AUTO_THRESHOLD_LEVELS,
+                                split=split)
+        plans.append((unit, minimum, projections, split, len(jobs)))
+        jobs.append((grid, levels, projections, unit, minimum))
+    stacks = stack_levels(jobs, **common)
+    found = []
+    for k, (grid, plan) in enumerate(zip(grids, plans, strict=True)):
+        if plan is None:
+            found.append(None)
+            continue
+        unit, minimum, projections, split, index = plan
+        points, labelled, significant = resolve_stacked(
+            grid, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
+            choose_base=choose_base, **common, spread=kwargs["spread"], grow=k == 0,
+            split=split, stack=stacks[index])
+        found.append((points, unit, minimum, labelled, significant))
+    if len(grids) > 1:
+        return (*found[0][:3], _split_down(coarse, found[0], grids[1:], found[1:], kwargs))
+    return found[0][:4]
 
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
                     to_host, spread, grow=True, split=True):
     """The ``"auto"`` rule's base level and split step on one grid: ``(base points, unit,
-    minimum, (components, n_components))``, or None for an empty grid (module docstring).
-    Without ``grow`` the split's pieces keep only their own cells (the next level's second
-    opinion needs no more)."""
+    minimum, (components, n_components), significant)``, or None for an empty grid (module
+    docstring); ``significant``: the numbers of the significant components (host), where
+    the levels were stacked, else None. Without ``grow`` the split's pieces keep only their
+    own cells (the next level's second opinion needs no more)."""
     stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
     if stacked:
-        axes = range(coarse.ndim)
-        profiles = [coarse.max(axis=tuple(b for b in axes if b != a)) if coarse.ndim > 1
-                    else coarse for a in axes]
-        # sync: the mass and each axis's profile (its densest cell per index), once per grid
-        packed = np.asarray(to_host(xp.concatenate([coarse.sum().reshape(1), *profiles])))
-        mass = float(packed[0])  # sync: none, a host copy already
-        projections = np.split(packed[1:], np.cumsum(coarse.shape[:-1]))
+        (mass, projections), = _summaries([coarse], xp, to_host)
     else:
         mass = float(coarse.sum())  # sync: none, the CPU path
     if grid_weight <= 0 or mass <= 0:
@@ -350,11 +438,11 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
     unit = mass / grid_weight  # the coarse grid's mass per unit of weight: "one point"
     minimum = max(min_cluster_size, np.finfo(float).tiny) * unit
     if stacked:
-        points, labelled = resolve_stacked(
+        points, labelled, significant = resolve_stacked(
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
             weigh=weigh, to_host=to_host, spread=spread, grow=grow, split=split)
-        return points, unit, minimum, labelled
+        return points, unit, minimum, labelled, significant
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}
 
@@ -373,10 +461,10 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
     components, n_components = labelled.pop(chosen)
     labelled.clear()
     if not split:
-        return chosen, unit, minimum, (components, n_components)
+        return chosen, unit, minimum, (components, n_components), None
     return chosen, unit, minimum, split_persistent(
         coarse, components, n_components, base_points=chosen, unit=unit, minimum=minimum,
-        connectivity=connectivity, grow=grow)
+        connectivity=connectivity, grow=grow), None
 
 
 def add_border_cells(components, n_components, coarse, *, base_points: float, unit: float,

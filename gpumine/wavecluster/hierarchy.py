@@ -68,10 +68,12 @@ __all__ = [
     "SMALL_TREE",
     "STACK_CELLS",
     "grow_labels",
+    "plan_levels",
     "resolve_stacked",
     "split_levels",
     "split_persistent",
     "stack_is_faster",
+    "stack_levels",
     "threshold_levels",
 ]
 
@@ -238,7 +240,8 @@ def _spread_host(grown, inside, steps):
 
 def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_levels,
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
-                    spread=None, grow: bool = True, split: bool = True) -> tuple[float, tuple]:
+                    spread=None, grow: bool = True, split: bool = True,
+                    stack=None) -> tuple[float, tuple]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
@@ -282,6 +285,9 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
         Grow a split's pieces back over their component (else they keep their own cells).
     split : bool, default=True
         False: the base level alone (the split step's levels are not labelled).
+    stack : optional
+        The levels (:func:`plan_levels`) already labelled, one of :func:`stack_levels`'s
+        results; None: labelled here.
 
     Returns
     -------
@@ -290,16 +296,15 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     labelled : tuple
         ``(components, n_components)``: the base level's components, or, where some split,
         the clusters (0 outside the base foreground, 1..n).
+    significant : ndarray of int
+        The numbers of ``labelled``'s significant components (host; every cluster where
+        some split: each holds a leaf of the tree).
     """
-    peak = float(projections[0].max())  # sync: none, host values
-    halves, step = [], 1
-    while (2.0 ** (step / 2) - 0.5) * unit <= peak:
-        halves.append(2.0 ** (step / 2))
-        step += 1
-    reached = [p for p in base_levels[1:] if (p - 0.5) * unit <= peak]
-    levels = sorted({base_levels[0], *reached, *(halves if split else ())})
-    stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, label=label,
-                        connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
+    levels, halves = plan_levels(projections, unit=unit, base_levels=base_levels, split=split)
+    if stack is None:
+        stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
+                            label=label, connectivity=connectivity, xp=xp, weigh=weigh,
+                            to_host=to_host)
     where = {p: j for j, p in enumerate(levels)}
 
     def count(i):
@@ -309,8 +314,11 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     base_points = base_levels[choose_base(count)]
     chosen = where[base_points]
     components, n_components = stack.labelling(chosen)
-    if not split or chosen >= len(stack.tree):  # no split asked, or nothing significant
-        return base_points, (components, n_components)
+    if chosen >= len(stack.tree):  # nothing significant
+        return base_points, (components, n_components), np.zeros(0, np.int64)
+    significant = stack.tree[chosen][0]  # the chosen level's numbers
+    if not split:
+        return base_points, (components, n_components), significant
     # the split's levels: the base, then the sqrt(2) levels above it while any holds a
     # significant component (the tree ends at the first that holds none)
     path = [chosen] + [where[p] for p in halves
@@ -323,7 +331,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
         parents.append(None if t == 0 else stack.ancestors(found, j, path[t - 1]))
     leaves, splits = _decide(ids, masses, parents)
     if not splits:
-        return base_points, (components, n_components)
+        return base_points, (components, n_components), significant
 
     def labelling(level):
         return stack.labelling(path[level])
@@ -332,9 +340,55 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
         # every labelling strategy numbers components in raster order of their first cell
         return np.sort(ids[level][positions])
 
-    return base_points, _paint(leaves, splits, labelling, numbers,
-                               lambda level, labelled, positions: ids[level][positions],
-                               components, connectivity, xp, to_host, spread, grow)
+    painted = _paint(leaves, splits, labelling, numbers,
+                     lambda level, labelled, positions: ids[level][positions],
+                     components, connectivity, xp, to_host, spread, grow)
+    return base_points, painted, np.arange(1, painted[1] + 1)  # every leaf is significant
+
+
+def plan_levels(projections, *, unit: float, base_levels, split: bool = True) -> tuple:
+    """The levels :func:`resolve_stacked` labels, in points per coarse cell, sorted: the base
+    rule's ``base_levels`` up to the densest cell (the first always) and, with ``split``,
+    the split step's sqrt(2) levels up to it; and those sqrt(2) levels (``halves``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> levels, halves = plan_levels([np.array([0.0, 4.2])], unit=1.0,
+    ...                              base_levels=(1, 2, 3, 4, 6))
+    >>> [round(p, 2) for p in levels], [round(p, 2) for p in halves]
+    ([1, 1.41, 2, 2.83, 3, 4], [1.41, 2.0, 2.83, 4.0])
+    """
+    peak = float(projections[0].max())  # sync: none, host values
+    halves, step = [], 1
+    while (2.0 ** (step / 2) - 0.5) * unit <= peak:
+        halves.append(2.0 ** (step / 2))
+        step += 1
+    reached = [p for p in base_levels[1:] if (p - 0.5) * unit <= peak]
+    return sorted({base_levels[0], *reached, *(halves if split else ())}), halves
+
+
+def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host) -> list:
+    """Several grids' levels labelled at once: one :class:`_LevelStack` per job.
+
+    ``jobs`` is a list of ``(coarse, levels, projections, unit, minimum)``, one per grid
+    (the ``"auto"`` rule's coarse grid and the wavelet's coarser levels; one number of
+    dimensions). Where all their levels fit :data:`STACK_CELLS` cells in planes of a common
+    shape -- each grid's first-level box in the corner of a plane as large as the largest,
+    an empty row at least after each -- they are labelled in one call and read back in one
+    transfer (:meth:`_LevelStack.shared`): on the GPU one labelling and two syncs for all
+    the grids, against that for each. Else each grid is stacked on its own. Either way the
+    same trees and labellings: a plane's numbering follows the raster order of its cells,
+    which the padding keeps.
+    """
+    if len(jobs) > 1:
+        shared = _LevelStack.shared(jobs, label=label, connectivity=connectivity, xp=xp,
+                                    weigh=weigh, to_host=to_host)
+        if shared is not None:
+            return shared
+    return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, label=label,
+                        connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
+            for coarse, levels, projections, unit, minimum in jobs]
 
 
 def _profile_boxes(projections, thresholds) -> list:
@@ -356,6 +410,46 @@ def _stack_cells(box) -> int:
     """Cells a level of ``box`` takes in a stack (with its empty plane)."""
     sizes = [sl.stop - sl.start for sl in box]
     return (sizes[0] + 1) * math.prod(sizes[1:])
+
+
+def _read(labels, n, weights, minima, firsts, xp, weigh, to_host) -> tuple:
+    """Per plane of a stack's labelling ``labels`` (m, ...) of ``n`` components: its
+    significant components' numbers (their mass at least the plane's ``minima``), masses and
+    parents' numbers in the plane below (zeros for the planes in ``firsts``: a grid's first
+    level) (host); and each plane's first and last number in the labelling. ``weights``:
+    the densities, the shape of ``labels``."""
+    m = labels.shape[0]
+    flat = labels.ravel()
+    mass = weigh(flat, weights.ravel(), n + 1)
+    up = xp.zeros(n + 1, dtype=labels.dtype)
+    up[labels[1:].ravel()] = labels[:-1].ravel()  # a component's cells share one parent
+    tops = labels.reshape(m, -1).max(axis=1).astype(xp.float64)
+    lightest = float(np.min(minima))  # sync: none, host values
+    if n < SMALL_TREE:
+        # sync: every component's mass and parent and the planes' last numbers, once
+        packed = np.asarray(to_host(xp.concatenate([tops, mass, up.astype(xp.float64)])))
+        mass, up = packed[m:m + n + 1], packed[m + n + 1:].astype(np.int64)
+        found = np.flatnonzero(mass[1:] >= lightest) + 1
+        mass, up = mass[found], up[found]
+    else:
+        found = xp.flatnonzero(mass[1:] >= lightest) + 1  # sync: the count, once a stack
+        # sync: the planes' last numbers and three numbers a significant component, once
+        packed = np.asarray(to_host(xp.concatenate([
+            tops, found.astype(xp.float64), mass[found], up[found].astype(xp.float64)])))
+        found, mass, up = packed[m:].reshape(3, -1)
+        found, up = found.astype(np.int64), up.astype(np.int64)
+    ends = np.maximum.accumulate(packed[:m].astype(np.int64))  # empty planes: no number
+    starts = np.concatenate([[0], ends[:-1]])
+    level = np.searchsorted(ends, found)  # a plane's numbers follow the plane's below
+    kept = mass >= np.asarray(minima)[level]  # each plane's own minimum
+    found, mass, up, level = found[kept], mass[kept], up[kept], level[kept]
+    slabs = []
+    for j in range(m):
+        here = level == j
+        parents = (np.zeros(int(here.sum()), np.int64) if j in firsts  # sync: none, host
+                   else up[here] - starts[j - 1])
+        slabs.append((found[here] - starts[j], mass[here], parents))
+    return slabs, starts, ends
 
 
 class _LevelStack:
@@ -388,15 +482,61 @@ class _LevelStack:
                 last += 1
             padded = self._padded(boxes[first])
             labels, n = self._label(padded, levels[first:last])
-            slabs, starts, ends = self._read(labels, n, padded, minimum, weigh, to_host)
+            m = labels.shape[0]
+            slabs, starts, ends = _read(labels, n, xp.broadcast_to(padded, labels.shape),
+                                        np.full(m, minimum), {0}, xp, weigh, to_host)
             del padded
             if first == 0 and last == len(levels):
                 self.kept = (labels, boxes[0], starts, ends)  # one stack held every level
-            for slab in slabs[done - first:]:
-                if slab[0].size == 0:  # nothing significant here, nor at any level above
-                    return
-                self.tree.append(slab)
+            if not self._grow_tree(slabs[done - first:]):
+                return
             done = last
+
+    def _grow_tree(self, slabs) -> bool:
+        """Append levels' slabs to the tree up to the first that holds nothing significant
+        (nor does any level above it): False there."""
+        for slab in slabs:
+            if slab[0].size == 0:
+                return False
+            self.tree.append(slab)
+        return True
+
+    @classmethod
+    def shared(cls, jobs, *, label, connectivity, xp, weigh, to_host):
+        """:func:`stack_levels`'s one call for every job, or None where the planes would
+        exceed :data:`STACK_CELLS` cells."""
+        boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
+                 for _, levels, projections, unit, _ in jobs]
+        extents = [tuple(sl.stop - sl.start for sl in box) for box in boxes]
+        plane = (max(e[0] for e in extents) + 1,
+                 *(max(e[a] for e in extents) for a in range(1, len(extents[0]))))
+        counts = [len(job[1]) for job in jobs]
+        if sum(counts) * math.prod(plane) > STACK_CELLS:
+            return None
+        grids = xp.zeros((len(jobs), *plane), dtype=jobs[0][0].dtype)
+        for k, (job, box, extent) in enumerate(zip(jobs, boxes, extents, strict=True)):
+            grids[k][tuple(slice(0, e) for e in extent)] = job[0][box]
+        of_plane = np.repeat(np.arange(len(jobs)), counts)
+        weights = grids[xp.asarray(of_plane)]  # each plane its grid's densities
+        thresholds = np.concatenate([[(p - 0.5) * job[3] for p in job[1]] for job in jobs])
+        mask = weights >= xp.asarray(thresholds).reshape((-1,) + (1,) * len(plane))
+        labels, n = label(mask.reshape((-1, *plane[1:])), connectivity)
+        labels = labels.reshape((sum(counts), *plane))
+        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        minima = np.repeat([job[4] for job in jobs], counts)
+        slabs, starts, ends = _read(labels, n, weights, minima, set(firsts.tolist()), xp, weigh,
+                                    to_host)
+        stacks = []
+        for k, (coarse, levels, _, unit, _) in enumerate(jobs):
+            stack = cls.__new__(cls)
+            stack.coarse, stack.levels, stack.unit = coarse, levels, unit
+            stack.label, stack.connectivity, stack.xp = label, connectivity, xp
+            part = slice(firsts[k], firsts[k] + counts[k])
+            stack.tree = []
+            stack.kept = (labels[part], boxes[k], starts[part], ends[part])
+            stack._grow_tree(slabs[part])
+            stacks.append(stack)
+        return stacks
 
     def _padded(self, box):
         """The grid's ``box`` with an empty plane after it: stacked, the planes keep levels
@@ -416,39 +556,6 @@ class _LevelStack:
         labels, n = self.label(mask.reshape((-1, *padded.shape[1:])), self.connectivity)
         return labels.reshape((len(points), *padded.shape)), n
 
-    def _read(self, labels, n, padded, minimum, weigh, to_host):
-        """Per level of a stack: its significant components' numbers, masses and parents
-        (host); and each level's first and last number in the stack's labelling."""
-        xp, m = self.xp, labels.shape[0]
-        flat = labels.ravel()
-        mass = weigh(flat, xp.broadcast_to(padded, labels.shape).ravel(), n + 1)
-        up = xp.zeros(n + 1, dtype=labels.dtype)
-        up[labels[1:].ravel()] = labels[:-1].ravel()  # a component's cells share one parent
-        tops = labels.reshape(m, -1).max(axis=1).astype(xp.float64)
-        if n < SMALL_TREE:
-            # sync: every component's mass and parent and the levels' last numbers, once
-            packed = np.asarray(to_host(xp.concatenate([tops, mass, up.astype(xp.float64)])))
-            mass, up = packed[m:m + n + 1], packed[m + n + 1:].astype(np.int64)
-            found = np.flatnonzero(mass[1:] >= minimum) + 1
-            mass, up = mass[found], up[found]
-        else:
-            found = xp.flatnonzero(mass[1:] >= minimum) + 1  # sync: the count, once a stack
-            # sync: the levels' last numbers and three numbers a significant component, once
-            packed = np.asarray(to_host(xp.concatenate([
-                tops, found.astype(xp.float64), mass[found], up[found].astype(xp.float64)])))
-            found, mass, up = packed[m:].reshape(3, -1)
-            found, up = found.astype(np.int64), up.astype(np.int64)
-        ends = np.maximum.accumulate(packed[:m].astype(np.int64))  # empty levels: no number
-        starts = np.concatenate([[0], ends[:-1]])
-        level = np.searchsorted(ends, found)  # a level's numbers follow the level's below
-        slabs = []
-        for j in range(m):
-            here = level == j
-            parents = (up[here] - starts[j - 1] if j
-                       else np.zeros(int(here.sum()), np.int64))  # sync: none, host arrays
-            slabs.append((found[here] - starts[j], mass[here], parents))
-        return slabs, starts, ends
-
     def ancestors(self, numbers, j, i):
         """The numbers at level i < j of the components ``numbers`` of level j."""
         numbers = numbers.tolist()  # sync: none, host arrays
@@ -466,7 +573,7 @@ class _LevelStack:
             return self.label(self.coarse >= (self.levels[j] - 0.5) * self.unit,
                               self.connectivity)
         labels, box, starts, ends = self.kept
-        part = labels[j, :labels.shape[1] - 1]
+        part = labels[j][tuple(slice(0, sl.stop - sl.start) for sl in box)]
         out = xp.zeros(shape, dtype=labels.dtype)
         out[box] = xp.where(part > 0, part - int(starts[j]), 0)  # sync: none, host numbers
         return out, int(ends[j] - starts[j])  # sync: none, host numbers

@@ -95,7 +95,8 @@ def next_level_cells(upper, shape, xp=np):
 
 def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upper_grid, *,
                            minimum: float, upper_minimum: float, connectivity: int, xp=np,
-                           weigh, to_host, spread=None) -> tuple:
+                           weigh, to_host, spread=None, significant=None,
+                           upper_significant=None) -> tuple:
     """The rule of the module docstring.
 
     Parameters
@@ -121,21 +122,30 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
     to_host : callable
     spread : callable, optional
         The backend's growth (:func:`~gpumine.wavecluster.hierarchy.grow_labels`).
+    significant, upper_significant : ndarray of int, optional
+        The numbers of each level's significant clusters, where the caller knows them (the
+        stacked tree, or this function's last result): then they are not weighed and read
+        back. None: weighed here (one sync).
 
     Returns
     -------
     tuple
-        ``(components, n_components)``: unchanged where nothing splits, else a split
-        cluster's cells renumbered n_components + 1, ... by piece.
+        ``(components, n_components, significant)``: unchanged where nothing splits, else a
+        split cluster's cells renumbered n_components + 1, ... by piece; and the numbers of
+        the significant clusters (host), the new pieces among them: each holds its seed,
+        at least ``minimum``.
     """
-    sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
-    upper_sizes = weigh(upper.ravel(), upper_grid.ravel(), n_upper + 1)
-    # sync: both levels' cluster masses, once a level
-    host = np.asarray(to_host(xp.concatenate([sizes, upper_sizes])), dtype=np.float64)
-    clusters = np.flatnonzero(host[1:n_components + 1] >= minimum) + 1
-    pieces = np.flatnonzero(host[n_components + 2:] >= upper_minimum) + 1
+    if significant is None or upper_significant is None:
+        sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
+        upper_sizes = weigh(upper.ravel(), upper_grid.ravel(), n_upper + 1)
+        # sync: both levels' cluster masses, once a level
+        host = np.asarray(to_host(xp.concatenate([sizes, upper_sizes])), dtype=np.float64)
+        significant = np.flatnonzero(host[1:n_components + 1] >= minimum) + 1
+        upper_significant = np.flatnonzero(host[n_components + 2:] >= upper_minimum) + 1
+    clusters = np.asarray(significant, dtype=np.int64)
+    pieces = np.asarray(upper_significant, dtype=np.int64)
     if clusters.size == 0 or pieces.size < 2:  # no piece to split anything by
-        return components, n_components
+        return components, n_components, clusters
     cluster_index = np.zeros(n_components + 1, dtype=np.int64)  # sync: none, host tables
     cluster_index[clusters] = np.arange(1, clusters.size + 1)
     piece_index = np.zeros(n_upper + 1, dtype=np.int64)  # sync: none, a host table
@@ -147,13 +157,14 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
     mass = np.asarray(to_host(weigh(joint.ravel(), coarse.ravel(), (clusters.size + 1) * width)),
                       dtype=np.float64).reshape(clusters.size + 1, width)
     total = mass.sum(axis=0)  # each piece's mass, in clusters or not (bin (0, 0) unread)
-    out, next_number = components, n_components + 1
+    out, next_number, kept = components, n_components + 1, []
     for k in range(1, clusters.size + 1):
         held = np.flatnonzero((mass[k, 1:] >= AUTO_COARSER_CONTAIN * total[1:])
                               & (mass[k, 1:] >= minimum)) + 1
         if held.size >= 2:
             held = held[mass[k, held] >= AUTO_SPLIT_MIN_SHARE * mass[k, held].max()]
         if held.size < 2:
+            kept.append(int(clusters[k - 1]))  # sync: none, a host number
             continue
         table = np.zeros(width, dtype=np.int64)  # sync: none, a host table of width numbers
         table[held] = np.arange(next_number, next_number + held.size)
@@ -163,4 +174,5 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         grown = grow_labels(seeds.astype(components.dtype), region, connectivity, xp=xp,
                             to_host=to_host, spread=spread)
         out = xp.where(region, grown, out)
-    return out, next_number - 1
+    return out, next_number - 1, np.concatenate(
+        [np.asarray(kept, dtype=np.int64), np.arange(n_components + 1, next_number)])
