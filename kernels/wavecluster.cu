@@ -250,6 +250,69 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
     }
 }
 
+// The "auto" rule's border and specks (engine.add_border_cells): each candidate cell takes
+// the least `own` value (a significant cluster's number, `none` elsewhere) among the cells
+// of the first ring of offsets that holds one -- rings in order, ring r the cells within
+// r + 1 steps of the labelling's neighbourhood (ring_ends: each ring's end in `offsets`) --
+// and keeps `components` where none does; other cells keep `components`. What the engine's
+// whole-grid minima compute, in one launch; one thread a cell.
+__global__ void nearest_cluster(const index_t* __restrict__ own,         // IN  (cells)
+                                const bool* __restrict__ candidate,      // IN  (cells)
+                                const index_t* __restrict__ components,  // IN  (cells)
+                                const index_t* __restrict__ shape,       // IN  (8)
+                                const int* __restrict__ offsets,         // IN  (n, 8)
+                                const int* __restrict__ ring_ends,       // IN  (rings)
+                                int rings, index_t cells, index_t none,  // IN
+                                index_t* __restrict__ out)               // OUT (cells)
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells) return;
+    index_t best = none;
+    if (candidate[t]) {
+        index_t c[WC_MAX_DIMS];
+        unflatten(t, shape, c);
+        int o = 0;
+        for (int r = 0; r < rings && best == none; ++r) {
+            for (; o < ring_ends[r]; ++o) {
+                index_t f = 0;
+                bool ok = true;
+                for (int a = 0; a < WC_MAX_DIMS; ++a) {
+                    const index_t v = c[a] + offsets[o * WC_MAX_DIMS + a];
+                    ok = ok && v >= 0 && v < shape[a];
+                    f = f * shape[a] + (ok ? v : 0);
+                }
+                if (ok && own[f] < best) best = own[f];
+            }
+        }
+    }
+    out[t] = best < none ? best : components[t];
+}
+
+// levels.split_by_coarser_level's table: each finer cell's density added to bin
+// (cluster_index[components[c]], piece_index[upper[c / 2]]) of a (clusters + 1) x width
+// table -- cell c of the finer grid lies in cell c / 2 (per axis) of the next level. Bin 0
+// (outside every cluster and piece) is not counted. One thread a cell, grid-stride.
+__global__ void joint_mass(const index_t* __restrict__ components,     // IN  (cells)
+                           const index_t* __restrict__ upper,          // IN  (upper cells)
+                           const index_t* __restrict__ cluster_index,  // IN  (n_components + 1)
+                           const index_t* __restrict__ piece_index,    // IN  (n_upper + 1)
+                           const double* __restrict__ density,         // IN  (cells)
+                           const index_t* __restrict__ shape,          // IN  (8)
+                           const index_t* __restrict__ upper_shape,    // IN  (8)
+                           index_t cells, index_t width,               // IN
+                           double* __restrict__ mass)                  // INOUT (bins), zeroed
+{
+    for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < cells;
+         t += (index_t)gridDim.x * blockDim.x) {
+        index_t c[WC_MAX_DIMS];
+        unflatten(t, shape, c);
+        index_t f = 0;
+        for (int a = 0; a < WC_MAX_DIMS; ++a) f = f * upper_shape[a] + c[a] / 2;
+        const index_t bin = cluster_index[components[t]] * width + piece_index[upper[f]];
+        if (bin != 0) atomicAdd(&mass[bin], density[t]);
+    }
+}
+
 // Union-find of a 2-d grid in two passes, for dense grids where one-pass hooking makes
 // every cell contend for the few roots of a large component. Pass 1 (uf_tile_2d): a block
 // labels one UF_TILE x UF_TILE tile in shared memory (the same hooking, by local index,

@@ -125,6 +125,67 @@ def test_weighted_bincount_leaves_the_background_bin_zero(cp, rng):
             np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(33,), (37, 41), (9, 10, 7), (5, 4, 6, 3)])
+def test_joint_mass_equals_the_gathers(cp, shape, rng):
+    """The coarser levels' table in one launch (``joint_mass``) equals the gathers and
+    bincount of split_by_coarser_level's CPU path, odd extents included (the next level's
+    last cell covers one finer cell), bin 0 left 0."""
+    from gpumine.wavecluster import gpu
+    from gpumine.wavecluster.levels import next_level_cells
+
+    upper_shape = tuple((s + 1) // 2 for s in shape)
+    components = rng.randint(0, 7, size=shape)
+    upper = rng.randint(0, 5, size=upper_shape)
+    cluster_index = np.array([0, 1, 0, 2, 3, 0, 4])  # clusters 1, 3, 4, 6: rows 1..4
+    piece_index = np.array([0, 1, 2, 0, 3])  # pieces 1, 2, 4: columns 1..3
+    width = 4
+    density = rng.uniform(0, 2, size=shape)
+    parent = next_level_cells(piece_index[upper], shape)
+    expected = np.bincount((cluster_index[components] * width + parent).ravel(),
+                           weights=density.ravel(), minlength=5 * width)
+    expected[0] = 0
+    got = gpu.joint_mass(cp.asarray(components), cp.asarray(upper), cluster_index, piece_index,
+                         cp.asarray(density), width)
+    assert (expected[1:] > 0).mean() > 0.5  # most bins have cells
+    np.testing.assert_allclose(got.get(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("shape", "connectivity"), [
+    ((300,), 1), ((37, 41), 1), ((37, 41), 2), ((9, 11, 7), 3), ((5, 6, 4, 5), 2),
+    ((4, 3, 5, 3, 4, 3), 2)])
+@pytest.mark.parametrize("base_points", [1, 2])  # the specks (two rings), the border (one)
+def test_nearest_cluster_joins_as_the_whole_grid_minima(cp, shape, connectivity, base_points,
+                                                        rng):
+    """add_border_cells with the GPU's one-pass kernel (``nearest_cluster``) gives the
+    engine's whole-grid minima on the device and NumPy's on the host (specks near a
+    cluster's cell only), on random labellings with clusters of every size (some below the
+    significant mass), occupied and empty cells, at the grid's edges and corners too."""
+    from gpumine.wavecluster import gpu
+
+    def weigh(values, weights, bins):
+        return cp.bincount(values, weights=weights, minlength=bins)
+
+    for _ in range(3):
+        components = (rng.randint(1, 9, size=shape) * (rng.random_sample(shape) < 0.2))
+        components = components.astype(np.int64)
+        coarse = rng.uniform(0, 3, size=shape) * (rng.random_sample(shape) < 0.6)
+        coarse[components > 0] = np.maximum(coarse[components > 0], 1.0)
+        sizes = np.bincount(components.ravel(), weights=coarse.ravel(), minlength=9)[1:]
+        options = {"base_points": base_points, "unit": 1.0,  # about half the clusters light
+                   "minimum": float(np.median(sizes)), "connectivity": connectivity}
+        host, _ = engine.add_border_cells(
+            components, 8, coarse, **options,
+            weigh=lambda v, w, bins: np.bincount(v, weights=w, minlength=bins))
+        whole, _ = engine.add_border_cells(cp.asarray(components), 8, cp.asarray(coarse),
+                                           **options, xp=cp, weigh=weigh)
+        one_pass, _ = engine.add_border_cells(cp.asarray(components), 8, cp.asarray(coarse),
+                                              **options, xp=cp, weigh=weigh,
+                                              nearest=gpu.nearest_cluster)
+        assert not np.array_equal(host, components)  # something joined
+        np.testing.assert_array_equal(cp.asnumpy(whole), host)
+        np.testing.assert_array_equal(cp.asnumpy(one_pass), host)
+
+
 @pytest.mark.parametrize("name", SHAPES)
 @pytest.mark.parametrize("label", ["sliding-window", "union-find-gpu"])
 def test_gpu_fit_gives_the_cpu_labels(name, label, shared_datasets):

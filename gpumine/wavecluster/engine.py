@@ -100,6 +100,7 @@ __all__ = [
     "cluster_ids",
     "lookup",
     "mean_occupied_density",
+    "offset_rings",
     "quantize",
     "resolve_threshold",
 ]
@@ -234,7 +235,7 @@ def auto_connectivity(n_features: int) -> int:
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
                       connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None,
-                      coarser=None) -> tuple[float, tuple]:
+                      coarser=None, nearest=None, joint=None) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -242,9 +243,10 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     threshold : float or "auto"
     coarse : array   -- IN
         The transformed (coarse) grid, on the backend of ``xp``.
-    grid_weight : float
+    grid_weight : float or 0-d array
         The weight of the points in the grid (the fine grid's sum: their number when
-        unweighted and all inside the bounds).
+        unweighted and all inside the bounds). A 0-d array of ``xp`` is read back with the
+        coarse grids' masses, in their one transfer.
     min_cluster_size : float
         A component is significant from this weight on.
     label : callable
@@ -267,6 +269,12 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         ``coarser(coarse) -> grid or None``: the wavelet's next level of ``coarse`` (haar's
         only), whose clusters split the ones they lie within
         (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: not looked at.
+    nearest : callable, optional
+        The backend's one-pass border and specks (:func:`add_border_cells`); None: NumPy's
+        way on ``xp``.
+    joint : callable, optional
+        The backend's one-pass table of the coarser levels' split
+        (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: ``weigh``'s.
 
     Returns
     -------
@@ -293,17 +301,19 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
               "connectivity": connectivity, "xp": xp, "weigh": weigh, "to_host": to_host,
               "spread": spread}
     if xp is not np or (SHARE_HOST_STACKS and stack_is_faster(coarse.shape, connectivity)):
-        found = _base_and_opinions(coarse, coarser if AUTO_COARSER_LEVELS else None, kwargs)
+        found = _base_and_opinions(coarse, coarser if AUTO_COARSER_LEVELS else None, kwargs,
+                                   joint)
     else:
+        kwargs["grid_weight"] = float(grid_weight)  # sync: none, the CPU path
         found = _base_and_split(coarse, **kwargs)
         if found is not None and coarser is not None and AUTO_COARSER_LEVELS:
-            found = (*found[:3], _coarser_opinions(coarse, found, coarser, kwargs))
+            found = (*found[:3], _coarser_opinions(coarse, found, coarser, kwargs, joint))
     if found is None:
         return 0.0, foreground(0.0)
     points, unit, minimum, labelled = found[:4]
     return (points - 0.5) * unit, add_border_cells(
         *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
-        connectivity=connectivity, xp=xp, weigh=weigh)
+        connectivity=connectivity, xp=xp, weigh=weigh, nearest=nearest)
 
 
 def _coarser_grids(coarse, coarser) -> list:
@@ -317,7 +327,7 @@ def _coarser_grids(coarse, coarser) -> list:
     return grids
 
 
-def _coarser_opinions(coarse, found, coarser, kwargs) -> tuple:
+def _coarser_opinions(coarse, found, coarser, kwargs, joint=None) -> tuple:
     """The next :data:`AUTO_COARSER_LEVELS` levels the wavelet produces, from the coarsest
     down, each split the clusters of the level below it
     (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
@@ -327,16 +337,17 @@ def _coarser_opinions(coarse, found, coarser, kwargs) -> tuple:
     grids = _coarser_grids(coarse, coarser)
     above = [_base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
              for grid in grids]
-    return _split_down(coarse, found, grids, above, kwargs)
+    return _split_down(coarse, found, grids, above, kwargs, joint)
 
 
-def _split_down(coarse, found, grids, above_found, kwargs) -> tuple:
+def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
     """:func:`_coarser_opinions`'s splits, from the coarsest of ``grids`` down to
     ``coarse``'s labelling (``found``: its :func:`_base_and_split`); ``above_found[i]`` is
     ``grids[i]``'s (None: an empty grid, which splits nothing). Returns ``(components,
     n_components)``."""
     options = {key: kwargs[key] for key in ("connectivity", "xp", "weigh", "to_host",
                                              "spread")}
+    options["joint"] = joint
     above = None  # the level above: (components, n_components, significant, grid, minimum)
     for grid, level in zip(reversed(grids), reversed(above_found), strict=True):
         if level is None:
@@ -357,27 +368,27 @@ def _split_down(coarse, found, grids, above_found, kwargs) -> tuple:
     return components, n_components
 
 
-def _summaries(grids, xp, to_host) -> list:
-    """Each grid's mass and, per axis, its densest cell at each index (host values), in one
-    transfer for all the grids."""
-    parts = []
+def _summaries(grids, xp, to_host, weight=0.0) -> tuple:
+    """``weight`` (a number, or a 0-d array of ``xp``) as a float, and each grid's mass and,
+    per axis, its densest cell at each index (host values): one transfer for all."""
+    parts = [xp.asarray(weight, dtype=xp.float64).reshape(1)]
     for grid in grids:
         axes = range(grid.ndim)
         parts += [grid.sum().reshape(1), *(grid.max(axis=tuple(b for b in axes if b != a))
                                            if grid.ndim > 1 else grid for a in axes)]
     # sync: every grid's mass and profiles, once for all the grids
     packed = np.asarray(to_host(xp.concatenate(parts)))
-    out, start = [], 0
+    out, start = [], 1
     for grid in grids:
         mass = float(packed[start])  # sync: none, a host copy already
         profiles = np.split(packed[start + 1:start + 1 + sum(grid.shape)],
                             np.cumsum(grid.shape[:-1]))
         out.append((mass, profiles))
         start += 1 + sum(grid.shape)
-    return out
+    return float(packed[0]), out  # sync: none, a host copy already
 
 
-def _base_and_opinions(coarse, coarser, kwargs):
+def _base_and_opinions(coarse, coarser, kwargs, joint=None):
     """The ``"auto"`` rule's base level and split on ``coarse`` and on each of the wavelet's
     coarser levels (``coarser`` None: none), then the coarser levels' opinions
     (:func:`_split_down`), every grid's levels labelled at once where they fit
@@ -387,8 +398,7 @@ def _base_and_opinions(coarse, coarser, kwargs):
     syncs in all where those take them for every grid)."""
     xp, to_host = kwargs["xp"], kwargs["to_host"]
     grids = [coarse, *(_coarser_grids(coarse, coarser) if coarser is not None else ())]
-    summaries = _summaries(grids, xp, to_host)
-    grid_weight = kwargs["grid_weight"]
+    grid_weight, summaries = _summaries(grids, xp, to_host, kwargs["grid_weight"])
     if grid_weight <= 0 or summaries[0][0] <= 0:
         return None
     common = {key: kwargs[key] for key in ("label", "connectivity", "xp", "weigh", "to_host")}
@@ -417,7 +427,8 @@ def _base_and_opinions(coarse, coarser, kwargs):
             split=split, stack=stacks[index])
         found.append((points, unit, minimum, labelled, significant))
     if len(grids) > 1:
-        return (*found[0][:3], _split_down(coarse, found[0], grids[1:], found[1:], kwargs))
+        return (*found[0][:3], _split_down(coarse, found[0], grids[1:], found[1:], kwargs,
+                                           joint))
     return found[0][:4]
 
 
@@ -430,7 +441,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
     own cells (the next level's second opinion needs no more)."""
     stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
     if stacked:
-        (mass, projections), = _summaries([coarse], xp, to_host)
+        _, ((mass, projections),) = _summaries([coarse], xp, to_host)
     else:
         mass = float(coarse.sum())  # sync: none, the CPU path
     if grid_weight <= 0 or mass <= 0:
@@ -468,7 +479,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
 
 
 def add_border_cells(components, n_components, coarse, *, base_points: float, unit: float,
-                     minimum: float, connectivity: int, xp=np, weigh) -> tuple:
+                     minimum: float, connectivity: int, xp=np, weigh, nearest=None) -> tuple:
     """The ``"auto"`` rule's last step (module docstring): the clusters' border.
 
     * Above a base level of one point: each occupied cell (at least half a point) outside
@@ -498,6 +509,13 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
     xp : module
     weigh : callable
         ``weigh(values, weights, bins)`` (bin 0 need not be counted).
+    nearest : callable, optional
+        ``nearest(own, candidate, components, rings, none)``: the backend's one-pass join
+        (the GPU's ``nearest_cluster`` kernel) -- each candidate cell takes the least of
+        ``own`` (a significant cluster's number, ``none`` elsewhere) over the first ring of
+        :func:`offset_rings` that holds one, else keeps ``components``. None: minima over
+        shifted views of the whole grid (NumPy's specks: only near the specks), the same
+        numbers.
 
     Returns
     -------
@@ -531,10 +549,16 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
         # every occupied cell is foreground here, but a split's painting (hierarchy) keeps
         # only the clusters: the specks are the occupied cells outside them
         specks = (own == none) & (coarse >= 0.5 * unit)
+        if nearest is not None:
+            return nearest(own, specks, components, offset_rings(
+                own.ndim, connectivity, AUTO_SPECK_STEPS), none), n_components
         if xp is np:
             return _join_specks_host(components, own, specks, connectivity, none), n_components
         return (_specks_whole_grid(components, own, specks, none, connectivity, xp),
                 n_components)
+    if nearest is not None:
+        return nearest(own, (components == 0) & (coarse >= 0.5 * unit), components,
+                       offset_rings(own.ndim, AUTO_BORDER_CONNECTIVITY, 1), none), n_components
     lowest = _lowest_neighbour(own, AUTO_BORDER_CONNECTIVITY, xp)
     border = (components == 0) & (coarse >= 0.5 * unit) & (lowest < none)
     return xp.where(border, lowest, components), n_components
@@ -577,6 +601,24 @@ def _specks_whole_grid(components, own, specks, none, connectivity, xp):
         nearest = xp.where(nearest < none, nearest,
                            _lowest_neighbour(nearest, connectivity, xp))
     return xp.where(specks & (nearest < none), nearest, components)
+
+
+def offset_rings(ndim: int, connectivity: int, steps: int) -> tuple:
+    """The offsets (ndim-tuples) first reached in exactly s = 1..``steps`` steps of
+    ``connectivity``, ring by ring: a cell within s steps of another is reached through
+    cells between them, so the grid's edges cut no ring short.
+
+    Examples
+    --------
+    >>> [len(ring) for ring in offset_rings(2, 1, 2)]  # 4 faces, then 8 cells two steps away
+    [4, 8]
+    """
+    reach = _offsets_within(ndim, connectivity, steps)
+    rings, seen = [], set()
+    for within in reach:
+        rings.append(tuple(o for o in within if o not in seen))
+        seen.update(within)
+    return tuple(rings)
 
 
 def _offsets_within(ndim, connectivity, steps) -> list:

@@ -20,10 +20,12 @@ from gpumine.wavecluster.wavelet import coarse_shape, get_wavelet
 
 __all__ = [
     "bounds",
+    "joint_mass",
     "label_sliding_window",
     "label_union_find_gpu",
     "lookup",
     "lowpass",
+    "nearest_cluster",
     "point_components",
     "quantize_histogram",
     "spread_labels",
@@ -48,6 +50,16 @@ _FLAGS = ("true", "false")  # a bool template argument
 
 def _blocks(count):
     return max(1, -(-int(count) // _BLOCK))
+
+
+@functools.lru_cache(maxsize=256)
+def _constant(device_id: int, values: tuple, dtype: str):
+    """A few numbers (a grid's shape, a wavelet's taps) on device ``device_id``, uploaded
+    once per value rather than once per call: a fit with ``threshold="auto"`` low-passes
+    four grids, and each upload of a host array is a copy the host waits on. Read-only."""
+    cp = cupy_module()
+    with cp.cuda.Device(device_id):
+        return cp.asarray(np.asarray(values, dtype=dtype))
 
 
 def _shape_struct(shape):
@@ -84,9 +96,9 @@ def quantize_histogram(XT, weight, grid_bounds, grid_shape):
     kernel = get_kernel(_SOURCE, "quantize_histogram", "true" if shared else "false")
     blocks = (min(_blocks(n), device_attribute("MultiProcessorCount") * _STREAM_BLOCKS_PER_SM)
               if shared else _blocks(n))
-    lo = cp.asarray(np.ascontiguousarray(grid_bounds[0], dtype=np.float64))
-    hi = cp.asarray(np.ascontiguousarray(grid_bounds[1], dtype=np.float64))
-    m = cp.asarray(np.asarray(grid_shape, dtype=np.int64))
+    edges = cp.asarray(np.ascontiguousarray(grid_bounds, dtype=np.float64))  # (2, d), once
+    lo, hi = edges[0], edges[1]
+    m = _constant(cp.cuda.Device().id, tuple(int(s) for s in grid_shape), "int64")
     launch(kernel, blocks, _BLOCK, (XT, _optional(weight), np.int64(n), np.int32(d), lo, hi, m,
                                     np.int64(cells), point_cell, histogram),
            shared_mem=cells * 8 if shared else 0)
@@ -98,7 +110,7 @@ def lowpass(grid, wavelet, levels):
     """Seed 003 Algorithm 1 / the CPU's :func:`~gpumine.wavecluster.wavelet.lowpass`."""
     cp = cupy_module()
     taps_host = np.asarray(get_wavelet(wavelet).dec_lo, dtype=np.float64)
-    taps = cp.asarray(taps_host)
+    taps = _constant(cp.cuda.Device().id, tuple(taps_host.tolist()), "float64")
     kernel = get_kernel(_SOURCE, "lowpass_axis")
     out = cp.ascontiguousarray(grid, dtype=cp.float64)
     for _ in range(levels):
@@ -272,6 +284,91 @@ def spread_labels(labels, region, steps):
     return a
 
 
+@functools.lru_cache(maxsize=64)
+def _ring_constants(device_id: int, rings: tuple, ndim: int):
+    """:func:`nearest_cluster`'s offsets (n, 8) and each ring's end, on device ``device_id``,
+    uploaded once per neighbourhood. Read-only."""
+    flat = [(0,) * (_MAX_DIMS - ndim) + tuple(o) for ring in rings for o in ring]
+    ends = np.cumsum([len(ring) for ring in rings])
+    return (_constant(device_id, tuple(map(tuple, flat or [(0,) * _MAX_DIMS])), "int32"),
+            _constant(device_id, tuple(int(e) for e in ends), "int32"))
+
+
+@declares(_SOURCE, "nearest_cluster")
+def nearest_cluster(own, candidate, components, rings, none):
+    """:func:`gpumine.wavecluster.engine.add_border_cells`'s join in one launch: each
+    ``candidate`` cell takes the least ``own`` number over the first of ``rings``
+    (:func:`~gpumine.wavecluster.engine.offset_rings`) that holds one below ``none``, else
+    keeps ``components``; other cells keep ``components``. The engine's whole-grid minima
+    (two steps of the neighbourhood for the specks: some 30 CuPy calls on a 2-d grid), in
+    one thread a cell.
+
+    Parameters
+    ----------
+    own, components : cupy.ndarray of int64   -- IN
+        The grid's significant cluster numbers (``none`` elsewhere), and its labelling.
+    candidate : cupy.ndarray of bool   -- IN
+    rings : tuple
+        Per ring, its offsets (ndim-tuples).
+    none : int
+
+    Returns
+    -------
+    cupy.ndarray of int64
+        The joined labelling, the grid's shape.
+    """
+    cp = cupy_module()
+    device = cp.cuda.Device().id
+    offsets, ends = _ring_constants(device, rings, own.ndim)
+    shape = _constant(device, (1,) * (_MAX_DIMS - own.ndim) + tuple(own.shape), "int64")
+    out = cp.empty(own.shape, dtype=cp.int64)
+    launch(get_kernel(_SOURCE, "nearest_cluster"), _blocks(own.size), _BLOCK,
+           (cp.ascontiguousarray(own, dtype=cp.int64),
+            cp.ascontiguousarray(candidate, dtype=cp.bool_),
+            cp.ascontiguousarray(components, dtype=cp.int64), shape, offsets, ends,
+            np.int32(len(rings)), np.int64(own.size), np.int64(none), out))
+    return out
+
+
+@declares(_SOURCE, "joint_mass")
+def joint_mass(components, upper, cluster_index, piece_index, density, width):
+    """:func:`gpumine.wavecluster.levels.split_by_coarser_level`'s table in one launch: the
+    ``density`` of the finer cells of each cluster (``cluster_index[components]``, 0: none)
+    under each next-level piece (``piece_index[upper]`` at the cell's ``c // 2``, 0: none),
+    as a flat (clusters + 1) x ``width`` table; bin 0 is left 0. Where CuPy takes a gather,
+    ``d`` repeats, a slice, another gather, two products and the bincount.
+
+    Parameters
+    ----------
+    components, upper : cupy.ndarray of int   -- IN
+        The finer level's labelling and the next level's, on their own grids.
+    cluster_index, piece_index : numpy.ndarray of int64
+        Host tables: each number's row and column (uploaded together, once).
+    density : cupy.ndarray of float64   -- IN
+        The finer grid's densities.
+    width : int
+        The table's columns (pieces + 1).
+
+    Returns
+    -------
+    cupy.ndarray of float64
+        ``(cluster_index.max() + 1) * width`` masses.
+    """
+    cp = cupy_module()
+    device = cp.cuda.Device().id
+    tables = cp.asarray(np.concatenate([cluster_index, piece_index]).astype(np.int64))
+    rows = int(cluster_index.max()) + 1  # sync: none, a host table
+    mass = cp.zeros(rows * width, dtype=cp.float64)
+    launch(get_kernel(_SOURCE, "joint_mass"), _stream_blocks(components.size), _BLOCK,
+           (cp.ascontiguousarray(components, dtype=cp.int64),
+            cp.ascontiguousarray(upper, dtype=cp.int64), tables[:cluster_index.size],
+            tables[cluster_index.size:], cp.ascontiguousarray(density, dtype=cp.float64),
+            _constant(device, (1,) * (_MAX_DIMS - components.ndim) + components.shape, "int64"),
+            _constant(device, (1,) * (_MAX_DIMS - upper.ndim) + upper.shape, "int64"),
+            np.int64(components.size), np.int64(width), mass))
+    return mass
+
+
 @declares(_SOURCE, "point_components")
 def point_components(point_cell, components, wavelet, levels, grid_shape, outside=0):
     """``components`` (a coarse grid) at every point's coarse cell; ``outside`` off the grid.
@@ -283,8 +380,9 @@ def point_components(point_cell, components, wavelet, levels, grid_shape, outsid
     shift = get_wavelet(wavelet).shift
     scale = 2 ** levels
     offset = shift * (scale - 1) + (scale // 2 if shift else 0)
-    fine = cp.asarray(np.asarray(grid_shape, dtype=np.int64))
-    coarse = cp.asarray(np.asarray(coarse_shape(grid_shape, wavelet, levels), dtype=np.int64))
+    device = cp.cuda.Device().id
+    fine = _constant(device, tuple(int(s) for s in grid_shape), "int64")
+    coarse = _constant(device, tuple(coarse_shape(grid_shape, wavelet, levels)), "int64")
     out = cp.empty(n, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "point_components"), _stream_blocks(n), _BLOCK,
            (point_cell, np.int64(n), np.int32(len(grid_shape)), fine, coarse, np.int64(offset),
@@ -377,4 +475,4 @@ def stages(*, device_labels: bool = True):
         point_components=point_components, weigh=weighted_bincount,
         results=_device_results if device_labels else _host_results,
         prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host,
-        spread=spread_labels)
+        spread=spread_labels, nearest=nearest_cluster, joint=joint_mass)

@@ -443,10 +443,11 @@ def _read(labels, n, weights, minima, firsts, xp, weigh, to_host) -> tuple:
     level = np.searchsorted(ends, found)  # a plane's numbers follow the plane's below
     kept = mass >= np.asarray(minima)[level]  # each plane's own minimum
     found, mass, up, level = found[kept], mass[kept], up[kept], level[kept]
+    cuts = np.searchsorted(level, np.arange(m + 1)).tolist()  # found is sorted: so is level
     slabs = []
     for j in range(m):
-        here = level == j
-        parents = (np.zeros(int(here.sum()), np.int64) if j in firsts  # sync: none, host
+        here = slice(cuts[j], cuts[j + 1])
+        parents = (np.zeros(cuts[j + 1] - cuts[j], np.int64) if j in firsts
                    else up[here] - starts[j - 1])
         slabs.append((found[here] - starts[j], mass[here], parents))
     return slabs, starts, ends
@@ -513,16 +514,16 @@ class _LevelStack:
         counts = [len(job[1]) for job in jobs]
         if sum(counts) * math.prod(plane) > STACK_CELLS:
             return None
-        grids = xp.zeros((len(jobs), *plane), dtype=jobs[0][0].dtype)
-        for k, (job, box, extent) in enumerate(zip(jobs, boxes, extents, strict=True)):
-            grids[k][tuple(slice(0, e) for e in extent)] = job[0][box]
-        of_plane = np.repeat(np.arange(len(jobs)), counts)
-        weights = grids[xp.asarray(of_plane)]  # each plane its grid's densities
+        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        weights = xp.zeros((sum(counts), *plane), dtype=jobs[0][0].dtype)
+        for job, box, extent, first, count in zip(jobs, boxes, extents, firsts, counts,
+                                                  strict=True):
+            # each of the grid's planes its densities (broadcast over the planes)
+            weights[(slice(first, first + count), *(slice(0, e) for e in extent))] = job[0][box]
         thresholds = np.concatenate([[(p - 0.5) * job[3] for p in job[1]] for job in jobs])
         mask = weights >= xp.asarray(thresholds).reshape((-1,) + (1,) * len(plane))
         labels, n = label(mask.reshape((-1, *plane[1:])), connectivity)
         labels = labels.reshape((sum(counts), *plane))
-        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         minima = np.repeat([job[4] for job in jobs], counts)
         slabs, starts, ends = _read(labels, n, weights, minima, set(firsts.tolist()), xp, weigh,
                                     to_host)

@@ -96,7 +96,7 @@ def next_level_cells(upper, shape, xp=np):
 def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upper_grid, *,
                            minimum: float, upper_minimum: float, connectivity: int, xp=np,
                            weigh, to_host, spread=None, significant=None,
-                           upper_significant=None) -> tuple:
+                           upper_significant=None, joint=None) -> tuple:
     """The rule of the module docstring.
 
     Parameters
@@ -126,6 +126,10 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         The numbers of each level's significant clusters, where the caller knows them (the
         stacked tree, or this function's last result): then they are not weighed and read
         back. None: weighed here (one sync).
+    joint : callable, optional
+        ``joint(components, upper, cluster_index, piece_index, coarse, width)``: the
+        backend's table of each cluster's mass under each piece in one pass (the GPU's
+        :func:`~gpumine.wavecluster.gpu.joint_mass`); None: gathers and ``weigh``.
 
     Returns
     -------
@@ -151,11 +155,19 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
     piece_index = np.zeros(n_upper + 1, dtype=np.int64)  # sync: none, a host table
     piece_index[pieces] = np.arange(1, pieces.size + 1)
     width = pieces.size + 1
-    parent = next_level_cells(xp.asarray(piece_index)[upper], coarse.shape, xp)
-    joint = xp.asarray(cluster_index)[components] * width + parent
+    parent = None  # each finer cell's piece, where a cluster splits
+
+    def pieces_of_cells():
+        return next_level_cells(xp.asarray(piece_index)[upper], coarse.shape, xp)
+
+    if joint is None:
+        parent = pieces_of_cells()
+        table = weigh((xp.asarray(cluster_index)[components] * width + parent).ravel(),
+                      coarse.ravel(), (clusters.size + 1) * width)
+    else:
+        table = joint(components, upper, cluster_index, piece_index, coarse, width)
     # sync: each cluster's mass under each piece, (clusters + 1) x (pieces + 1) numbers
-    mass = np.asarray(to_host(weigh(joint.ravel(), coarse.ravel(), (clusters.size + 1) * width)),
-                      dtype=np.float64).reshape(clusters.size + 1, width)
+    mass = np.asarray(to_host(table), dtype=np.float64).reshape(clusters.size + 1, width)
     total = mass.sum(axis=0)  # each piece's mass, in clusters or not (bin (0, 0) unread)
     out, next_number, kept = components, n_components + 1, []
     for k in range(1, clusters.size + 1):
@@ -166,11 +178,12 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         if held.size < 2:
             kept.append(int(clusters[k - 1]))  # sync: none, a host number
             continue
-        table = np.zeros(width, dtype=np.int64)  # sync: none, a host table of width numbers
-        table[held] = np.arange(next_number, next_number + held.size)
+        numbers = np.zeros(width, dtype=np.int64)  # sync: none, a host table of width numbers
+        numbers[held] = np.arange(next_number, next_number + held.size)
         next_number += held.size
         region = components == int(clusters[k - 1])  # sync: none, a host number
-        seeds = xp.where(region, xp.asarray(table)[parent], 0)
+        parent = pieces_of_cells() if parent is None else parent
+        seeds = xp.where(region, xp.asarray(numbers)[parent], 0)
         grown = grow_labels(seeds.astype(components.dtype), region, connectivity, xp=xp,
                             to_host=to_host, spread=spread)
         out = xp.where(region, grown, out)

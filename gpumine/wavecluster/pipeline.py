@@ -82,6 +82,14 @@ class Stages:
         ``spread(labels, region, steps) -> labels``: the breadth-first growth of
         :func:`~gpumine.wavecluster.hierarchy.grow_labels` on a padded, flattened box of
         ``xp`` arrays; None: NumPy's, on a host copy of the box.
+    nearest : callable, optional
+        The ``"auto"`` rule's border and specks in one pass
+        (:func:`~gpumine.wavecluster.engine.add_border_cells`); None: minima over shifted
+        views on ``xp``.
+    joint : callable, optional
+        The coarser levels' table of each cluster's mass under each next-level piece in one
+        pass (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: gathers
+        and ``weigh``.
     """
 
     xp: ModuleType
@@ -93,6 +101,8 @@ class Stages:
     prepare: Callable | None = None
     to_host: Callable = np.asarray
     spread: Callable | None = None
+    nearest: Callable | None = None
+    joint: Callable | None = None
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -142,13 +152,15 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
     ``threshold="auto"`` consults the wavelet's coarser levels (``levels="auto"``)."""
     grid = fine.pop()
     coarse = stages.lowpass(grid, wavelet, levels)
-    # the grid's weight, that "auto" counts points in
-    grid_weight = float(grid.sum()) if threshold == "auto" else 0.0  # sync: 8 bytes
+    # the grid's weight, that "auto" counts points in: on the GPU a device number, read back
+    # with the coarse grids' masses (engine.resolve_threshold)
+    grid_weight = grid.sum() if threshold == "auto" else 0.0
     del grid
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
-        to_host=stages.to_host, spread=stages.spread,
+        to_host=stages.to_host, spread=stages.spread, nearest=stages.nearest,
+        joint=stages.joint,
         coarser=(_next_level(stages, wavelet) if threshold == "auto" and coarser_levels
                  else None))
     return threshold, components, n_components
