@@ -71,6 +71,7 @@ Automatic choices (``"auto"``), measured on the clustering-benchmark shapes
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -603,10 +604,11 @@ def _specks_whole_grid(components, own, specks, none, connectivity, xp):
     return xp.where(specks & (nearest < none), nearest, components)
 
 
+@functools.lru_cache(maxsize=64)
 def offset_rings(ndim: int, connectivity: int, steps: int) -> tuple:
     """The offsets (ndim-tuples) first reached in exactly s = 1..``steps`` steps of
     ``connectivity``, ring by ring: a cell within s steps of another is reached through
-    cells between them, so the grid's edges cut no ring short.
+    cells between them, so the grid's edges cut no ring short. Cached: each fit asks.
 
     Examples
     --------

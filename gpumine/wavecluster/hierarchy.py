@@ -576,7 +576,8 @@ class _LevelStack:
         labels, box, starts, ends = self.kept
         part = labels[j][tuple(slice(0, sl.stop - sl.start) for sl in box)]
         out = xp.zeros(shape, dtype=labels.dtype)
-        out[box] = xp.where(part > 0, part - int(starts[j]), 0)  # sync: none, host numbers
+        # the plane's numbers run from starts[j] + 1; less starts[j], its 0s go below 0
+        out[box] = xp.maximum(part - int(starts[j]), 0)  # sync: none, host numbers
         return out, int(ends[j] - starts[j])  # sync: none, host numbers
 
 
