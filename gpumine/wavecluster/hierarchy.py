@@ -49,7 +49,9 @@ all rather than a labelling, a count and a transfer per level), on the GPU and f
 CPU grids (:data:`HOST_TREE_WORK`); a large CPU grid is labelled level by level, the split
 step's levels only inside the previous level's component boxes
 (:func:`split_persistent`). Where a component splits, the pieces are grown back over it
-(:func:`grow_labels`). README ("WaveCluster") has the measured cost.
+(:func:`grow_labels`). On the GPU the coarse grid's levels and those of the wavelet's coarser
+levels (:mod:`gpumine.wavecluster.levels`) share one stack where they fit
+(:func:`stack_levels`). README ("WaveCluster") has the measured cost.
 """
 
 from __future__ import annotations
