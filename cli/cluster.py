@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpumine.cli.console import Stages, fail, stdout
-from gpumine.exceptions import GpumineError
+from gpumine.devices import is_several_gpus
+from gpumine.exceptions import GpumineError, InvalidParameterError
 from gpumine.jobs import DEMO_CLUSTERS, DEMO_SHAPE, cluster_file
 
 __all__ = ["DEMO_CLUSTERS", "DEMO_SHAPE", "cluster"]
@@ -59,7 +60,8 @@ def _names(option: str | None) -> list[str] | None:
 
 
 def _device(value: str):
-    """``--device``: a device name, "gpu:all", or GPU ids separated by commas (a list)."""
+    """``--device``: a device name, "gpu:all", or GPU ids separated by commas (a list,
+    checked as the estimators check it: :func:`gpumine.devices.is_several_gpus`)."""
     if value in (*DEVICES, "gpu:all"):
         return value
     try:
@@ -67,8 +69,10 @@ def _device(value: str):
     except ValueError:
         raise typer.BadParameter(f"--device must be one of {', '.join(DEVICES)}, gpu:all or "
                                  f"GPU ids separated by commas (0,1), got {value!r}") from None
-    if min(ids) < 0 or len(set(ids)) != len(ids):
-        raise typer.BadParameter(f"--device: GPU ids are distinct integers >= 0, got {value!r}")
+    try:
+        is_several_gpus(ids)
+    except InvalidParameterError as error:
+        raise typer.BadParameter(f"--device {value}: {error}") from None
     return ids
 
 

@@ -146,7 +146,8 @@ def test_conflicting_or_bad_options_are_usage_errors(args):
     (["cluster", "--demo", "--algorithm", "wavecluster", "--wavelet", "db4"],
      "unknown wavecluster.wavelet strategy 'db4'"),
     (["cluster", "--demo", "--device", "tpu"], "--device must be one of auto, cpu, gpu, gpu:all"),
-    (["cluster", "--demo", "--device", "0,0"], "GPU ids are distinct integers"),
+    (["cluster", "--demo", "--device", "0,0"], "device lists a GPU twice"),
+    (["cluster", "--demo", "--device", "0,-1"], "must hold GPU ids (integers >= 0)"),
     (["strategies", "--kind", "nope"], "unknown strategy kind 'nope'"),
 ])
 def test_unknown_names_are_usage_errors_naming_the_option(args, message):

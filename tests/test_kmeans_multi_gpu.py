@@ -14,8 +14,9 @@ import pytest
 
 from gpumine import GPUKMeans
 from gpumine.backend import gpu_available
+from gpumine.devices import is_several_gpus, resolve_gpu_ids
 from gpumine.exceptions import BackendUnavailable, InvalidParameterError
-from gpumine.kmeans.multi_gpu import is_several_gpus, resolve_gpu_ids, share_bounds
+from gpumine.kmeans.multi_gpu import share_bounds
 
 
 @pytest.mark.parametrize("n, parts", [(10, 3), (3, 3), (7, 1), (1_000_003, 4), (2, 5)])

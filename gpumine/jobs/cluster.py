@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpumine.devices import is_several_gpus, resolve_gpu_ids
 from gpumine.exceptions import InvalidInputError, InvalidParameterError, translating
 
 __all__ = ["ALGORITHMS", "DEMO_CLUSTERS", "DEMO_SHAPE", "StageTimer", "cluster_file",
@@ -138,7 +139,7 @@ def make_model(algorithm: str, params: dict | None = None, *, device: str = "aut
         value = params.get(name)
         if isinstance(value, str) and value != "auto":
             get_strategy(kind, value)  # UnknownStrategy names the registered ones
-    if algorithm == "wavecluster" and _is_several_gpus(device):
+    if algorithm == "wavecluster" and is_several_gpus(device):
         raise InvalidParameterError(f"device={device!r}: several GPUs are for k-means; "
                                     "WaveCluster runs on one device (device='gpu')")
     if algorithm == "kmeans":
@@ -258,7 +259,7 @@ def cluster_file(source, *, algorithm: str = "kmeans", params: dict | None = Non
     if stream and (demo or fit_sample is not None or nulls != "error"):
         raise InvalidParameterError("stream takes a source file, no fit_sample, and "
                                     "nulls='error' (every row keeps its label)")
-    several = _is_several_gpus(device)
+    several = is_several_gpus(device)
     if several and (fit_sample is not None or stream):
         raise InvalidParameterError(f"device={device!r} fits in memory: several GPUs take no "
                                     "fit_sample or stream (stream on one GPU: device='gpu')")
@@ -393,20 +394,11 @@ def _dataset(source, names):
     return ds.dataset(paths, format="parquet", schema=features)
 
 
-def _is_several_gpus(device) -> bool:
-    """:func:`gpumine.kmeans.multi_gpu.is_several_gpus`, imported when called (the command
-    line starts without scikit-learn)."""
-    from gpumine.kmeans import multi_gpu
-
-    return multi_gpu.is_several_gpus(device)
-
-
 def _first_gpu(device):
     """Where a several-GPU job reads and fits: its first GPU (the estimator's X holder)."""
-    if not _is_several_gpus(device):
+    if not is_several_gpus(device):
         return contextlib.nullcontext()
     from gpumine.backend import cupy_module
-    from gpumine.kmeans.multi_gpu import resolve_gpu_ids
 
     return cupy_module().cuda.Device(resolve_gpu_ids(device)[0])
 

@@ -21,10 +21,10 @@ from gpumine.adapters.chunks import DEFAULT_BATCH_ROWS, array_chunks, dataset_ch
 from gpumine.adapters.columns import Columns
 from gpumine.adapters.estimator import GpumineEstimator
 from gpumine.backend import DEVICES, cupy_module, get_backend
+from gpumine.devices import is_several_gpus, resolve_gpu_ids
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans import chunked, lloyd
 from gpumine.kmeans.measured import MeasuredAssign, race_candidates
-from gpumine.kmeans.multi_gpu import is_several_gpus, resolve_gpu_ids
 from gpumine.validation import check_init_array, check_sample_weight, is_device_array
 
 __all__ = ["GPUKMeans"]

@@ -308,12 +308,11 @@ def _remove_empty(folders: list[Path]) -> None:
 def _release_gpu_memory(device="gpu") -> None:
     """Free the CuPy pools of the GPU (of each GPU of a several-GPU ``device``)."""
     from gpumine.backend import cupy_module, get_backend
+    from gpumine.devices import resolve_gpu_ids
 
     if device == "gpu":
         get_backend("gpu").release_memory()
         return
-    from gpumine.kmeans.multi_gpu import resolve_gpu_ids
-
     for gpu in resolve_gpu_ids(device):
         with cupy_module().cuda.Device(gpu):
             get_backend("gpu").release_memory()
@@ -322,7 +321,7 @@ def _release_gpu_memory(device="gpu") -> None:
 def _several_gpus(task_id, device) -> bool:
     """Whether ``device`` is "gpu:all" or a list of GPU ids (a bad list fails naming the
     task)."""
-    from gpumine.kmeans.multi_gpu import is_several_gpus
+    from gpumine.devices import is_several_gpus
 
     try:
         return is_several_gpus(device)
