@@ -227,6 +227,19 @@ __device__ __forceinline__ void uf_unite(I* parent, I a, I b) {
     }
 }
 
+// Flat index of the cell at `offset` (WC_MAX_DIMS steps) from coordinates c, or -1 off the
+// grid.
+__device__ __forceinline__ index_t neighbour_at(const index_t* c, const int* offset,
+                                                const index_t* shape) {
+    index_t f = 0;
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        const index_t v = c[a] + offset[a];
+        if (v < 0 || v >= shape[a]) return -1;
+        f = f * shape[a] + v;
+    }
+    return f;
+}
+
 __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) foreground
                          index_t* parent,                    // INOUT (cells) from 0..cells-1
                          const index_t* __restrict__ shape,  // IN  (8)
@@ -239,14 +252,8 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
     index_t c[WC_MAX_DIMS];
     unflatten(t, shape, c);
     for (int o = 0; o < n_offsets; ++o) {
-        index_t f = 0;
-        bool ok = true;
-        for (int a = 0; a < WC_MAX_DIMS; ++a) {
-            const index_t v = c[a] + offsets[o * WC_MAX_DIMS + a];
-            ok = ok && v >= 0 && v < shape[a];
-            f = f * shape[a] + (ok ? v : 0);
-        }
-        if (ok && mask[f]) uf_unite(parent, t, f);
+        const index_t f = neighbour_at(c, offsets + o * WC_MAX_DIMS, shape);
+        if (f >= 0 && mask[f]) uf_unite(parent, t, f);
     }
 }
 
@@ -274,14 +281,8 @@ __global__ void nearest_cluster(const index_t* __restrict__ own,         // IN  
         int o = 0;
         for (int r = 0; r < rings && best == none; ++r) {
             for (; o < ring_ends[r]; ++o) {
-                index_t f = 0;
-                bool ok = true;
-                for (int a = 0; a < WC_MAX_DIMS; ++a) {
-                    const index_t v = c[a] + offsets[o * WC_MAX_DIMS + a];
-                    ok = ok && v >= 0 && v < shape[a];
-                    f = f * shape[a] + (ok ? v : 0);
-                }
-                if (ok && own[f] < best) best = own[f];
+                const index_t f = neighbour_at(c, offsets + o * WC_MAX_DIMS, shape);
+                if (f >= 0 && own[f] < best) best = own[f];
             }
         }
     }
