@@ -257,15 +257,17 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
     }
 }
 
-// The "auto" rule's border and specks (engine.add_border_cells): each candidate cell takes
-// the least `own` value (a significant cluster's number, `none` elsewhere) among the cells
-// of the first ring of offsets that holds one -- rings in order, ring r the cells within
-// r + 1 steps of the labelling's neighbourhood (ring_ends: each ring's end in `offsets`) --
-// and keeps `components` where none does; other cells keep `components`. What the engine's
-// whole-grid minima compute, in one launch; one thread a cell.
+// The "auto" rule's border and specks (engine.add_border_cells): each candidate cell -- own
+// `none` (in no significant cluster), its density at least `occupied` and, with zero_only,
+// its component 0 -- takes the least `own` value (a significant cluster's number, `none`
+// elsewhere) among the cells of the first ring of offsets that holds one -- rings in order,
+// ring r the cells first reached in r + 1 steps of the labelling's neighbourhood (ring_ends:
+// each ring's end in `offsets`) -- and keeps `components` where none does; other cells keep
+// `components`. What the engine's whole-grid minima compute, in one launch; a thread a cell.
 __global__ void nearest_cluster(const index_t* __restrict__ own,         // IN  (cells)
-                                const bool* __restrict__ candidate,      // IN  (cells)
                                 const index_t* __restrict__ components,  // IN  (cells)
+                                const double* __restrict__ density,      // IN  (cells)
+                                double occupied, int zero_only,          // IN
                                 const index_t* __restrict__ shape,       // IN  (8)
                                 const int* __restrict__ offsets,         // IN  (n, 8)
                                 const int* __restrict__ ring_ends,       // IN  (rings)
@@ -275,7 +277,7 @@ __global__ void nearest_cluster(const index_t* __restrict__ own,         // IN  
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
     index_t best = none;
-    if (candidate[t]) {
+    if (own[t] == none && density[t] >= occupied && (!zero_only || components[t] == 0)) {
         index_t c[WC_MAX_DIMS];
         unflatten(t, shape, c);
         int o = 0;

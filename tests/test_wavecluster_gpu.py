@@ -181,9 +181,14 @@ def test_nearest_cluster_joins_as_the_whole_grid_minima(cp, shape, connectivity,
         one_pass, _ = engine.add_border_cells(cp.asarray(components), 8, cp.asarray(coarse),
                                               **options, xp=cp, weigh=weigh,
                                               nearest=gpu.nearest_cluster)
+        known, _ = engine.add_border_cells(  # the significant numbers given, not weighed
+            cp.asarray(components), 8, cp.asarray(coarse), **options, xp=cp, weigh=weigh,
+            nearest=gpu.nearest_cluster,
+            numbers=np.flatnonzero(sizes >= options["minimum"]) + 1)
         assert not np.array_equal(host, components)  # something joined
         np.testing.assert_array_equal(cp.asnumpy(whole), host)
         np.testing.assert_array_equal(cp.asnumpy(one_pass), host)
+        np.testing.assert_array_equal(cp.asnumpy(known), host)
 
 
 @pytest.mark.parametrize("name", SHAPES)

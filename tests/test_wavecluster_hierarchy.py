@@ -341,6 +341,10 @@ def test_border_cells_join_the_cluster_they_touch_by_a_face():
     got, n = add_border_cells(components.copy(), 4, coarse, base_points=2, **kwargs)
     assert n == 4
     np.testing.assert_array_equal(got, expected)  # (1, 3) is only diagonal; 4 is too light
+    # the significant numbers given (the tree knows them) rather than weighed: the same
+    got, _ = add_border_cells(components.copy(), 4, coarse, base_points=2,
+                              numbers=np.array([1, 2, 3]), **kwargs)
+    np.testing.assert_array_equal(got, expected)
     between = np.array([[5, 1, 5]])  # a cell between two clusters: the lower number
     got, _ = add_border_cells(np.array([[2, 0, 1]]), 2, between, base_points=3, **kwargs)
     np.testing.assert_array_equal(got, [[2, 1, 1]])
@@ -391,6 +395,9 @@ def test_specks_join_the_nearest_cluster_within_two_steps():
         got, n = add_border_cells(components.copy(), 6, coarse, connectivity=connectivity,
                                   **kwargs)
         assert n == 6
+        np.testing.assert_array_equal(got, expected)
+        got, _ = add_border_cells(components.copy(), 6, coarse, connectivity=connectivity,
+                                  numbers=np.array([1, 4]), **kwargs)  # given, not weighed
         np.testing.assert_array_equal(got, expected)
     # nearest first: a speck one step from 3 and two from 1 joins 3
     got, _ = add_border_cells(np.array([[1, 1, 0, 2, 3, 3]]), 3,

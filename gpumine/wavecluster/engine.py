@@ -308,13 +308,13 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         kwargs["grid_weight"] = float(grid_weight)  # sync: none, the CPU path
         found = _base_and_split(coarse, **kwargs)
         if found is not None and coarser is not None and AUTO_COARSER_LEVELS:
-            found = (*found[:3], _coarser_opinions(coarse, found, coarser, kwargs, joint))
+            found = (*found[:3], *_coarser_opinions(coarse, found, coarser, kwargs, joint))
     if found is None:
         return 0.0, foreground(0.0)
-    points, unit, minimum, labelled = found[:4]
+    points, unit, minimum, labelled, numbers = found
     return (points - 0.5) * unit, add_border_cells(
         *labelled, coarse, base_points=points, unit=unit, minimum=minimum,
-        connectivity=connectivity, xp=xp, weigh=weigh, nearest=nearest)
+        connectivity=connectivity, xp=xp, weigh=weigh, nearest=nearest, numbers=numbers)
 
 
 def _coarser_grids(coarse, coarser) -> list:
@@ -334,7 +334,8 @@ def _coarser_opinions(coarse, found, coarser, kwargs, joint=None) -> tuple:
     (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
     base level and split (pieces not grown back), split by the level above; the last split
     is that of ``found``'s labelling (:func:`_base_and_split`'s result for ``coarse``). The
-    levels stop early where ``coarser`` gives None (a grid too small to halve)."""
+    levels stop early where ``coarser`` gives None (a grid too small to halve). Returns
+    :func:`_split_down`'s."""
     grids = _coarser_grids(coarse, coarser)
     above = [_base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
              for grid in grids]
@@ -344,8 +345,9 @@ def _coarser_opinions(coarse, found, coarser, kwargs, joint=None) -> tuple:
 def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
     """:func:`_coarser_opinions`'s splits, from the coarsest of ``grids`` down to
     ``coarse``'s labelling (``found``: its :func:`_base_and_split`); ``above_found[i]`` is
-    ``grids[i]``'s (None: an empty grid, which splits nothing). Returns ``(components,
-    n_components)``."""
+    ``grids[i]``'s (None: an empty grid, which splits nothing). Returns ``((components,
+    n_components), significant)``, ``significant`` the significant components' numbers
+    (host; None where ``found``'s were not known)."""
     options = {key: kwargs[key] for key in ("connectivity", "xp", "weigh", "to_host",
                                              "spread")}
     options["joint"] = joint
@@ -362,11 +364,11 @@ def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
                 **options)
         above = (*labelled, significant, grid, level[2])
     if above is None:
-        return found[3]
-    components, n_components, _ = split_by_coarser_level(
+        return found[3], found[4]
+    components, n_components, significant = split_by_coarser_level(
         *found[3], coarse, above[0], above[1], above[3], minimum=found[2],
         upper_minimum=above[4], significant=found[4], upper_significant=above[2], **options)
-    return components, n_components
+    return (components, n_components), significant
 
 
 def _summaries(grids, xp, to_host, weight=0.0) -> tuple:
@@ -428,9 +430,9 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None):
             split=split, stack=stacks[index])
         found.append((points, unit, minimum, labelled, significant))
     if len(grids) > 1:
-        return (*found[0][:3], _split_down(coarse, found[0], grids[1:], found[1:], kwargs,
-                                           joint))
-    return found[0][:4]
+        return (*found[0][:3], *_split_down(coarse, found[0], grids[1:], found[1:], kwargs,
+                                            joint))
+    return found[0]
 
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
@@ -480,7 +482,8 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
 
 
 def add_border_cells(components, n_components, coarse, *, base_points: float, unit: float,
-                     minimum: float, connectivity: int, xp=np, weigh, nearest=None) -> tuple:
+                     minimum: float, connectivity: int, xp=np, weigh, nearest=None,
+                     numbers=None) -> tuple:
     """The ``"auto"`` rule's last step (module docstring): the clusters' border.
 
     * Above a base level of one point: each occupied cell (at least half a point) outside
@@ -511,12 +514,16 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
     weigh : callable
         ``weigh(values, weights, bins)`` (bin 0 need not be counted).
     nearest : callable, optional
-        ``nearest(own, candidate, components, rings, none)``: the backend's one-pass join
-        (the GPU's ``nearest_cluster`` kernel) -- each candidate cell takes the least of
-        ``own`` (a significant cluster's number, ``none`` elsewhere) over the first ring of
-        :func:`offset_rings` that holds one, else keeps ``components``. None: minima over
-        shifted views of the whole grid (NumPy's specks: only near the specks), the same
-        numbers.
+        ``nearest(own, components, coarse, occupied, zero_only, rings, none)``: the
+        backend's one-pass join (the GPU's ``nearest_cluster`` kernel) -- each candidate
+        cell (``own`` is ``none``, the density at least ``occupied``, and, with
+        ``zero_only``, ``components`` 0) takes the least of ``own`` (a significant
+        cluster's number, ``none`` elsewhere) over the first ring of :func:`offset_rings`
+        that holds one, else keeps ``components``. None: minima over shifted views of the
+        whole grid (NumPy's specks: only near the specks), the same numbers.
+    numbers : array of int, optional
+        The numbers of the significant components, where the caller knows them (host);
+        None: weighed here.
 
     Returns
     -------
@@ -541,25 +548,31 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
     at_one_point = base_points <= AUTO_THRESHOLD_LEVELS[0]
     if not (AUTO_SPECK_STEPS if at_one_point else AUTO_BORDER_CONNECTIVITY):
         return components, n_components
-    sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
-    significant = sizes >= minimum
-    significant[0] = False
     none = n_components + 1  # larger than every number: no labelled neighbour
-    own = xp.where(significant[components], components, none)
+    if numbers is None:
+        sizes = weigh(components.ravel(), coarse.ravel(), n_components + 1)
+        significant = sizes >= minimum
+        significant[0] = False
+        own = xp.where(significant[components], components, none)
+    else:
+        table = np.full(n_components + 1, none, dtype=np.int64)  # sync: none, a host table
+        table[np.asarray(numbers, dtype=np.int64)] = numbers
+        own = xp.asarray(table)[components]
+    if nearest is not None:
+        # the specks (every occupied cell outside the clusters), or the border (the occupied
+        # cells outside every component), joined in one pass
+        steps = AUTO_SPECK_STEPS if at_one_point else 1
+        return nearest(own, components, coarse, 0.5 * unit, not at_one_point, offset_rings(
+            own.ndim, connectivity if at_one_point else AUTO_BORDER_CONNECTIVITY, steps),
+            none), n_components
     if at_one_point:
         # every occupied cell is foreground here, but a split's painting (hierarchy) keeps
         # only the clusters: the specks are the occupied cells outside them
         specks = (own == none) & (coarse >= 0.5 * unit)
-        if nearest is not None:
-            return nearest(own, specks, components, offset_rings(
-                own.ndim, connectivity, AUTO_SPECK_STEPS), none), n_components
         if xp is np:
             return _join_specks_host(components, own, specks, connectivity, none), n_components
         return (_specks_whole_grid(components, own, specks, none, connectivity, xp),
                 n_components)
-    if nearest is not None:
-        return nearest(own, (components == 0) & (coarse >= 0.5 * unit), components,
-                       offset_rings(own.ndim, AUTO_BORDER_CONNECTIVITY, 1), none), n_components
     lowest = _lowest_neighbour(own, AUTO_BORDER_CONNECTIVITY, xp)
     border = (components == 0) & (coarse >= 0.5 * unit) & (lowest < none)
     return xp.where(border, lowest, components), n_components

@@ -295,19 +295,26 @@ def _ring_constants(device_id: int, rings: tuple, ndim: int):
 
 
 @declares(_SOURCE, "nearest_cluster")
-def nearest_cluster(own, candidate, components, rings, none):
+def nearest_cluster(own, components, density, occupied, zero_only, rings, none):
     """:func:`gpumine.wavecluster.engine.add_border_cells`'s join in one launch: each
-    ``candidate`` cell takes the least ``own`` number over the first of ``rings``
-    (:func:`~gpumine.wavecluster.engine.offset_rings`) that holds one below ``none``, else
-    keeps ``components``; other cells keep ``components``. The engine's whole-grid minima
-    (two steps of the neighbourhood for the specks: some 30 CuPy calls on a 2-d grid), in
-    one thread a cell.
+    candidate cell (``own`` is ``none``, ``density`` at least ``occupied`` and, with
+    ``zero_only``, ``components`` 0) takes the least ``own`` number over the first of
+    ``rings`` (:func:`~gpumine.wavecluster.engine.offset_rings`) that holds one below
+    ``none``, else keeps ``components``; other cells keep ``components``. The engine's
+    whole-grid minima (two steps of the neighbourhood for the specks: some 30 CuPy calls on
+    a 2-d grid), in one thread a cell.
 
     Parameters
     ----------
     own, components : cupy.ndarray of int64   -- IN
         The grid's significant cluster numbers (``none`` elsewhere), and its labelling.
-    candidate : cupy.ndarray of bool   -- IN
+    density : cupy.ndarray of float64   -- IN
+        The coarse grid.
+    occupied : float
+        A cell is occupied from this density on.
+    zero_only : bool
+        Only the cells outside every component are candidates (the border); else every
+        occupied cell outside the significant clusters (the specks).
     rings : tuple
         Per ring, its offsets (ndim-tuples).
     none : int
@@ -324,9 +331,10 @@ def nearest_cluster(own, candidate, components, rings, none):
     out = cp.empty(own.shape, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "nearest_cluster"), _blocks(own.size), _BLOCK,
            (cp.ascontiguousarray(own, dtype=cp.int64),
-            cp.ascontiguousarray(candidate, dtype=cp.bool_),
-            cp.ascontiguousarray(components, dtype=cp.int64), shape, offsets, ends,
-            np.int32(len(rings)), np.int64(own.size), np.int64(none), out))
+            cp.ascontiguousarray(components, dtype=cp.int64),
+            cp.ascontiguousarray(density, dtype=cp.float64), np.float64(occupied),
+            np.int32(bool(zero_only)), shape, offsets, ends, np.int32(len(rings)),
+            np.int64(own.size), np.int64(none), out))
     return out
 
 
