@@ -314,7 +314,7 @@ def test_pinned_staging_copies_back_exactly(cp, monkeypatch, dtype):
 def test_gpu_auto_threshold_equals_the_cpu_one(name, label):
     """The automatic threshold's levels (labelled on the device) choose what the CPU chooses,
     also where the background percolates and the threshold rises; at one point per cell the
-    specks join the same clusters (whole-grid minima on the GPU, lookups near each speck on
+    specks join the same clusters (one kernel on the GPU, lookups near each speck on
     the host: moons, spirals, tori), and the next level splits the same touching blobs."""
     from gpumine.datasets import make_shape_sets
 

@@ -581,7 +581,7 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
 def _join_specks_host(components, own, specks, connectivity, none):
     """:func:`add_border_cells`'s specks on the host: each speck looks up only the cells
     within :data:`AUTO_SPECK_STEPS` steps of it (the specks are a small share of the grid;
-    the whole-grid minima the GPU takes cost a large 2-d fit a third of its time), unless
+    the whole-grid minima cost a large 2-d fit a third of its time), unless
     there are so many offsets (4 or more features) that the whole grid is cheaper. The same
     numbers as the whole-grid steps."""
     reach = _offsets_within(own.ndim, connectivity, AUTO_SPECK_STEPS)
@@ -608,8 +608,9 @@ def _join_specks_host(components, own, specks, connectivity, none):
 
 
 def _specks_whole_grid(components, own, specks, none, connectivity, xp):
-    """The specks joined by minima over the whole grid, a step at a time (the GPU's way, and
-    the host's for many offsets): no sync."""
+    """The specks joined by minima over the whole grid, a step at a time (the host's way for
+    many offsets, and any backend's without a ``nearest`` kernel; the GPU's kernel computes
+    the same numbers): no sync."""
     nearest = own
     for _ in range(AUTO_SPECK_STEPS):  # a cell keeps the number it reached first
         nearest = xp.where(nearest < none, nearest,
