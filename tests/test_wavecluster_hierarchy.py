@@ -200,8 +200,8 @@ def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch):
     """The GPU's way -- the coarse grid's and the coarser levels' thresholds labelled in one
     stack and read back at once (``stack_levels``), every grid in the corner of a common
     plane -- gives the clusters of a stack per grid, also where the common planes would
-    exceed ``STACK_CELLS`` (a stack per grid again) or hold only the significant
-    components' numbers (``SMALL_TREE`` 0)."""
+    exceed ``STACK_CELLS`` (the finest grid alone and the coarser ones together, or a stack
+    per grid) or hold only the significant components' numbers (``SMALL_TREE`` 0)."""
     if name == "touching-blobs":  # the coarser levels split them (test_wavecluster_levels)
         X, _ = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6),
                           random_state=2)
@@ -222,6 +222,16 @@ def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch):
     assert calls and calls[-1] is not None
     monkeypatch.setattr(hierarchy, "SMALL_TREE", 0)
     fits.append(WaveCluster(device="cpu").fit(X))
+    jobs_seen = []
+
+    def all_too_large(cls, jobs, **kwargs):  # every grid together too large, fewer not
+        jobs_seen.append(len(jobs))
+        return None if len(jobs_seen) == 1 else shared.__func__(cls, jobs, **kwargs)
+
+    monkeypatch.setattr(hierarchy._LevelStack, "shared", classmethod(all_too_large))
+    fits.append(WaveCluster(device="cpu").fit(X))
+    assert jobs_seen == [jobs_seen[0], jobs_seen[0] - 1]  # then the coarser grids together
+    monkeypatch.setattr(hierarchy._LevelStack, "shared", counted)
     monkeypatch.setattr(hierarchy, "STACK_CELLS", 1)
     fits.append(WaveCluster(device="cpu").fit(X))
     assert calls[-1] is None  # too large: a stack per grid

@@ -379,17 +379,21 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host) -> list:
     shape -- each grid's first-level box in the corner of a plane as large as the largest,
     an empty row at least after each -- they are labelled in one call and read back in one
     transfer (:meth:`_LevelStack.shared`): on the GPU one labelling and two syncs for all
-    the grids, against that for each. Else each grid is stacked on its own. Either way the
-    same trees and labellings: a plane's numbering follows the raster order of its cells,
-    which the padding keeps.
+    the grids, against that for each. Else the first grid (the finest) is stacked alone and
+    the others share a stack, if they fit; else each grid is stacked on its own. Every way
+    gives the same trees and labellings: a plane's numbering follows the raster order of its
+    cells, which the padding keeps.
     """
-    if len(jobs) > 1:
-        shared = _LevelStack.shared(jobs, label=label, connectivity=connectivity, xp=xp,
-                                    weigh=weigh, to_host=to_host)
+    options = {"label": label, "connectivity": connectivity, "xp": xp, "weigh": weigh,
+               "to_host": to_host}
+    # all the grids in one stack; else the first (the largest) alone and the rest in one
+    for alone in range(min(len(jobs) - 1, 2)):
+        shared = _LevelStack.shared(jobs[alone:], **options)
         if shared is not None:
-            return shared
-    return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, label=label,
-                        connectivity=connectivity, xp=xp, weigh=weigh, to_host=to_host)
+            return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
+                                **options)
+                    for coarse, levels, projections, unit, minimum in jobs[:alone]] + shared
+    return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, **options)
             for coarse, levels, projections, unit, minimum in jobs]
 
 
