@@ -63,9 +63,10 @@ measured on a GPU at the time; on the H100 (record
 the fit given its threshold (2.7-4.5x without the coarser levels). Since then the GPU labels
 the levels' thresholds in the coarse grid's stack
 (:func:`~gpumine.wavecluster.hierarchy.stack_levels`), takes their significant clusters from
-the tree (``significant``) and their table from one kernel (``joint``): 3.8-6.6x on the sets
-at 1x and 10x, 5.9-9.6x at 40x (records ``wavecluster-auto-cost-h100-2026-11-26-973ffd4``
-and its repeat, 7.0-10.6x for the previous version in the same call).
+the tree (``significant``) and their table from one kernel (``joint``): 3.9-6.3x on the sets
+at 1x and 10x, 4.7-8.5x at 40x (records ``wavecluster-auto-cost-h100-2026-11-26-cc64e3e``
+and its repeat; 7.0-10.6x for the previous version, measured in one call with
+``-973ffd4``).
 """
 
 from __future__ import annotations
