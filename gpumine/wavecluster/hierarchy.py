@@ -243,7 +243,7 @@ def _spread_host(grown, inside, steps):
 def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_levels,
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
                     spread=None, grow: bool = True, split: bool = True,
-                    stack=None) -> tuple[float, tuple]:
+                    stack=None) -> tuple[float, tuple, np.ndarray]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
