@@ -364,6 +364,7 @@ def joint_mass(components, upper, cluster_index, piece_index, density, width):
     """
     cp = cupy_module()
     device = cp.cuda.Device().id
+    # the two host tables in one upload (clusters + pieces + 2 numbers)
     tables = cp.asarray(np.concatenate([cluster_index, piece_index]).astype(np.int64))
     rows = int(cluster_index.max()) + 1  # sync: none, a host table
     mass = cp.zeros(rows * width, dtype=cp.float64)
