@@ -9,6 +9,7 @@ may number components differently; the partition is what must agree.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -18,13 +19,23 @@ __all__ = ["label_scipy", "label_union_find", "neighbour_offsets", "shifted_slic
 
 
 def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
-    """Half of the neighbour offsets (lexicographically positive) for a connectivity."""
-    offsets = []
-    for offset in itertools.product((-1, 0, 1), repeat=ndim):
-        taxicab = sum(abs(o) for o in offset)
-        if 0 < taxicab <= connectivity and offset > (0,) * ndim:
-            offsets.append(offset)
-    return offsets
+    """Half of the neighbour offsets (lexicographically positive) for a connectivity.
+
+    Examples
+    --------
+    >>> neighbour_offsets(2, 2)
+    [(0, 1), (1, -1), (1, 0), (1, 1)]
+    """
+    return list(_half_offsets(ndim, connectivity))
+
+
+@functools.lru_cache(maxsize=64)
+def _half_offsets(ndim: int, connectivity: int) -> tuple:
+    """:func:`neighbour_offsets`, computed once per (ndim, connectivity): a 5-d fit with
+    ``threshold="auto"`` asks for them several times, each a walk over the 3^d block (0.7 ms
+    of a 10 ms fit on the H100 machine)."""
+    return tuple(offset for offset in itertools.product((-1, 0, 1), repeat=ndim)
+                 if 0 < sum(abs(o) for o in offset) <= connectivity and offset > (0,) * ndim)
 
 
 def shifted_slices(shape, offset) -> tuple[tuple, tuple]:
