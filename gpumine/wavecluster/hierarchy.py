@@ -317,6 +317,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     chosen = where[base_points]
     components, n_components = stack.labelling(chosen)
     if chosen >= len(stack.tree):  # nothing significant
+        # sync: none, an empty host array (no significant numbers)
         return base_points, (components, n_components), np.zeros(0, np.int64)
     significant = stack.tree[chosen][0]  # the chosen level's numbers
     if not split:
@@ -453,6 +454,7 @@ def _read(labels, n, weights, minima, firsts, xp, weigh, to_host) -> tuple:
     slabs = []
     for j in range(m):
         here = slice(cuts[j], cuts[j + 1])
+        # sync: none, host arrays (a grid's first plane has no parents)
         parents = (np.zeros(cuts[j + 1] - cuts[j], np.int64) if j in firsts
                    else up[here] - starts[j - 1])
         slabs.append((found[here] - starts[j], mass[here], parents))
