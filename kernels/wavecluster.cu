@@ -114,6 +114,7 @@ __global__ void lowpass_axis(const double* __restrict__ in,    // IN  grid
     out[t] = acc;
 }
 
+
 __device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, index_t* c) {
     for (int a = WC_MAX_DIMS - 1; a >= 0; --a) {
         if (extent[a] == 1) {  // a padding axis: no 64-bit division
@@ -123,6 +124,46 @@ __device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, i
         c[a] = flat % extent[a];
         flat /= extent[a];
     }
+}
+
+// One low-pass level of a two-tap filter (haar) over all D axes at once: what lowpass_axis
+// computes axis after axis, with the same roundings in the same order. Output cell m reads
+// the 2^D cells 2m + 1 - j (j in {0, 1} per axis; zero past the end); leaf bit a is axis a's
+// j. Axis 0 is folded first, as the axis loop does: each pair (j = 0, j = 1) becomes
+// f0 * v0 + f1 * v1, each product and the sum rounded separately. One thread a cell.
+template <int D>
+__global__ void lowpass_two_taps(const double* __restrict__ in,         // IN  grid
+                                 const index_t* __restrict__ in_shape,  // IN  (8)
+                                 const index_t* __restrict__ shape,     // IN  (8) the output's
+                                 double f0, double f1,                  // IN  the taps
+                                 index_t cells,                         // IN  output cells
+                                 double* __restrict__ out)              // OUT (cells)
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells) return;
+    index_t m[WC_MAX_DIMS];
+    unflatten(t, shape, m);
+    double v[1 << D];
+#pragma unroll
+    for (int leaf = 0; leaf < (1 << D); ++leaf) {
+        index_t f = 0;
+        bool inside = true;
+#pragma unroll
+        for (int a = 0; a < D; ++a) {
+            const int axis = WC_MAX_DIMS - D + a;
+            const index_t src = 2 * m[axis] + 1 - ((leaf >> a) & 1);
+            inside = inside && src < in_shape[axis];
+            f = f * in_shape[axis] + src;
+        }
+        v[leaf] = inside ? in[f] : 0.0;
+    }
+#pragma unroll
+    for (int a = 0; a < D; ++a) {
+#pragma unroll
+        for (int c = 0; c < (1 << (D - 1 - a)); ++c)
+            v[c] = __dadd_rn(__dmul_rn(f0, v[2 * c]), __dmul_rn(f1, v[2 * c + 1]));
+    }
+    out[t] = v[0];
 }
 
 // Seed 003 Algorithm 2, the sliding window: each thread owns one disjoint window of 2^D
@@ -314,6 +355,153 @@ __global__ void joint_mass(const index_t* __restrict__ components,     // IN  (c
         const index_t bin = cluster_index[components[t]] * width + piece_index[upper[f]];
         if (bin != 0) atomicAdd(&mass[bin], density[t]);
     }
+}
+
+// An order-preserving image of a double as an unsigned integer (larger double, larger
+// image; 0 below every image of a number), so that atomicMax keeps exact maxima of any sign.
+__device__ __forceinline__ unsigned long long ordered_bits(double v) {
+    const unsigned long long b = (unsigned long long)__double_as_longlong(v);
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+}
+__device__ __forceinline__ double from_ordered_bits(unsigned long long b) {
+    return __longlong_as_double((long long)((b >> 63) ? (b & 0x7fffffffffffffffull) : ~b));
+}
+
+// The "auto" rule's look at one grid (engine._summaries): its mass and, per axis, the
+// densest cell at each index (the axis's profile: the grid's max over the other axes), in
+// one launch. out = [mass, profile of axis 0 (shape[0] values), axis 1, ...], zeroed. The
+// profiles are exact maxima, each kept as its ordered_bits by atomicMax (warp-reduced where
+// a whole warp shares the index) and turned back into doubles by the last block. The mass
+// is deterministic: each block adds its cells in a grid-stride loop and a block reduction
+// into partial[block]; the last block to finish (done counts them) adds the partials in a
+// fixed order. weight, when given, is copied to *weight_out (the caller's one transfer).
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
+grid_summary(const double* __restrict__ grid,    // IN  (cells)
+             const index_t* __restrict__ shape,  // IN  (8)
+             int ndim, index_t cells,            // IN
+             const double* weight,               // IN  (1) or null
+             double* partial,                    // OUT (gridDim.x) scratch
+             unsigned long long* done,           // INOUT (1) zeroed
+             double* out,                        // INOUT (1 + sum(shape)) zeroed
+             double* weight_out)                 // OUT (1) or null
+{
+    __shared__ double s_sum[GPUMINE_BLOCK / kWarpSize];
+    __shared__ bool s_last;
+    unsigned long long* keys = (unsigned long long*)(out + 1);
+    const int lane = threadIdx.x & (kWarpSize - 1);
+    double sum = 0.0;
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < cells;
+         base += (index_t)gridDim.x * blockDim.x) {
+        const index_t t = base + threadIdx.x;
+        const bool live = t < cells;
+        const double v = live ? grid[t] : 0.0;
+        sum += v;
+        const unsigned long long key = live ? ordered_bits(v) : 0ull;
+        index_t c[WC_MAX_DIMS];
+        unflatten(live ? t : 0, shape, c);
+        index_t offset = 0;
+        for (int a = WC_MAX_DIMS - ndim; a < WC_MAX_DIMS; ++a) {
+            const index_t slot = offset + c[a];
+            offset += shape[a];
+            const index_t first = __shfl_sync(0xffffffffu, slot, 0);
+            if (__all_sync(0xffffffffu, slot == first || !live)) {
+                unsigned long long m = key;
+                for (int o = kWarpSize / 2; o > 0; o >>= 1) {
+                    const unsigned long long other = __shfl_xor_sync(0xffffffffu, m, o);
+                    m = other > m ? other : m;
+                }
+                if (lane == 0) atomicMax(&keys[first], m);
+            } else if (live) {
+                atomicMax(&keys[slot], key);
+            }
+        }
+    }
+    sum = block_all_reduce<GPUMINE_BLOCK>(sum, s_sum, Add());
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = sum;
+        if (blockIdx.x == 0 && weight != nullptr) *weight_out = *weight;
+        __threadfence();
+        s_last = atomicAdd(done, 1ull) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    double total = 0.0;
+    for (int b = threadIdx.x; b < gridDim.x; b += blockDim.x) total += __ldcg(&partial[b]);
+    total = block_all_reduce<GPUMINE_BLOCK>(total, s_sum, Add());
+    if (threadIdx.x == 0) out[0] = total;
+    index_t profile_cells = 0;
+    for (int a = WC_MAX_DIMS - ndim; a < WC_MAX_DIMS; ++a) profile_cells += shape[a];
+    for (index_t i = threadIdx.x; i < profile_cells; i += blockDim.x)
+        out[1 + i] = from_ordered_bits(atomicAdd(&keys[i], 0ull));
+}
+
+// A stack of labelled levels (hierarchy._read): each component's parent -- the number its
+// cells hold in the plane below (every cell of a component of plane p + 1 lies in one
+// component of plane p) -- and each plane's largest number, written as doubles into the
+// caller's one transfer: tops (m), the masses' slot (n + 1, not touched), parents (n + 1).
+// The planes' tops are warp-reduced and kept by atomicMax on the doubles' bits (numbers are
+// non-negative, so their bits order as they do). packed is zeroed. One thread a cell.
+__global__ void stack_tree(const index_t* __restrict__ labels,  // IN  (m, plane_cells)
+                           index_t m, index_t plane_cells,      // IN
+                           index_t n,                           // IN  numbers 1..n
+                           double* packed)                      // INOUT (m + 2 (n + 1)) zeroed
+{
+    const int lane = threadIdx.x & (kWarpSize - 1);
+    double* up = packed + m + n + 1;
+    const index_t cells = m * plane_cells;
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < cells;
+         base += (index_t)gridDim.x * blockDim.x) {
+        const index_t t = base + threadIdx.x;
+        const bool live = t < cells;
+        const index_t v = live ? labels[t] : 0;
+        const index_t plane = live ? t / plane_cells : -1;
+        if (v != 0 && t >= plane_cells) up[v] = (double)labels[t - plane_cells];
+        const index_t first = __shfl_sync(0xffffffffu, plane, 0);
+        if (__all_sync(0xffffffffu, plane == first || !live)) {
+            index_t top = v;
+            for (int o = kWarpSize / 2; o > 0; o >>= 1) {
+                const index_t other = __shfl_xor_sync(0xffffffffu, top, o);
+                top = other > top ? other : top;
+            }
+            if (lane == 0 && top != 0)
+                atomicMax((unsigned long long*)&packed[first],
+                          (unsigned long long)__double_as_longlong((double)top));
+        } else if (v != 0) {
+            atomicMax((unsigned long long*)&packed[plane],
+                      (unsigned long long)__double_as_longlong((double)v));
+        }
+    }
+}
+
+// One level of a stack as a labelling of the grid (hierarchy._LevelStack.labelling): cell c
+// of the grid takes plane[c - box start] less `start` (the plane's numbers run from
+// start + 1; its zeros stay 0) inside the box, 0 outside. geometry: the grid's shape (8),
+// the plane's (8), the box's start (8) and extent (8). One thread a cell.
+__global__ void stack_plane(const index_t* __restrict__ plane,     // IN  (plane cells)
+                            const index_t* __restrict__ geometry,  // IN  (4, 8)
+                            index_t start, index_t cells,          // IN
+                            index_t* __restrict__ out)             // OUT (cells)
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells) return;
+    const index_t* shape = geometry;
+    const index_t* plane_shape = geometry + WC_MAX_DIMS;
+    const index_t* box_start = geometry + 2 * WC_MAX_DIMS;
+    const index_t* box_extent = geometry + 3 * WC_MAX_DIMS;
+    index_t c[WC_MAX_DIMS];
+    unflatten(t, shape, c);
+    index_t f = 0;
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        const index_t i = c[a] - box_start[a];
+        if (i < 0 || i >= box_extent[a]) {
+            out[t] = 0;
+            return;
+        }
+        f = f * plane_shape[a] + i;
+    }
+    const index_t v = plane[f];
+    out[t] = v > start ? v - start : 0;
 }
 
 // Union-find of a 2-d grid in two passes, for dense grids where one-pass hooking makes

@@ -26,7 +26,8 @@ def cp():
 
 
 @pytest.mark.parametrize("wavelet", ["haar", "bior2.2"])
-@pytest.mark.parametrize("shape", [(33,), (40, 17), (9, 8, 7), (6, 5, 6, 4)])
+@pytest.mark.parametrize("shape", [(33,), (40, 17), (9, 8, 7), (6, 5, 6, 4), (5, 4, 3, 6, 5),
+                                   (3, 4, 3, 2, 3, 5), (3, 2, 3, 2, 2, 3, 2)])
 @pytest.mark.parametrize("levels", [1, 2])
 def test_lowpass_gpu_equals_cpu(cp, wavelet, shape, levels, rng):
     from gpumine.wavecluster import gpu
@@ -148,6 +149,87 @@ def test_joint_mass_equals_the_gathers(cp, shape, rng):
                          cp.asarray(density), width)
     assert (expected[1:] > 0).mean() > 0.5  # most bins have cells
     np.testing.assert_allclose(got.get(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(33,), (37, 41), (9, 10, 7), (5, 4, 6, 3, 5), (300, 301)])
+def test_grid_summaries_equal_the_reductions(cp, shape, rng):
+    """``grid_summaries`` (one launch a grid, one transfer) gives engine._summaries' host
+    array: the weight, then per grid its mass (a deterministic sum: the same bits twice) and
+    each axis's exact maxima -- negative densities too (a bior2.2 grid has them), and grids
+    of many blocks whose warps straddle rows."""
+    from gpumine.wavecluster import gpu
+
+    grids = [rng.normal(size=shape), rng.uniform(0, 3, size=shape)]
+    grids.append(np.where(rng.random_sample(shape) < 0.9, 0.0, grids[1]))  # mostly empty
+    device = [cp.asarray(g) for g in grids]
+    for weight in (cp.asarray(123.5), 7.25):
+        got = gpu.grid_summaries(device, weight)
+        again = gpu.grid_summaries(device, weight)
+        np.testing.assert_array_equal(got, again)
+        want = [float(weight)]
+        for g in grids:
+            axes = range(g.ndim)
+            want += [g.sum(), *(g.max(axis=tuple(b for b in axes if b != a)) if g.ndim > 1
+                                else g for a in axes)]
+        want = np.concatenate([np.ravel(w) for w in want])
+        assert got.shape == want.shape
+        masses = np.cumsum([1] + [1 + sum(shape)] * 2)  # where each grid's mass sits
+        np.testing.assert_allclose(got[masses], want[masses], rtol=1e-12)
+        rest = np.ones(got.size, bool)
+        rest[masses] = False
+        np.testing.assert_array_equal(got[rest], want[rest])
+
+
+def _stacked_labels(rng, plane_shape, m):
+    """A stack of m nested levels of a smooth random grid, each plane labelled by SciPy and
+    numbered after the planes below (the stack's numbering): (labels, n, weights)."""
+    grid = ndimage.uniform_filter(rng.uniform(0, 1, plane_shape), 3)
+    thresholds = np.quantile(grid, np.linspace(0.3, 0.95, m))
+    labels = np.zeros((m, *plane_shape), np.int64)
+    n = 0
+    for j, t in enumerate(thresholds):
+        plane, count = ndimage.label(grid >= t)
+        labels[j] = np.where(plane > 0, plane + n, 0)
+        n += count
+    return labels, n, np.broadcast_to(grid, labels.shape).copy()
+
+
+@pytest.mark.parametrize(("plane_shape", "m"), [((40, 37), 6), ((9, 8, 7), 4), ((300, 200), 3)])
+def test_stack_tree_equals_the_scatter(cp, plane_shape, m, rng):
+    """``stack_tree`` (a bincount, one launch and one transfer) gives what _read's calls on
+    the array module give: each plane's largest number, each component's mass and its
+    parent in the plane below (the first plane's: 0)."""
+    from gpumine.wavecluster import gpu, hierarchy
+
+    labels, n, weights = _stacked_labels(rng, plane_shape, m)
+    assert n > m  # several components a plane
+    got = gpu.stack_tree(cp.asarray(labels), n, cp.asarray(weights))
+    mass, up, tops = hierarchy._tree_on(labels, n, weights, np,
+                                        lambda v, w, b: np.bincount(v, weights=w, minlength=b))
+    np.testing.assert_array_equal(got[:m], tops)
+    np.testing.assert_allclose(got[m + 1:m + n + 1], mass[1:], rtol=1e-12)
+    np.testing.assert_array_equal(got[m + n + 2:], up[1:])
+    first = labels[0][labels[0] > 0]
+    assert (got[m + n + 1 + first] == 0).all()
+
+
+@pytest.mark.parametrize(("shape", "box", "plane_shape"), [
+    ((30, 20), (slice(3, 12), slice(0, 20)), (14, 20)),
+    ((9, 8, 7), (slice(1, 9), slice(2, 5), slice(0, 6)), (10, 6, 7)),
+    ((17,), (slice(16, 17),), (5,))])
+def test_stack_plane_equals_the_slices(cp, shape, box, plane_shape, rng):
+    """``stack_plane`` (one launch) gives _LevelStack.labelling's slices: the plane's corner
+    in the box, less the plane's start, 0 outside the box and where the plane holds 0."""
+    from gpumine.wavecluster import gpu
+
+    start = 40
+    plane = rng.randint(start + 1, start + 30, size=plane_shape)
+    plane[rng.random_sample(plane_shape) < 0.4] = 0
+    want = np.zeros(shape, np.int64)
+    part = plane[tuple(slice(0, sl.stop - sl.start) for sl in box)]
+    want[box] = np.maximum(part - start, 0)
+    got = gpu.stack_plane(cp.asarray(plane), shape, box, start)
+    np.testing.assert_array_equal(got.get(), want)
 
 
 @pytest.mark.parametrize(("shape", "connectivity"), [

@@ -236,7 +236,8 @@ def auto_connectivity(n_features: int) -> int:
 
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
                       connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None,
-                      coarser=None, nearest=None, joint=None) -> tuple[float, tuple]:
+                      coarser=None, nearest=None, joint=None, summaries=None, tree=None,
+                      plane=None) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -276,6 +277,10 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     joint : callable, optional
         The backend's one-pass table of the coarser levels' split
         (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: ``weigh``'s.
+    summaries, tree, plane : callable, optional
+        The backend's grids' masses and profiles in one transfer, stacks' trees in one
+        transfer, and a stack's level as a grid's labelling
+        (:class:`~gpumine.wavecluster.pipeline.Stages`); None: CuPy or NumPy calls on ``xp``.
 
     Returns
     -------
@@ -300,7 +305,7 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             return xp.bincount(values, weights=weights, minlength=bins)
     kwargs = {"grid_weight": grid_weight, "min_cluster_size": min_cluster_size, "label": label,
               "connectivity": connectivity, "xp": xp, "weigh": weigh, "to_host": to_host,
-              "spread": spread}
+              "spread": spread, "summaries": summaries, "tree": tree, "plane": plane}
     if xp is not np or (SHARE_HOST_STACKS and stack_is_faster(coarse.shape, connectivity)):
         found = _base_and_opinions(coarse, coarser if AUTO_COARSER_LEVELS else None, kwargs,
                                    joint)
@@ -371,16 +376,21 @@ def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
     return (components, n_components), significant
 
 
-def _summaries(grids, xp, to_host, weight=0.0) -> tuple:
+def _summaries(grids, xp, to_host, weight=0.0, summaries=None) -> tuple:
     """``weight`` (a number, or a 0-d array of ``xp``) as a float, and each grid's mass and,
-    per axis, its densest cell at each index (host values): one transfer for all."""
-    parts = [xp.asarray(weight, dtype=xp.float64).reshape(1)]
-    for grid in grids:
-        axes = range(grid.ndim)
-        parts += [grid.sum().reshape(1), *(grid.max(axis=tuple(b for b in axes if b != a))
-                                           if grid.ndim > 1 else grid for a in axes)]
-    # sync: every grid's mass and profiles, once for all the grids
-    packed = np.asarray(to_host(xp.concatenate(parts)))
+    per axis, its densest cell at each index (host values): one transfer for all.
+    ``summaries``: the backend's way to the same host array (``[weight, then per grid its
+    mass and profiles]``); None: reductions on ``xp``."""
+    if summaries is not None:
+        packed = summaries(grids, weight)  # sync: one transfer, inside
+    else:
+        parts = [xp.asarray(weight, dtype=xp.float64).reshape(1)]
+        for grid in grids:
+            axes = range(grid.ndim)
+            parts += [grid.sum().reshape(1), *(grid.max(axis=tuple(b for b in axes if b != a))
+                                               if grid.ndim > 1 else grid for a in axes)]
+        # sync: every grid's mass and profiles, once for all the grids
+        packed = np.asarray(to_host(xp.concatenate(parts)))
     out, start = [], 1
     for grid in grids:
         mass = float(packed[start])  # sync: none, a host copy already
@@ -401,10 +411,12 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None):
     syncs in all where those take them for every grid)."""
     xp, to_host = kwargs["xp"], kwargs["to_host"]
     grids = [coarse, *(_coarser_grids(coarse, coarser) if coarser is not None else ())]
-    grid_weight, summaries = _summaries(grids, xp, to_host, kwargs["grid_weight"])
+    grid_weight, summaries = _summaries(grids, xp, to_host, kwargs["grid_weight"],
+                                        kwargs.get("summaries"))
     if grid_weight <= 0 or summaries[0][0] <= 0:
         return None
     common = {key: kwargs[key] for key in ("label", "connectivity", "xp", "weigh", "to_host")}
+    backend = {key: kwargs.get(key) for key in ("tree", "plane")}
     jobs, plans = [], []
     for k, (grid, (mass, projections)) in enumerate(zip(grids, summaries, strict=True)):
         if mass <= 0:
@@ -413,21 +425,21 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None):
         unit = mass / grid_weight  # the grid's mass per unit of weight: "one point"
         minimum = max(kwargs["min_cluster_size"], np.finfo(float).tiny) * unit
         split = True if k == 0 else AUTO_COARSER_SPLIT
-        levels, _ = plan_levels(projections, unit=unit, base_levels=AUTO_THRESHOLD_LEVELS,
-                                split=split)
-        plans.append((unit, minimum, projections, split, len(jobs)))
+        levels, halves = plan_levels(projections, unit=unit,
+                                     base_levels=AUTO_THRESHOLD_LEVELS, split=split)
+        plans.append((unit, minimum, projections, split, len(jobs), halves))
         jobs.append((grid, levels, projections, unit, minimum))
-    stacks = stack_levels(jobs, **common)
+    stacks = stack_levels(jobs, **common, **backend)
     found = []
     for k, (grid, plan) in enumerate(zip(grids, plans, strict=True)):
         if plan is None:
             found.append(None)
             continue
-        unit, minimum, projections, split, index = plan
+        unit, minimum, projections, split, index, halves = plan
         points, labelled, significant = resolve_stacked(
             grid, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, **common, spread=kwargs["spread"], grow=k == 0,
-            split=split, stack=stacks[index])
+            split=split, stack=stacks[index], halves=halves)
         found.append((points, unit, minimum, labelled, significant))
     if len(grids) > 1:
         return (*found[0][:3], *_split_down(coarse, found[0], grids[1:], found[1:], kwargs,
@@ -436,7 +448,8 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None):
 
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
-                    to_host, spread, grow=True, split=True):
+                    to_host, spread, grow=True, split=True, summaries=None, tree=None,
+                    plane=None):
     """The ``"auto"`` rule's base level and split step on one grid: ``(base points, unit,
     minimum, (components, n_components), significant)``, or None for an empty grid (module
     docstring); ``significant``: the numbers of the significant components (host), where
@@ -444,7 +457,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
     own cells (the next level's second opinion needs no more)."""
     stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
     if stacked:
-        _, ((mass, projections),) = _summaries([coarse], xp, to_host)
+        _, ((mass, projections),) = _summaries([coarse], xp, to_host, summaries=summaries)
     else:
         mass = float(coarse.sum())  # sync: none, the CPU path
     if grid_weight <= 0 or mass <= 0:
@@ -455,7 +468,8 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
         points, labelled, significant = resolve_stacked(
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
-            weigh=weigh, to_host=to_host, spread=spread, grow=grow, split=split)
+            weigh=weigh, to_host=to_host, spread=spread, grow=grow, split=split, tree=tree,
+            plane=plane)
         return points, unit, minimum, labelled, significant
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}

@@ -20,6 +20,7 @@ from gpumine.wavecluster.wavelet import coarse_shape, get_wavelet
 
 __all__ = [
     "bounds",
+    "grid_summaries",
     "joint_mass",
     "label_sliding_window",
     "label_union_find_gpu",
@@ -29,6 +30,8 @@ __all__ = [
     "point_components",
     "quantize_histogram",
     "spread_labels",
+    "stack_plane",
+    "stack_tree",
     "stages",
     "weighted_bincount",
 ]
@@ -62,10 +65,14 @@ def _constant(device_id: int, values: tuple, dtype: str):
         return cp.asarray(np.asarray(values, dtype=dtype))
 
 
+def _padded_shape(shape) -> tuple:
+    """A grid shape as the kernels read it: 8 extents, 1s in front."""
+    return (1,) * (_MAX_DIMS - len(shape)) + tuple(int(s) for s in shape)
+
+
 def _shape_struct(shape):
     """A grid shape for the kernels: 8 int64 extents on the device, padded with 1s in front."""
-    padded = (1,) * (_MAX_DIMS - len(shape)) + tuple(int(s) for s in shape)
-    return cupy_module().asarray(np.array(padded, dtype=np.int64))
+    return cupy_module().asarray(np.array(_padded_shape(shape), dtype=np.int64))
 
 
 @declares(_SOURCE, "minmax_columns")
@@ -105,14 +112,36 @@ def quantize_histogram(XT, weight, grid_bounds, grid_shape):
     return point_cell, histogram.reshape(grid_shape)
 
 
+#: The most axes :func:`lowpass`'s one-launch two-tap level takes (2^d cells a thread).
+_TWO_TAP_MAX_DIMS = 6
+
+
 @declares(_SOURCE, "lowpass_axis")
+@declares(_SOURCE, "lowpass_two_taps", tuple(str(d) for d in range(1, _TWO_TAP_MAX_DIMS + 1)))
 def lowpass(grid, wavelet, levels):
-    """Seed 003 Algorithm 1 / the CPU's :func:`~gpumine.wavecluster.wavelet.lowpass`."""
+    """Seed 003 Algorithm 1 / the CPU's :func:`~gpumine.wavecluster.wavelet.lowpass`.
+
+    A two-tap filter (haar) on up to six axes takes one launch a level
+    (``lowpass_two_taps``: every axis at once, the same roundings in the same order as
+    the axis-by-axis kernel, which every other filter takes: a launch per axis and level).
+    """
     cp = cupy_module()
     taps_host = np.asarray(get_wavelet(wavelet).dec_lo, dtype=np.float64)
-    taps = _constant(cp.cuda.Device().id, tuple(taps_host.tolist()), "float64")
-    kernel = get_kernel(_SOURCE, "lowpass_axis")
+    device = cp.cuda.Device().id
     out = cp.ascontiguousarray(grid, dtype=cp.float64)
+    if taps_host.size == 2 and np.all(taps_host != 0) and 1 <= out.ndim <= _TWO_TAP_MAX_DIMS:
+        kernel = get_kernel(_SOURCE, "lowpass_two_taps", str(out.ndim))
+        for _ in range(levels):
+            shape = tuple((s + 1) // 2 for s in out.shape)
+            result = cp.empty(shape, dtype=cp.float64)
+            launch(kernel, _blocks(result.size), _BLOCK,
+                   (out, _constant(device, _padded_shape(out.shape), "int64"),
+                    _constant(device, _padded_shape(shape), "int64"), taps_host[0],
+                    taps_host[1], np.int64(result.size), result))
+            out = result
+        return out
+    taps = _constant(device, tuple(taps_host.tolist()), "float64")
+    kernel = get_kernel(_SOURCE, "lowpass_axis")
     for _ in range(levels):
         for axis in range(out.ndim):
             shape = out.shape
@@ -327,7 +356,7 @@ def nearest_cluster(own, components, density, occupied, zero_only, rings, none):
     cp = cupy_module()
     device = cp.cuda.Device().id
     offsets, ends = _ring_constants(device, rings, own.ndim)
-    shape = _constant(device, (1,) * (_MAX_DIMS - own.ndim) + tuple(own.shape), "int64")
+    shape = _constant(device, _padded_shape(own.shape), "int64")
     out = cp.empty(own.shape, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "nearest_cluster"), _blocks(own.size), _BLOCK,
            (cp.ascontiguousarray(own, dtype=cp.int64),
@@ -372,10 +401,116 @@ def joint_mass(components, upper, cluster_index, piece_index, density, width):
            (cp.ascontiguousarray(components, dtype=cp.int64),
             cp.ascontiguousarray(upper, dtype=cp.int64), tables[:cluster_index.size],
             tables[cluster_index.size:], cp.ascontiguousarray(density, dtype=cp.float64),
-            _constant(device, (1,) * (_MAX_DIMS - components.ndim) + components.shape, "int64"),
-            _constant(device, (1,) * (_MAX_DIMS - upper.ndim) + upper.shape, "int64"),
+            _constant(device, _padded_shape(components.shape), "int64"),
+            _constant(device, _padded_shape(upper.shape), "int64"),
             np.int64(components.size), np.int64(width), mass))
     return mass
+
+
+@declares(_SOURCE, "grid_summary")
+def grid_summaries(grids, weight):
+    """:func:`gpumine.wavecluster.engine._summaries`'s numbers in one launch a grid and one
+    transfer: ``[weight, then per grid its mass and its axes' profiles]`` (each axis's
+    densest cell at each index) as one host array. The profiles are the exact maxima; each
+    mass is a deterministic sum (a fixed order, not CuPy's).
+
+    Parameters
+    ----------
+    grids : list of cupy.ndarray of float64   -- IN
+    weight : float or 0-d cupy.ndarray
+        Copied to the head of the transfer (a device number is read back with the rest).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+    """
+    cp = cupy_module()
+    device = cp.cuda.Device().id
+    kernel = get_kernel(_SOURCE, "grid_summary")
+    sizes = [1 + sum(grid.shape) for grid in grids]
+    head = 1 + sum(sizes)
+    blocks = [_stream_blocks(grid.size) for grid in grids]
+    # one buffer: the transfer's head, then per grid a finish counter and its partial sums
+    buffer = cp.zeros(head + len(grids) + sum(blocks), dtype=cp.float64)
+    on_device = isinstance(weight, cp.ndarray)
+    if not on_device:
+        buffer[0] = float(weight)  # sync: none, a host number written to the device
+    start, scratch = 1, head + len(grids)
+    for k, (grid, size, count) in enumerate(zip(grids, sizes, blocks, strict=True)):
+        first = k == 0 and on_device
+        launch(kernel, count, _BLOCK,
+               (cp.ascontiguousarray(grid, dtype=cp.float64),
+                _constant(device, _padded_shape(grid.shape), "int64"), np.int32(grid.ndim),
+                np.int64(grid.size),
+                weight.astype(cp.float64, copy=False) if first else np.uint64(0),
+                buffer[scratch:scratch + count], buffer[head + k:head + k + 1],
+                buffer[start:start + size], buffer[0:1] if first else np.uint64(0)))
+        start += size
+        scratch += count
+    # sync: every grid's mass and profiles (and the weight), once for all the grids
+    return np.asarray(get_backend("gpu").to_host(buffer[:head]))
+
+
+@declares(_SOURCE, "stack_tree")
+def stack_tree(labels, n, weights):
+    """:func:`gpumine.wavecluster.hierarchy._read`'s small tree in three launches and one
+    transfer: ``[each plane's largest number (m), each component's mass (n + 1), each
+    one's parent in the plane below (n + 1)]`` as one host array of doubles (bins 0 and
+    the first plane's parents are not meaningful).
+
+    Parameters
+    ----------
+    labels : cupy.ndarray of int64, (m, ...)   -- IN
+        A stack's labelling, numbers 1..n.
+    n : int
+    weights : cupy.ndarray of float64   -- IN
+        The densities, the shape of ``labels``.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+    """
+    cp = cupy_module()
+    m = labels.shape[0]
+    flat = cp.ascontiguousarray(labels, dtype=cp.int64).ravel()
+    packed = cp.zeros(m + 2 * (n + 1), dtype=cp.float64)
+    weighted_bincount(flat, cp.ascontiguousarray(weights, dtype=cp.float64).ravel(), n + 1,
+                      out=packed[m:m + n + 1])
+    launch(get_kernel(_SOURCE, "stack_tree"), _stream_blocks(flat.size), _BLOCK,
+           (flat, np.int64(m), np.int64(flat.size // m), np.int64(n), packed))
+    # sync: the planes' last numbers and every component's mass and parent, once
+    return np.asarray(get_backend("gpu").to_host(packed))
+
+
+@declares(_SOURCE, "stack_plane")
+def stack_plane(plane, shape, box, start):
+    """:meth:`gpumine.wavecluster.hierarchy._LevelStack.labelling` in one launch: a grid of
+    ``shape`` holding ``plane`` (one level of a stack; the box's cells in its corner) less
+    ``start`` inside ``box`` (slices), 0 elsewhere and where the plane holds 0.
+
+    Parameters
+    ----------
+    plane : cupy.ndarray of int64   -- IN
+        One plane of a stack, at least the box's extents.
+    shape : tuple of int
+    box : tuple of slice
+    start : int
+
+    Returns
+    -------
+    cupy.ndarray of int64
+    """
+    cp = cupy_module()
+    device = cp.cuda.Device().id
+    ndim = len(shape)
+    geometry = _constant(device, (_padded_shape(shape), _padded_shape(plane.shape),
+                                  (0,) * (_MAX_DIMS - ndim) + tuple(sl.start for sl in box),
+                                  _padded_shape([sl.stop - sl.start for sl in box])), "int64")
+    out = cp.empty(shape, dtype=cp.int64)
+    launch(get_kernel(_SOURCE, "stack_plane"), _blocks(out.size), _BLOCK,
+           (cp.ascontiguousarray(plane, dtype=cp.int64), geometry, np.int64(start),
+            np.int64(out.size), out))
+    return out
 
 
 @declares(_SOURCE, "point_components")
@@ -410,13 +545,14 @@ def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
 
 
 @declares(_SOURCE, "weighted_bincount", _FLAGS)
-def weighted_bincount(values, weight, bins):
+def weighted_bincount(values, weight, bins, out=None):
     """``bincount(values, weights=weight, minlength=bins)`` with block-private bins, except
     that bin 0 (the background) is left 0: it is never needed, and counting it would
-    serialize most of the atomics on one address."""
+    serialize most of the atomics on one address. ``out``: ``bins`` zeroed float64 to add
+    into (a slice of a caller's buffer); None: a new one."""
     cp = cupy_module()
     n = values.size
-    out = cp.zeros(bins, dtype=cp.float64)
+    out = cp.zeros(bins, dtype=cp.float64) if out is None else out
     shared = bins * 8 <= _SHARED_HISTOGRAM
     launch(get_kernel(_SOURCE, "weighted_bincount", "true" if shared else "false"),
            _stream_blocks(n), _BLOCK, (values, _optional(weight), np.int64(n), np.int64(bins), out),
@@ -484,4 +620,5 @@ def stages(*, device_labels: bool = True):
         point_components=point_components, weigh=weighted_bincount,
         results=_device_results if device_labels else _host_results,
         prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host,
-        spread=spread_labels, nearest=nearest_cluster, joint=joint_mass)
+        spread=spread_labels, nearest=nearest_cluster, joint=joint_mass,
+        summaries=grid_summaries, tree=stack_tree, plane=stack_plane)

@@ -243,7 +243,8 @@ def _spread_host(grown, inside, steps):
 def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_levels,
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
                     spread=None, grow: bool = True, split: bool = True,
-                    stack=None) -> tuple[float, tuple, np.ndarray]:
+                    stack=None, halves=None, tree=None,
+                    plane=None) -> tuple[float, tuple, np.ndarray]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
@@ -290,6 +291,11 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     stack : optional
         The levels (:func:`plan_levels`) already labelled, one of :func:`stack_levels`'s
         results; None: labelled here.
+    halves : list of float, optional
+        With ``stack``: :func:`plan_levels`'s sqrt(2) levels for it (None: planned again).
+    tree, plane : callable, optional
+        The backend's stack reading and level slicing
+        (:class:`~gpumine.wavecluster.pipeline.Stages`), where ``stack`` is None.
 
     Returns
     -------
@@ -302,12 +308,14 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
         The numbers of ``labelled``'s significant components (host; every cluster where
         some split: each holds a leaf of the tree).
     """
-    levels, halves = plan_levels(projections, unit=unit, base_levels=base_levels, split=split)
+    if stack is None or halves is None:
+        levels, halves = plan_levels(projections, unit=unit, base_levels=base_levels,
+                                     split=split)
     if stack is None:
         stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
                             label=label, connectivity=connectivity, xp=xp, weigh=weigh,
-                            to_host=to_host)
-    where = {p: j for j, p in enumerate(levels)}
+                            to_host=to_host, tree=tree, plane=plane)
+    where = {p: j for j, p in enumerate(stack.levels)}
 
     def count(i):
         j = where.get(base_levels[i])
@@ -371,7 +379,8 @@ def plan_levels(projections, *, unit: float, base_levels, split: bool = True) ->
     return sorted({base_levels[0], *reached, *(halves if split else ())}), halves
 
 
-def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host) -> list:
+def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=None,
+                 plane=None) -> list:
     """Several grids' levels labelled at once: one :class:`_LevelStack` per job.
 
     ``jobs`` is a list of ``(coarse, levels, projections, unit, minimum)``, one per grid
@@ -383,10 +392,11 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host) -> list:
     the grids, against that for each. Else the first grid (the finest) is stacked alone and
     the others share a stack, if they fit; else each grid is stacked on its own. Every way
     gives the same trees and labellings: a plane's numbering follows the raster order of its
-    cells, which the padding keeps.
+    cells, which the padding keeps. ``tree`` and ``plane``: the backend's reading of a stack
+    and its levels (:class:`~gpumine.wavecluster.pipeline.Stages`; None: calls on ``xp``).
     """
     options = {"label": label, "connectivity": connectivity, "xp": xp, "weigh": weigh,
-               "to_host": to_host}
+               "to_host": to_host, "tree": tree, "plane": plane}
     # all the grids in one stack; else the first (the largest) alone and the rest in one
     for alone in range(min(len(jobs) - 1, 2)):
         shared = _LevelStack.shared(jobs[alone:], **options)
@@ -419,26 +429,29 @@ def _stack_cells(box) -> int:
     return (sizes[0] + 1) * math.prod(sizes[1:])
 
 
-def _read(labels, n, weights, minima, firsts, xp, weigh, to_host) -> tuple:
+def _read(labels, n, weights, minima, firsts, xp, weigh, to_host, tree=None) -> tuple:
     """Per plane of a stack's labelling ``labels`` (m, ...) of ``n`` components: its
     significant components' numbers (their mass at least the plane's ``minima``), masses and
     parents' numbers in the plane below (zeros for the planes in ``firsts``: a grid's first
     level) (host); and each plane's first and last number in the labelling. ``weights``:
-    the densities, the shape of ``labels``."""
+    the densities, the shape of ``labels``. ``tree``: the backend's reading of a small
+    tree (:class:`~gpumine.wavecluster.pipeline.Stages`); None: calls on ``xp``."""
     m = labels.shape[0]
-    flat = labels.ravel()
-    mass = weigh(flat, weights.ravel(), n + 1)
-    up = xp.zeros(n + 1, dtype=labels.dtype)
-    up[labels[1:].ravel()] = labels[:-1].ravel()  # a component's cells share one parent
-    tops = labels.reshape(m, -1).max(axis=1).astype(xp.float64)
     lightest = float(np.min(minima))  # sync: none, host values
-    if n < SMALL_TREE:
+    if n < SMALL_TREE and tree is not None:
+        packed = tree(labels, n, weights)  # sync: one transfer, inside
+        mass, up = packed[m:m + n + 1], packed[m + n + 1:].astype(np.int64)
+        found = np.flatnonzero(mass[1:] >= lightest) + 1
+        mass, up = mass[found], up[found]
+    elif n < SMALL_TREE:
+        mass, up, tops = _tree_on(labels, n, weights, xp, weigh)
         # sync: every component's mass and parent and the planes' last numbers, once
         packed = np.asarray(to_host(xp.concatenate([tops, mass, up.astype(xp.float64)])))
         mass, up = packed[m:m + n + 1], packed[m + n + 1:].astype(np.int64)
         found = np.flatnonzero(mass[1:] >= lightest) + 1
         mass, up = mass[found], up[found]
     else:
+        mass, up, tops = _tree_on(labels, n, weights, xp, weigh)
         found = xp.flatnonzero(mass[1:] >= lightest) + 1  # sync: the count, once a stack
         # sync: the planes' last numbers and three numbers a significant component, once
         packed = np.asarray(to_host(xp.concatenate([
@@ -461,6 +474,16 @@ def _read(labels, n, weights, minima, firsts, xp, weigh, to_host) -> tuple:
     return slabs, starts, ends
 
 
+def _tree_on(labels, n, weights, xp, weigh) -> tuple:
+    """A stack's components' masses and parents' numbers (``n + 1`` each, on ``xp``) and its
+    planes' largest numbers (float64): :func:`_read`'s tree, by calls on ``xp``."""
+    mass = weigh(labels.ravel(), weights.ravel(), n + 1)
+    up = xp.zeros(n + 1, dtype=labels.dtype)
+    up[labels[1:].ravel()] = labels[:-1].ravel()  # a component's cells share one parent
+    tops = labels.reshape(labels.shape[0], -1).max(axis=1).astype(xp.float64)
+    return mass, up, tops
+
+
 class _LevelStack:
     """The significant components of every level of :func:`resolve_stacked`, labelled in
     stacks of :data:`STACK_CELLS` cells.
@@ -472,9 +495,9 @@ class _LevelStack:
     """
 
     def __init__(self, coarse, levels, projections, *, unit, minimum, label, connectivity,
-                 xp, weigh, to_host):
+                 xp, weigh, to_host, tree=None, plane=None):
         self.coarse, self.levels, self.unit = coarse, levels, unit
-        self.label, self.connectivity, self.xp = label, connectivity, xp
+        self.label, self.connectivity, self.xp, self.plane = label, connectivity, xp, plane
         # each level's bounding box, from the axes' profiles: a later stack labels only the
         # box of its first level, which holds every level above
         boxes = _profile_boxes(projections, [(p - 0.5) * unit for p in levels])
@@ -493,7 +516,7 @@ class _LevelStack:
             labels, n = self._label(padded, levels[first:last])
             m = labels.shape[0]
             slabs, starts, ends = _read(labels, n, xp.broadcast_to(padded, labels.shape),
-                                        np.full(m, minimum), {0}, xp, weigh, to_host)
+                                        np.full(m, minimum), {0}, xp, weigh, to_host, tree)
             del padded
             if first == 0 and last == len(levels):
                 self.kept = (labels, boxes[0], starts, ends)  # one stack held every level
@@ -511,35 +534,36 @@ class _LevelStack:
         return True
 
     @classmethod
-    def shared(cls, jobs, *, label, connectivity, xp, weigh, to_host):
+    def shared(cls, jobs, *, label, connectivity, xp, weigh, to_host, tree=None, plane=None):
         """:func:`stack_levels`'s one call for every job, or None where the planes would
         exceed :data:`STACK_CELLS` cells."""
         boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
                  for _, levels, projections, unit, _ in jobs]
         extents = [tuple(sl.stop - sl.start for sl in box) for box in boxes]
-        plane = (max(e[0] for e in extents) + 1,
+        common = (max(e[0] for e in extents) + 1,
                  *(max(e[a] for e in extents) for a in range(1, len(extents[0]))))
         counts = [len(job[1]) for job in jobs]
-        if sum(counts) * math.prod(plane) > STACK_CELLS:
+        if sum(counts) * math.prod(common) > STACK_CELLS:
             return None
         firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        weights = xp.zeros((sum(counts), *plane), dtype=jobs[0][0].dtype)
+        weights = xp.zeros((sum(counts), *common), dtype=jobs[0][0].dtype)
         for job, box, extent, first, count in zip(jobs, boxes, extents, firsts, counts,
                                                   strict=True):
             # each of the grid's planes its densities (broadcast over the planes)
             weights[(slice(first, first + count), *(slice(0, e) for e in extent))] = job[0][box]
         thresholds = np.concatenate([[(p - 0.5) * job[3] for p in job[1]] for job in jobs])
-        mask = weights >= xp.asarray(thresholds).reshape((-1,) + (1,) * len(plane))
-        labels, n = label(mask.reshape((-1, *plane[1:])), connectivity)
-        labels = labels.reshape((sum(counts), *plane))
+        mask = weights >= xp.asarray(thresholds).reshape((-1,) + (1,) * len(common))
+        labels, n = label(mask.reshape((-1, *common[1:])), connectivity)
+        labels = labels.reshape((sum(counts), *common))
         minima = np.repeat([job[4] for job in jobs], counts)
         slabs, starts, ends = _read(labels, n, weights, minima, set(firsts.tolist()), xp, weigh,
-                                    to_host)
+                                    to_host, tree)
         stacks = []
         for k, (coarse, levels, _, unit, _) in enumerate(jobs):
             stack = cls.__new__(cls)
             stack.coarse, stack.levels, stack.unit = coarse, levels, unit
             stack.label, stack.connectivity, stack.xp = label, connectivity, xp
+            stack.plane = plane
             part = slice(firsts[k], firsts[k] + counts[k])
             stack.tree = []
             stack.kept = (labels[part], boxes[k], starts[part], ends[part])
@@ -582,6 +606,9 @@ class _LevelStack:
             return self.label(self.coarse >= (self.levels[j] - 0.5) * self.unit,
                               self.connectivity)
         labels, box, starts, ends = self.kept
+        if self.plane is not None:
+            # sync: none, host numbers
+            return self.plane(labels[j], shape, box, int(starts[j])), int(ends[j] - starts[j])
         part = labels[j][tuple(slice(0, sl.stop - sl.start) for sl in box)]
         out = xp.zeros(shape, dtype=labels.dtype)
         # the plane's numbers run from starts[j] + 1; less starts[j], its 0s go below 0

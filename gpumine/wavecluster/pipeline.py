@@ -90,6 +90,19 @@ class Stages:
         The coarser levels' table of each cluster's mass under each next-level piece in one
         pass (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: gathers
         and ``weigh``.
+    summaries : callable, optional
+        ``summaries(grids, weight) -> host array``: ``weight`` and each grid's mass and axes'
+        profiles in one transfer (the ``"auto"`` rule's first look; the layout of
+        :func:`~gpumine.wavecluster.engine._summaries`); None: reductions on ``xp``.
+    tree : callable, optional
+        ``tree(labels, n, weights) -> host array``: a stack's planes' largest numbers, and
+        its components' masses and parents, in one transfer (the layout of
+        :func:`~gpumine.wavecluster.hierarchy._read`); None: a bincount, a scatter and a
+        reduction on ``xp``.
+    plane : callable, optional
+        ``plane(plane, shape, box, start) -> labels``: one level of a stack as a labelling
+        of the grid (:meth:`~gpumine.wavecluster.hierarchy._LevelStack.labelling`); None:
+        slicing on ``xp``.
     """
 
     xp: ModuleType
@@ -103,6 +116,9 @@ class Stages:
     spread: Callable | None = None
     nearest: Callable | None = None
     joint: Callable | None = None
+    summaries: Callable | None = None
+    tree: Callable | None = None
+    plane: Callable | None = None
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -160,7 +176,7 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
         to_host=stages.to_host, spread=stages.spread, nearest=stages.nearest,
-        joint=stages.joint,
+        joint=stages.joint, summaries=stages.summaries, tree=stages.tree, plane=stages.plane,
         coarser=(_next_level(stages, wavelet) if threshold == "auto" and coarser_levels
                  else None))
     return threshold, components, n_components
