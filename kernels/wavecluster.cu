@@ -504,6 +504,40 @@ __global__ void stack_plane(const index_t* __restrict__ plane,     // IN  (plane
     out[t] = v > start ? v - start : 0;
 }
 
+// A stack's levels painted onto the grid at once (hierarchy._paint_kept): cell c of the grid
+// takes table[v] for the first of the `count` planes whose number v at c (the plane's cell
+// c - box start, inside the box) has table[v] != 0, else 0. The planes hold the stack's own
+// numbers (not less a plane's start); the table maps them to clusters (or marks a region:
+// 0 / 1). geometry as stack_plane's. One thread a cell.
+__global__ void stack_paint(const index_t* __restrict__ planes,    // IN  (count, plane cells)
+                            int count, index_t plane_cells,        // IN
+                            const index_t* __restrict__ table,     // IN  (numbers + 1)
+                            const index_t* __restrict__ geometry,  // IN  (4, 8)
+                            index_t cells,                         // IN
+                            index_t* __restrict__ out)             // OUT (cells)
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells) return;
+    const index_t* shape = geometry;
+    const index_t* plane_shape = geometry + WC_MAX_DIMS;
+    const index_t* box_start = geometry + 2 * WC_MAX_DIMS;
+    const index_t* box_extent = geometry + 3 * WC_MAX_DIMS;
+    index_t c[WC_MAX_DIMS];
+    unflatten(t, shape, c);
+    index_t f = 0;
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        const index_t i = c[a] - box_start[a];
+        if (i < 0 || i >= box_extent[a]) {
+            out[t] = 0;
+            return;
+        }
+        f = f * plane_shape[a] + i;
+    }
+    index_t value = 0;
+    for (int p = 0; p < count && value == 0; ++p) value = table[planes[p * plane_cells + f]];
+    out[t] = value;
+}
+
 // Union-find of a 2-d grid in two passes, for dense grids where one-pass hooking makes
 // every cell contend for the few roots of a large component. Pass 1 (uf_tile_2d): a block
 // labels one UF_TILE x UF_TILE tile in shared memory (the same hooking, by local index,

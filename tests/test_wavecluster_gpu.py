@@ -232,6 +232,32 @@ def test_stack_plane_equals_the_slices(cp, shape, box, plane_shape, rng):
     np.testing.assert_array_equal(got.get(), want)
 
 
+
+@pytest.mark.parametrize(("shape", "box", "plane_shape", "count"), [
+    ((30, 20), (slice(3, 12), slice(0, 20)), (14, 20), 4),
+    ((9, 8, 7), (slice(1, 9), slice(2, 5), slice(0, 6)), (10, 6, 7), 1),
+    ((6, 5, 4, 5, 3), (slice(0, 6), slice(1, 4), slice(0, 4), slice(2, 5), slice(0, 3)),
+     (7, 3, 4, 3, 3), 3)])
+def test_stack_paint_takes_the_first_plane_the_table_maps(cp, shape, box, plane_shape, count,
+                                                          rng):
+    """``stack_paint`` (one launch): each cell of the box takes the table's entry for the first
+    plane whose number there maps to a nonzero one; 0 outside the box and where none does."""
+    from gpumine.wavecluster import gpu
+
+    planes = rng.randint(0, 50, size=(count, *plane_shape))
+    table = np.where(rng.random_sample(50) < 0.5, rng.randint(1, 9, 50), 0)
+    table[0] = 0
+    part = planes[(slice(None), *(slice(0, sl.stop - sl.start) for sl in box))]
+    found = np.zeros(part.shape[1:], np.int64)
+    for values in part[::-1]:
+        found = np.where(table[values] != 0, table[values], found)
+    want = np.zeros(shape, np.int64)
+    want[box] = found
+    assert (found != 0).mean() > 0.3
+    got = gpu.stack_paint(cp.asarray(planes), table, shape, box)
+    np.testing.assert_array_equal(got.get(), want)
+
+
 @pytest.mark.parametrize(("shape", "connectivity"), [
     ((300,), 1), ((37, 41), 1), ((37, 41), 2), ((9, 11, 7), 3), ((5, 6, 4, 5), 2),
     ((4, 3, 5, 3, 4, 3), 2)])

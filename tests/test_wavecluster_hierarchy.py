@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -11,7 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from gpumine import WaveCluster
 from gpumine.datasets import make_shape_sets
-from gpumine.wavecluster import engine, hierarchy
+from gpumine.wavecluster import engine, hierarchy, pipeline
 from gpumine.wavecluster.labeling import label_scipy, label_union_find
 
 
@@ -240,6 +241,75 @@ def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch):
         assert other.threshold_ == apart.threshold_
         np.testing.assert_array_equal(other.labels_, apart.labels_)
         np.testing.assert_array_equal(other.grid_labels_, apart.grid_labels_)
+
+
+def _numpy_hooks():
+    """NumPy versions of the GPU's one-pass hooks (``Stages.summaries/tree/plane/paint``),
+    written from their contracts: the CPU runs the GPU's code paths with them."""
+
+    def summaries(grids, weight):
+        parts = [np.asarray([float(weight)])]
+        for grid in grids:
+            axes = range(grid.ndim)
+            parts += [np.asarray([grid.sum()]), *(grid.max(axis=tuple(b for b in axes if b != a))
+                                                  for a in axes)]
+        return np.concatenate(parts)
+
+    def tree(labels, n, weights):
+        mass, up, tops = hierarchy._tree_on(
+            labels, n, weights, np, lambda v, w, b: np.bincount(v, weights=w, minlength=b))
+        return np.concatenate([tops, mass, up.astype(np.float64)])
+
+    def corner(planes, box):
+        return planes[(slice(None), *(slice(0, sl.stop - sl.start) for sl in box))]
+
+    def plane(values, shape, box, start):
+        out = np.zeros(shape, np.int64)
+        out[box] = np.maximum(corner(values[None], box)[0] - start, 0)
+        return out
+
+    def paint(planes, table, shape, box):
+        out = np.zeros(shape, np.int64)
+        found = np.zeros(out[box].shape, np.int64)
+        for values in corner(planes, box)[::-1]:  # the first plane with a nonzero entry wins
+            found = np.where(table[values] != 0, table[values], found)
+        out[box] = found
+        return out
+
+    return {"summaries": summaries, "tree": tree, "plane": plane, "paint": paint}
+
+
+@pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons", "touching-blobs"])
+def test_the_gpu_hooks_give_the_same_clusters(name, monkeypatch):
+    """The GPU's path through the ``"auto"`` rule -- one stack for every grid, the grids'
+    summaries, the trees, the levels and the split's painting each by one pass of a hook
+    (here NumPy versions of the kernels' contracts) -- gives the CPU's clusters, splits
+    included (the spirals and the 5-d blobs split; every leaf painted at once, then each
+    split level grown)."""
+    if name == "touching-blobs":
+        X, _ = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6),
+                          random_state=2)
+    else:
+        X, _ = make_shape_sets(random_state=0)[name]
+    plain = WaveCluster(device="cpu").fit(X)
+    painted = []
+    hooks = _numpy_hooks()
+    paint = hooks["paint"]
+
+    def counted(*args):
+        painted.append(args[2])
+        return paint(*args)
+
+    hooks["paint"] = counted
+    monkeypatch.setattr(engine, "SHARE_HOST_STACKS", True)
+    monkeypatch.setattr(pipeline, "_CPU", dataclasses.replace(pipeline._CPU, **hooks))
+    hooked = WaveCluster(device="cpu").fit(X)
+    if name in ("spirals", "blobs-noise20-d5"):
+        assert painted  # the split painted through the hook
+    assert hooked.n_clusters_ == plain.n_clusters_ >= 2
+    assert hooked.threshold_ == plain.threshold_
+    np.testing.assert_array_equal(hooked.labels_, plain.labels_)
+    np.testing.assert_array_equal(hooked.grid_labels_, plain.grid_labels_)
 
 
 @pytest.mark.gpu

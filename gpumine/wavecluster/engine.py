@@ -237,7 +237,7 @@ def auto_connectivity(n_features: int) -> int:
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
                       connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None,
                       coarser=None, nearest=None, joint=None, summaries=None, tree=None,
-                      plane=None) -> tuple[float, tuple]:
+                      plane=None, paint=None) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -277,9 +277,9 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     joint : callable, optional
         The backend's one-pass table of the coarser levels' split
         (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: ``weigh``'s.
-    summaries, tree, plane : callable, optional
+    summaries, tree, plane, paint : callable, optional
         The backend's grids' masses and profiles in one transfer, stacks' trees in one
-        transfer, and a stack's level as a grid's labelling
+        transfer, a stack's level as a grid's labelling, and its levels painted at once
         (:class:`~gpumine.wavecluster.pipeline.Stages`); None: CuPy or NumPy calls on ``xp``.
 
     Returns
@@ -305,7 +305,8 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
             return xp.bincount(values, weights=weights, minlength=bins)
     kwargs = {"grid_weight": grid_weight, "min_cluster_size": min_cluster_size, "label": label,
               "connectivity": connectivity, "xp": xp, "weigh": weigh, "to_host": to_host,
-              "spread": spread, "summaries": summaries, "tree": tree, "plane": plane}
+              "spread": spread, "summaries": summaries, "tree": tree, "plane": plane,
+              "paint": paint}
     if xp is not np or (SHARE_HOST_STACKS and stack_is_faster(coarse.shape, connectivity)):
         found = _base_and_opinions(coarse, coarser if AUTO_COARSER_LEVELS else None, kwargs,
                                    joint)
@@ -416,7 +417,7 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None):
     if grid_weight <= 0 or summaries[0][0] <= 0:
         return None
     common = {key: kwargs[key] for key in ("label", "connectivity", "xp", "weigh", "to_host")}
-    backend = {key: kwargs.get(key) for key in ("tree", "plane")}
+    backend = {key: kwargs.get(key) for key in ("tree", "plane", "paint")}
     jobs, plans = [], []
     for k, (grid, (mass, projections)) in enumerate(zip(grids, summaries, strict=True)):
         if mass <= 0:
@@ -449,7 +450,7 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None):
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
                     to_host, spread, grow=True, split=True, summaries=None, tree=None,
-                    plane=None):
+                    plane=None, paint=None):
     """The ``"auto"`` rule's base level and split step on one grid: ``(base points, unit,
     minimum, (components, n_components), significant)``, or None for an empty grid (module
     docstring); ``significant``: the numbers of the significant components (host), where
@@ -469,7 +470,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
             weigh=weigh, to_host=to_host, spread=spread, grow=grow, split=split, tree=tree,
-            plane=plane)
+            plane=plane, paint=paint)
         return points, unit, minimum, labelled, significant
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}

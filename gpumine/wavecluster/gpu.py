@@ -30,6 +30,7 @@ __all__ = [
     "point_components",
     "quantize_histogram",
     "spread_labels",
+    "stack_paint",
     "stack_plane",
     "stack_tree",
     "stages",
@@ -482,6 +483,45 @@ def stack_tree(labels, n, weights):
     return np.asarray(get_backend("gpu").to_host(packed))
 
 
+def _stack_geometry(device, shape, plane_shape, box):
+    """stack_plane's and stack_paint's geometry: the grid's shape, the plane's, the box's
+    start and extent (4 x 8 extents on device ``device``, uploaded once per value)."""
+    ndim = len(shape)
+    return _constant(device, (_padded_shape(shape), _padded_shape(plane_shape),
+                              (0,) * (_MAX_DIMS - ndim) + tuple(int(sl.start) for sl in box),
+                              _padded_shape([sl.stop - sl.start for sl in box])), "int64")
+
+
+@declares(_SOURCE, "stack_paint")
+def stack_paint(planes, table, shape, box):
+    """:func:`gpumine.wavecluster.hierarchy._paint_kept`'s painting in one launch: each cell of
+    a grid of ``shape`` takes ``table[v]`` for the first plane of ``planes`` whose number v
+    at the cell (inside ``box``, in the planes' corner) maps to a nonzero entry; else 0.
+
+    Parameters
+    ----------
+    planes : cupy.ndarray of int64, (count, ...)   -- IN
+        Levels of a stack, the stack's own numbers.
+    table : numpy.ndarray of int64
+        The numbers' clusters (0: none), at least the planes' largest number + 1 entries
+        (uploaded once).
+    shape : tuple of int
+    box : tuple of slice
+
+    Returns
+    -------
+    cupy.ndarray of int64
+    """
+    cp = cupy_module()
+    planes = cp.ascontiguousarray(planes, dtype=cp.int64)
+    geometry = _stack_geometry(cp.cuda.Device().id, shape, planes.shape[1:], box)
+    out = cp.empty(shape, dtype=cp.int64)
+    launch(get_kernel(_SOURCE, "stack_paint"), _blocks(out.size), _BLOCK,
+           (planes, np.int32(planes.shape[0]), np.int64(planes[0].size),
+            cp.asarray(table, dtype=cp.int64), geometry, np.int64(out.size), out))
+    return out
+
+
 @declares(_SOURCE, "stack_plane")
 def stack_plane(plane, shape, box, start):
     """:meth:`gpumine.wavecluster.hierarchy._LevelStack.labelling` in one launch: a grid of
@@ -501,11 +541,7 @@ def stack_plane(plane, shape, box, start):
     cupy.ndarray of int64
     """
     cp = cupy_module()
-    device = cp.cuda.Device().id
-    ndim = len(shape)
-    geometry = _constant(device, (_padded_shape(shape), _padded_shape(plane.shape),
-                                  (0,) * (_MAX_DIMS - ndim) + tuple(sl.start for sl in box),
-                                  _padded_shape([sl.stop - sl.start for sl in box])), "int64")
+    geometry = _stack_geometry(cp.cuda.Device().id, shape, plane.shape, box)
     out = cp.empty(shape, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "stack_plane"), _blocks(out.size), _BLOCK,
            (cp.ascontiguousarray(plane, dtype=cp.int64), geometry, np.int64(start),
@@ -621,4 +657,4 @@ def stages(*, device_labels: bool = True):
         results=_device_results if device_labels else _host_results,
         prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host,
         spread=spread_labels, nearest=nearest_cluster, joint=joint_mass,
-        summaries=grid_summaries, tree=stack_tree, plane=stack_plane)
+        summaries=grid_summaries, tree=stack_tree, plane=stack_plane, paint=stack_paint)

@@ -243,8 +243,8 @@ def _spread_host(grown, inside, steps):
 def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_levels,
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
                     spread=None, grow: bool = True, split: bool = True,
-                    stack=None, halves=None, tree=None,
-                    plane=None) -> tuple[float, tuple, np.ndarray]:
+                    stack=None, halves=None, tree=None, plane=None,
+                    paint=None) -> tuple[float, tuple, np.ndarray]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
@@ -293,8 +293,8 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
         results; None: labelled here.
     halves : list of float, optional
         With ``stack``: :func:`plan_levels`'s sqrt(2) levels for it (None: planned again).
-    tree, plane : callable, optional
-        The backend's stack reading and level slicing
+    tree, plane, paint : callable, optional
+        The backend's stack reading, level slicing and painting
         (:class:`~gpumine.wavecluster.pipeline.Stages`), where ``stack`` is None.
 
     Returns
@@ -314,7 +314,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     if stack is None:
         stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
                             label=label, connectivity=connectivity, xp=xp, weigh=weigh,
-                            to_host=to_host, tree=tree, plane=plane)
+                            to_host=to_host, tree=tree, plane=plane, paint=paint)
     where = {p: j for j, p in enumerate(stack.levels)}
 
     def count(i):
@@ -343,6 +343,10 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     leaves, splits = _decide(ids, masses, parents)
     if not splits:
         return base_points, (components, n_components), significant
+    if stack.paint is not None and stack.kept is not None:
+        painted = _paint_kept(stack, path, ids, leaves, splits, connectivity, xp, to_host,
+                              spread, grow)
+        return base_points, painted, np.arange(1, painted[1] + 1)
 
     def labelling(level):
         return stack.labelling(path[level])
@@ -380,7 +384,7 @@ def plan_levels(projections, *, unit: float, base_levels, split: bool = True) ->
 
 
 def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=None,
-                 plane=None) -> list:
+                 plane=None, paint=None) -> list:
     """Several grids' levels labelled at once: one :class:`_LevelStack` per job.
 
     ``jobs`` is a list of ``(coarse, levels, projections, unit, minimum)``, one per grid
@@ -392,14 +396,18 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=Non
     the grids, against that for each. Else the first grid (the finest) is stacked alone and
     the others share a stack, if they fit; else each grid is stacked on its own. Every way
     gives the same trees and labellings: a plane's numbering follows the raster order of its
-    cells, which the padding keeps. ``tree`` and ``plane``: the backend's reading of a stack
-    and its levels (:class:`~gpumine.wavecluster.pipeline.Stages`; None: calls on ``xp``).
+    cells, which the padding keeps. ``tree``, ``plane`` and ``paint``: the backend's reading
+    of a stack and its levels (:class:`~gpumine.wavecluster.pipeline.Stages`; None: calls on
+    ``xp``).
     """
     options = {"label": label, "connectivity": connectivity, "xp": xp, "weigh": weigh,
-               "to_host": to_host, "tree": tree, "plane": plane}
+               "to_host": to_host, "tree": tree, "plane": plane, "paint": paint}
+    # each grid's first-level box, once for every way of sharing
+    boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
+             for _, levels, projections, unit, _ in jobs]
     # all the grids in one stack; else the first (the largest) alone and the rest in one
     for alone in range(min(len(jobs) - 1, 2)):
-        shared = _LevelStack.shared(jobs[alone:], **options)
+        shared = _LevelStack.shared(jobs[alone:], **options, boxes=boxes[alone:])
         if shared is not None:
             return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
                                 **options)
@@ -410,17 +418,18 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=Non
 
 def _profile_boxes(projections, thresholds) -> list:
     """The bounding box of ``coarse >= t`` for each threshold t, from the axes' profiles
-    (each axis's densest cell per index; host arrays), all thresholds at once. Each is at
-    most the peak: no box is empty."""
-    thresholds = np.asarray(thresholds, dtype=np.float64)[:, None]
-    ends = []
-    for profile in projections:
-        above = profile[None, :] >= thresholds  # (levels, cells of the axis)
-        first = np.argmax(above, axis=1)
-        last = profile.size - np.argmax(above[:, ::-1], axis=1)
-        ends.append((first.tolist(), last.tolist()))  # sync: none, host arrays
-    return [tuple(slice(first[j], last[j]) for first, last in ends)
-            for j in range(thresholds.shape[0])]
+    (each axis's densest cell per index; host arrays), all thresholds and axes at once (the
+    profiles padded to one length with -inf, which no threshold reaches). Each is at most
+    the peak: no box is empty."""
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    width = max(profile.size for profile in projections)
+    padded = np.full((len(projections), width), -np.inf)
+    for axis, profile in enumerate(projections):
+        padded[axis, :profile.size] = profile
+    above = padded[:, None, :] >= thresholds[None, :, None]  # (axes, levels, cells)
+    first = np.argmax(above, axis=2).T.tolist()  # sync: none, host arrays
+    last = (width - np.argmax(above[:, :, ::-1], axis=2)).T.tolist()  # sync: none, host
+    return [tuple(map(slice, starts, stops)) for starts, stops in zip(first, last, strict=True)]
 
 
 def _stack_cells(box) -> int:
@@ -495,9 +504,10 @@ class _LevelStack:
     """
 
     def __init__(self, coarse, levels, projections, *, unit, minimum, label, connectivity,
-                 xp, weigh, to_host, tree=None, plane=None):
+                 xp, weigh, to_host, tree=None, plane=None, paint=None):
         self.coarse, self.levels, self.unit = coarse, levels, unit
-        self.label, self.connectivity, self.xp, self.plane = label, connectivity, xp, plane
+        self.label, self.connectivity, self.xp = label, connectivity, xp
+        self.plane, self.paint = plane, paint
         # each level's bounding box, from the axes' profiles: a later stack labels only the
         # box of its first level, which holds every level above
         boxes = _profile_boxes(projections, [(p - 0.5) * unit for p in levels])
@@ -534,11 +544,14 @@ class _LevelStack:
         return True
 
     @classmethod
-    def shared(cls, jobs, *, label, connectivity, xp, weigh, to_host, tree=None, plane=None):
+    def shared(cls, jobs, *, label, connectivity, xp, weigh, to_host, tree=None, plane=None,
+               paint=None, boxes=None):
         """:func:`stack_levels`'s one call for every job, or None where the planes would
-        exceed :data:`STACK_CELLS` cells."""
-        boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
-                 for _, levels, projections, unit, _ in jobs]
+        exceed :data:`STACK_CELLS` cells. ``boxes``: each job's first-level box (None: found
+        here)."""
+        if boxes is None:
+            boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
+                     for _, levels, projections, unit, _ in jobs]
         extents = [tuple(sl.stop - sl.start for sl in box) for box in boxes]
         common = (max(e[0] for e in extents) + 1,
                  *(max(e[a] for e in extents) for a in range(1, len(extents[0]))))
@@ -563,7 +576,7 @@ class _LevelStack:
             stack = cls.__new__(cls)
             stack.coarse, stack.levels, stack.unit = coarse, levels, unit
             stack.label, stack.connectivity, stack.xp = label, connectivity, xp
-            stack.plane = plane
+            stack.plane, stack.paint = plane, paint
             part = slice(firsts[k], firsts[k] + counts[k])
             stack.tree = []
             stack.kept = (labels[part], boxes[k], starts[part], ends[part])
@@ -748,14 +761,44 @@ def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity
     return out, next_id - 1
 
 
+def _paint_kept(stack, path, ids, leaves, splits, connectivity, xp, to_host, spread, grow):
+    """:func:`_paint`'s clusters from a stack that held every level, with the backend's
+    ``paint`` (:class:`~gpumine.wavecluster.pipeline.Stages`): every leaf painted in one pass
+    through one table of the stack's numbers, then each level's splits grown, from the top
+    level down. The same labels: the leaves are numbered as :func:`_paint` numbers them
+    (levels from the top down, each level's in the order of their numbers), they are apart,
+    and no leaf touches a region that a split grows over before it (a leaf below a split's
+    level lies in another component of its own level), so painting them all first changes
+    no growth. ``path[i]`` is the stack's level of ``ids[i]``."""
+    labels, box, starts, ends = stack.kept
+    shape = stack.coarse.shape
+    table = np.zeros(int(ends.max()) + 1, np.int64)  # sync: none, a host table
+    next_id = 1
+    for level in sorted({i for i, _ in leaves}, reverse=True):
+        numbers = np.sort(ids[level][[k for i, k in leaves if i == level]])
+        table[numbers + starts[path[level]]] = np.arange(next_id, next_id + numbers.size)
+        next_id += numbers.size
+    out = stack.paint(labels, table, shape, box)
+    for level in sorted({i for i, _ in splits}, reverse=True) if grow else ():
+        mark = np.zeros(table.size, np.int64)  # sync: none, a host table
+        mark[ids[level][[k for i, k in splits if i == level]] + starts[path[level]]] = 1
+        region = stack.paint(labels[path[level]:path[level] + 1], mark, shape, box) != 0
+        out = grow_labels(out, region, connectivity, xp=xp, to_host=to_host, spread=spread)
+    return out, next_id - 1
+
+
 def _decide(ids, masses, parents) -> tuple[list, list]:
     """The rule on the tree (host lists): ``(leaves, splits)``, each a list of
     ``(level index, position in ids[level])``."""
+    # Python numbers throughout: a tree of a few components a level over tens of levels is
+    # walked component by component, where NumPy scalars cost several times more
+    ids = [np.asarray(level).tolist() for level in ids]  # sync: none, host arrays
+    masses = [np.asarray(level).tolist() for level in masses]  # sync: none, host arrays
     children = [[[] for _ in level] for level in ids]
     for j in range(1, len(ids)):
-        position = {int(c): k for k, c in enumerate(ids[j - 1])}  # sync: none, host lists
-        for k, p in enumerate(parents[j]):
-            children[j - 1][position[int(p)]].append(k)  # sync: none, host lists
+        position = {c: k for k, c in enumerate(ids[j - 1])}
+        for k, p in enumerate(np.asarray(parents[j]).tolist()):  # sync: none, host arrays
+            children[j - 1][position[p]].append(k)
     last = [[j] * len(level) for j, level in enumerate(ids)]  # highest level reached
     for j in range(len(ids) - 2, -1, -1):
         for k, kids in enumerate(children[j]):

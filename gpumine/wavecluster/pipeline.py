@@ -103,6 +103,11 @@ class Stages:
         ``plane(plane, shape, box, start) -> labels``: one level of a stack as a labelling
         of the grid (:meth:`~gpumine.wavecluster.hierarchy._LevelStack.labelling`); None:
         slicing on ``xp``.
+    paint : callable, optional
+        ``paint(planes, table, shape, box) -> labels``: a stack's levels painted onto the
+        grid through a table of their numbers, in one pass
+        (:func:`~gpumine.wavecluster.hierarchy.resolve_stacked`'s clusters); None: a level at
+        a time on ``xp``.
     """
 
     xp: ModuleType
@@ -119,6 +124,7 @@ class Stages:
     summaries: Callable | None = None
     tree: Callable | None = None
     plane: Callable | None = None
+    paint: Callable | None = None
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -177,6 +183,7 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
         to_host=stages.to_host, spread=stages.spread, nearest=stages.nearest,
         joint=stages.joint, summaries=stages.summaries, tree=stages.tree, plane=stages.plane,
+        paint=stages.paint,
         coarser=(_next_level(stages, wavelet) if threshold == "auto" and coarser_levels
                  else None))
     return threshold, components, n_components
