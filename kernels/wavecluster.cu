@@ -474,10 +474,25 @@ __global__ void stack_tree(const index_t* __restrict__ labels,  // IN  (m, plane
     }
 }
 
+// Cell t of a grid in a stack's plane (stack_plane, stack_paint): its flat index in the plane,
+// whose corner holds the box, or -1 outside the box. geometry: the grid's shape (8), the
+// plane's (8), the box's start (8) and extent (8).
+__device__ __forceinline__ index_t plane_cell(index_t t, const index_t* geometry) {
+    index_t c[WC_MAX_DIMS];
+    unflatten(t, geometry, c);
+    index_t f = 0;
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        const index_t i = c[a] - geometry[2 * WC_MAX_DIMS + a];
+        if (i < 0 || i >= geometry[3 * WC_MAX_DIMS + a]) return -1;
+        f = f * geometry[WC_MAX_DIMS + a] + i;
+    }
+    return f;
+}
+
 // One level of a stack as a labelling of the grid (hierarchy._LevelStack.labelling): cell c
 // of the grid takes plane[c - box start] less `start` (the plane's numbers run from
-// start + 1; its zeros stay 0) inside the box, 0 outside. geometry: the grid's shape (8),
-// the plane's (8), the box's start (8) and extent (8). One thread a cell.
+// start + 1; its zeros stay 0) inside the box, 0 outside (geometry: plane_cell's). One
+// thread a cell.
 __global__ void stack_plane(const index_t* __restrict__ plane,     // IN  (plane cells)
                             const index_t* __restrict__ geometry,  // IN  (4, 8)
                             index_t start, index_t cells,          // IN
@@ -485,20 +500,10 @@ __global__ void stack_plane(const index_t* __restrict__ plane,     // IN  (plane
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
-    const index_t* shape = geometry;
-    const index_t* plane_shape = geometry + WC_MAX_DIMS;
-    const index_t* box_start = geometry + 2 * WC_MAX_DIMS;
-    const index_t* box_extent = geometry + 3 * WC_MAX_DIMS;
-    index_t c[WC_MAX_DIMS];
-    unflatten(t, shape, c);
-    index_t f = 0;
-    for (int a = 0; a < WC_MAX_DIMS; ++a) {
-        const index_t i = c[a] - box_start[a];
-        if (i < 0 || i >= box_extent[a]) {
-            out[t] = 0;
-            return;
-        }
-        f = f * plane_shape[a] + i;
+    const index_t f = plane_cell(t, geometry);
+    if (f < 0) {
+        out[t] = 0;
+        return;
     }
     const index_t v = plane[f];
     out[t] = v > start ? v - start : 0;
@@ -518,20 +523,10 @@ __global__ void stack_paint(const index_t* __restrict__ planes,    // IN  (count
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
-    const index_t* shape = geometry;
-    const index_t* plane_shape = geometry + WC_MAX_DIMS;
-    const index_t* box_start = geometry + 2 * WC_MAX_DIMS;
-    const index_t* box_extent = geometry + 3 * WC_MAX_DIMS;
-    index_t c[WC_MAX_DIMS];
-    unflatten(t, shape, c);
-    index_t f = 0;
-    for (int a = 0; a < WC_MAX_DIMS; ++a) {
-        const index_t i = c[a] - box_start[a];
-        if (i < 0 || i >= box_extent[a]) {
-            out[t] = 0;
-            return;
-        }
-        f = f * plane_shape[a] + i;
+    const index_t f = plane_cell(t, geometry);
+    if (f < 0) {
+        out[t] = 0;
+        return;
     }
     index_t value = 0;
     for (int p = 0; p < count && value == 0; ++p) value = table[planes[p * plane_cells + f]];
