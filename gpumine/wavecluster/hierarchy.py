@@ -472,14 +472,13 @@ def _read(labels, n, weights, minima, firsts, xp, weigh, to_host, tree=None) -> 
     level = np.searchsorted(ends, found)  # a plane's numbers follow the plane's below
     kept = mass >= np.asarray(minima)[level]  # each plane's own minimum
     found, mass, up, level = found[kept], mass[kept], up[kept], level[kept]
-    cuts = np.searchsorted(level, np.arange(m + 1)).tolist()  # found is sorted: so is level
-    slabs = []
-    for j in range(m):
-        here = slice(cuts[j], cuts[j + 1])
-        # sync: none, host arrays (a grid's first plane has no parents)
-        parents = (np.zeros(cuts[j + 1] - cuts[j], np.int64) if j in firsts
-                   else up[here] - starts[j - 1])
-        slabs.append((found[here] - starts[j], mass[here], parents))
+    cuts = np.searchsorted(level, np.arange(1, m))  # found is sorted: so is level
+    # each number in its own plane's numbering, each parent in the plane below's; a grid's
+    # first plane has no parents (all at once, then cut into planes)
+    first = np.isin(level, np.fromiter(firsts, np.int64, len(firsts)))
+    parents = np.where(first, 0, up - starts[np.maximum(level - 1, 0)])
+    slabs = list(zip(np.split(found - starts[level], cuts), np.split(mass, cuts),
+                     np.split(parents, cuts), strict=True))
     return slabs, starts, ends
 
 
