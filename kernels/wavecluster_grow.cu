@@ -45,39 +45,3 @@ __global__ void grow_geodesic(index_t* __restrict__ a,            // INOUT (cell
         if (((volatile int*)changed)[step % 3] == 0) return;
     }
 }
-
-// grow_geodesic in one block, for a small box: the same steps, with a block barrier between
-// them instead of a grid barrier (which costs several microseconds a step: a growth of
-// tens of steps over a few thousand cells waited mostly on barriers). changed: two shared
-// flags taking turns; step s clears flag s % 2, last read at the end of step s - 2, before
-// the first barrier of step s - 1.
-__global__ void grow_geodesic_block(index_t* __restrict__ a,            // INOUT (cells) labels, 0 unlabelled
-                                    index_t* __restrict__ b,            // INOUT (cells) a copy of a
-                                    const bool* __restrict__ region,    // IN  (cells) where labels may grow
-                                    const index_t* __restrict__ steps,  // IN  (n_steps) neighbours' flat offsets
-                                    int n_steps,                        // IN
-                                    index_t cells)                      // IN
-{
-    __shared__ int changed[2];
-    for (int step = 0;; ++step) {
-        const index_t* src = (step & 1) ? b : a;
-        index_t* dst = (step & 1) ? a : b;
-        if (threadIdx.x == 0) changed[step & 1] = 0;
-        __syncthreads();
-        bool any = false;
-        for (index_t c = threadIdx.x; c < cells; c += blockDim.x) {
-            index_t v = src[c];
-            if (v == 0 && region[c]) {
-                for (int o = 0; o < n_steps; ++o) {
-                    const index_t u = src[c + steps[o]];
-                    if (u != 0 && (v == 0 || u < v)) v = u;
-                }
-                any = any || v != 0;
-            }
-            dst[c] = v;
-        }
-        if (any) changed[step & 1] = 1;
-        __syncthreads();
-        if (changed[step & 1] == 0) return;
-    }
-}

@@ -343,20 +343,15 @@ def test_gpu_split_gives_the_cpu_labels(name, label, stack_cells, crop_cells, sm
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("on_device", "one_block"), [(False, None), (True, None), (True, 0),
-                                                      (True, 1 << 30)])
-def test_gpu_grow_labels_equals_cpu(on_device, one_block, rng, monkeypatch):
-    """grow_labels on CuPy arrays, its steps on the host or in the device's one launch
-    (``spread_labels``: one block up to ``ONE_BLOCK_GROWTH`` cells, else cooperative; here
-    also every box one way or the other): the NumPy result -- on random regions and seeds in
-    3-d, on a 2-d box larger than the launch's threads (a grid-stride loop), and along a
-    corridor that takes thousands of steps (the step flags' turns)."""
+@pytest.mark.parametrize("on_device", [False, True])
+def test_gpu_grow_labels_equals_cpu(on_device, rng):
+    """grow_labels on CuPy arrays, its steps on the host or in the device's one cooperative
+    launch (``spread_labels``): the NumPy result -- on random regions and seeds in 3-d, on a
+    2-d box larger than the launch's threads (a grid-stride loop), and along a corridor
+    that takes thousands of steps (the step flags' turns)."""
     from gpumine.backend import cupy_module, get_backend
-    from gpumine.wavecluster import gpu
     from gpumine.wavecluster.gpu import spread_labels
 
-    if one_block is not None:
-        monkeypatch.setattr(gpu, "ONE_BLOCK_GROWTH", one_block)
     cp = cupy_module()
     spread = spread_labels if on_device else None
     cases = []

@@ -282,19 +282,13 @@ def label_union_find_gpu(mask, connectivity):
     return _compact(parent, mask)
 
 
-#: Up to this many cells (a padded box) :func:`spread_labels` grows in one block, a block
-#: barrier a step; beyond, a cooperative grid, a grid barrier a step.
-ONE_BLOCK_GROWTH = 1 << 16
-_GROWTH_BLOCK = 1024
-
-
 @declares(_GROW, "grow_geodesic")
-@declares(_GROW, "grow_geodesic_block")
 def spread_labels(labels, region, steps):
     """:func:`gpumine.wavecluster.hierarchy.grow_labels`'s breadth-first steps on the device,
-    all in one launch (``kernels/wavecluster_grow.cu``): in one block with a block barrier a
-    step up to :data:`ONE_BLOCK_GROWTH` cells, else cooperative with a grid barrier a step,
-    where the host's loop pays a copy of the box each way and NumPy calls a step.
+    all in one cooperative launch (``kernels/wavecluster_grow.cu``): a grid barrier a step,
+    where the host's loop pays a copy of the box each way and NumPy calls a step. (One block
+    with a block barrier a step was no faster a fit: record
+    ``wavecluster-growth-one-block-ab-h100-2026-11-26-039897f.txt``.)
 
     Parameters
     ----------
@@ -315,10 +309,6 @@ def spread_labels(labels, region, steps):
     b = a.copy()
     inside = cp.ascontiguousarray(region, dtype=cp.bool_)
     offsets = _constant(cp.cuda.Device().id, tuple(int(o) for o in steps), "int64")
-    if a.size <= ONE_BLOCK_GROWTH:
-        launch(get_kernel(_GROW, "grow_geodesic_block"), 1, _GROWTH_BLOCK,
-               (a, b, inside, offsets, np.int32(len(steps)), np.int64(a.size)))
-        return a
     changed = cp.zeros(3, dtype=cp.int32)
     kernel = get_kernel(_GROW, "grow_geodesic", cooperative=True)
     grid = max(1, min(resident_blocks(kernel, _BLOCK), _blocks(a.size)))
