@@ -51,7 +51,11 @@ step's levels only inside the previous level's component boxes
 (:func:`split_persistent`). Where a component splits, the pieces are grown back over it
 (:func:`grow_labels`). On the GPU the coarse grid's levels and those of the wavelet's coarser
 levels (:mod:`gpumine.wavecluster.levels`) share one stack where they fit
-(:func:`stack_levels`). README ("WaveCluster") has the measured cost.
+(:func:`stack_levels`), and the steps around the labelling are a launch each, through the
+backend's hooks (:class:`~gpumine.wavecluster.pipeline.Stages`): the grids' masses and
+profiles (``summaries``), a stack's tree (``tree``), a level as a labelling (``plane``) and a
+split's leaves painted through one table of the stack's numbers (``paint``,
+:func:`_paint_kept`). README ("WaveCluster") has the measured cost.
 """
 
 from __future__ import annotations
