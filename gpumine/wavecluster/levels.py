@@ -66,9 +66,9 @@ the levels' thresholds in the coarse grid's stack
 the tree (``significant``) and their table from one kernel (``joint``): 3.9-6.3x on the sets
 at 1x and 10x, 4.7-8.5x at 40x (records ``wavecluster-auto-cost-h100-2026-11-26-cc64e3e``
 and its repeat; 7.0-10.6x for the previous version, measured in one call with
-``-973ffd4``); with the steps around the labelling a launch each
-(:mod:`gpumine.wavecluster.hierarchy`'s cost paragraph), 3.0-4.4x at 1x and 10x and 4.0-6.3x
-at 40x (README, "WaveCluster").
+``-973ffd4``). The steps around the labelling have since become a launch each
+(:mod:`gpumine.wavecluster.hierarchy`'s cost paragraph); README ("WaveCluster") has the
+cost measured since.
 """
 
 from __future__ import annotations
