@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import numpy as np
@@ -14,6 +15,7 @@ from gpumine import WaveCluster
 from gpumine.datasets import make_shape_sets
 from gpumine.wavecluster import engine, hierarchy, pipeline
 from gpumine.wavecluster.labeling import label_scipy, label_union_find
+from gpumine.wavecluster.levels import joint_table
 
 
 def _weigh(values, weights, bins):
@@ -276,16 +278,20 @@ def _numpy_hooks():
         out[box] = found
         return out
 
-    return {"summaries": summaries, "tree": tree, "plane": plane, "paint": paint}
+    joint = functools.partial(joint_table, xp=np,
+                              weigh=lambda v, w, b: np.bincount(v, weights=w, minlength=b))
+    return {"summaries": summaries, "tree": tree, "plane": plane, "paint": paint,
+            "joint": joint}
 
 
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons", "touching-blobs"])
 def test_the_gpu_hooks_give_the_same_clusters(name, monkeypatch):
     """The GPU's path through the ``"auto"`` rule -- one stack for every grid, the grids'
-    summaries, the trees, the levels and the split's painting each by one pass of a hook
-    (here NumPy versions of the kernels' contracts) -- gives the CPU's clusters, splits
-    included (the spirals and the 5-d blobs split; every leaf painted at once, then each
-    split level grown)."""
+    summaries, the trees, the levels, the split's painting and the coarser levels' tables
+    each by one pass of a hook (here NumPy versions of the kernels' contracts; the tables of
+    all levels read back at once) -- gives the CPU's clusters, splits included (the spirals
+    and the 5-d blobs split; every leaf painted at once, then each split level grown; the
+    coarser levels split the touching blobs)."""
     if name == "touching-blobs":
         X, _ = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6),
                           random_state=2)
@@ -301,11 +307,22 @@ def test_the_gpu_hooks_give_the_same_clusters(name, monkeypatch):
         return paint(*args)
 
     hooks["paint"] = counted
+    tables, joint_tables = [], engine._joint_tables
+
+    def read_together(*args):
+        tables.append(joint_tables(*args))
+        return tables[-1]
+
+    monkeypatch.setattr(engine, "_joint_tables", read_together)
     monkeypatch.setattr(engine, "SHARE_HOST_STACKS", True)
     monkeypatch.setattr(pipeline, "_CPU", dataclasses.replace(pipeline._CPU, **hooks))
     hooked = WaveCluster(device="cpu").fit(X)
     if name in ("spirals", "blobs-noise20-d5"):
         assert painted  # the split painted through the hook
+    # the levels' tables read back together: three pairs of levels on the moons, two on
+    # the touching blobs (whose coarser levels split them), one on the spirals
+    assert len(tables) == 1 and len(tables[0]) == {"spirals": 1, "blobs-noise20-d5": 0,
+                                                   "moons": 3, "touching-blobs": 2}[name]
     assert hooked.n_clusters_ == plain.n_clusters_ >= 2
     assert hooked.threshold_ == plain.threshold_
     np.testing.assert_array_equal(hooked.labels_, plain.labels_)

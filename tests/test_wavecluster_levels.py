@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
@@ -10,7 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 from gpumine import WaveCluster
 from gpumine.exceptions import InvalidParameterError
 from gpumine.wavecluster import engine, hierarchy
-from gpumine.wavecluster.levels import next_level_cells, split_by_coarser_level
+from gpumine.wavecluster.levels import joint_table, next_level_cells, split_by_coarser_level
 
 
 def _weigh(values, weights, bins):
@@ -177,3 +179,44 @@ def test_coarser_levels_without_their_split_step(host_tree_work):
         base_only = WaveCluster(device="cpu").fit(X)
     assert base_only.n_clusters_ == 4
     np.testing.assert_array_equal(base_only.labels_, default.labels_)
+
+
+def test_tables_read_together_are_made_anew_below_a_level_that_split():
+    """``_split_down`` reads every level's table under the level above at once (the GPU's
+    one transfer), as the levels were found; where a level then splits, the level below it
+    is compared with the split pieces, not with that stale table. Three 1-d levels: the top
+    splits the middle's first cluster in two, and that split splits the finest's first
+    cluster -- which the middle level as found would not."""
+    from gpumine.wavecluster import engine
+
+    def found(components, significant):
+        components = np.asarray(components)
+        return (1, 1.0, 0.5, (components, int(components.max())), np.asarray(significant))
+
+    def weigh(values, weights, bins):
+        return np.bincount(values, weights=weights, minlength=bins)
+
+    joint = functools.partial(joint_table, xp=np, weigh=weigh)
+    finest = found([1] * 8 + [2] * 4 + [0] * 4, [1, 2])
+    middle = found([1, 1, 1, 1, 2, 2, 0, 0], [1, 2])
+    top = found([1, 2, 3, 0], [1, 2, 3])
+    grids = [np.ones(8), np.ones(4)]
+    kwargs = {"connectivity": 1, "xp": np, "to_host": np.asarray, "spread": None,
+              "weigh": weigh}
+    read = []
+    tables = engine._joint_tables
+
+    def together(*args):
+        read.append(tables(*args))
+        return read[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "_joint_tables", together)
+        (got, n_got), significant = engine._split_down(np.ones(16), finest, grids,
+                                                        [middle, top], kwargs, joint)
+    (want, n_want), _ = engine._split_down(np.ones(16), finest, grids, [middle, top],
+                                           kwargs)
+    assert sorted(read[0]) == [0, 1]  # both tables read back together
+    np.testing.assert_array_equal(got, want)
+    assert n_got == n_want == 4  # the finest's first cluster split in two
+    assert len(np.unique(got[:8])) == 2 and sorted(significant.tolist()) == [2, 3, 4]

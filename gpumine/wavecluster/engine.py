@@ -88,7 +88,7 @@ from gpumine.wavecluster.hierarchy import (
     threshold_levels,
 )
 from gpumine.wavecluster.labeling import neighbour_offsets, shifted_slices
-from gpumine.wavecluster.levels import split_by_coarser_level
+from gpumine.wavecluster.levels import split_by_coarser_level, table_indices
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape
 
 __all__ = [
@@ -357,24 +357,54 @@ def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
     options = {key: kwargs[key] for key in ("connectivity", "xp", "weigh", "to_host",
                                              "spread")}
     options["joint"] = joint
+    levels = [(coarse, found), *zip(grids, above_found, strict=True)]  # finest first
+    # each level's table under the level above as that level was found: all read back at
+    # once, and used wherever the level above did not split (then its labelling is that)
+    tables = _joint_tables(levels, joint, options["xp"], options["to_host"])
     above = None  # the level above: (components, n_components, significant, grid, minimum)
-    for grid, level in zip(reversed(grids), reversed(above_found), strict=True):
+    for k in range(len(levels) - 1, -1, -1):
+        grid, level = levels[k]
         if level is None:
             above = None
             continue
         labelled, significant = level[3], level[4]
         if above is not None:
+            unsplit = above[0] is levels[k + 1][1][3][0]
             *labelled, significant = split_by_coarser_level(
                 *labelled, grid, above[0], above[1], above[3], minimum=level[2],
                 upper_minimum=above[4], significant=significant, upper_significant=above[2],
-                **options)
+                mass=tables.get(k) if unsplit else None, **options)
         above = (*labelled, significant, grid, level[2])
-    if above is None:
-        return found[3], found[4]
-    components, n_components, significant = split_by_coarser_level(
-        *found[3], coarse, above[0], above[1], above[3], minimum=found[2],
-        upper_minimum=above[4], significant=found[4], upper_significant=above[2], **options)
-    return (components, n_components), significant
+    return (above[0], above[1]), above[2]
+
+
+def _joint_tables(levels, joint, xp, to_host) -> dict:
+    """:func:`_split_down`'s tables, level k's (``levels[k]``: a grid and its
+    :func:`_base_and_split`) under level k + 1's labelling as found, in one transfer: ``{k:
+    (clusters + 1) x (pieces + 1) host masses}``, for the levels whose split has a table
+    (both levels found, with significant numbers; a cluster and two pieces at least). Empty
+    without the backend's ``joint``."""
+    if joint is None:
+        return {}
+    shapes, parts = {}, []
+    for k in range(len(levels) - 1):
+        (grid, level), (_, upper) = levels[k], levels[k + 1]
+        if level is None or upper is None or level[4] is None or upper[4] is None:
+            continue
+        if len(level[4]) == 0 or len(upper[4]) < 2:
+            continue  # split_by_coarser_level reads no table
+        rows, columns, width = table_indices(level[4], level[3][1], upper[4], upper[3][1])
+        parts.append(joint(level[3][0], upper[3][0], rows, columns, grid, width))
+        shapes[k] = (len(level[4]) + 1, width)
+    if not parts:
+        return {}
+    # sync: every level's table, once for all the levels
+    packed = np.asarray(to_host(xp.concatenate(parts)), dtype=np.float64)
+    out, start = {}, 0
+    for k, (rows, width) in shapes.items():
+        out[k] = packed[start:start + rows * width].reshape(rows, width)
+        start += rows * width
+    return out
 
 
 def _summaries(grids, xp, to_host, weight=0.0, summaries=None) -> tuple:

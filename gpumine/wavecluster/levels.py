@@ -73,11 +73,14 @@ cost measured since.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from gpumine.wavecluster.hierarchy import AUTO_SPLIT_MIN_SHARE, grow_labels
 
-__all__ = ["AUTO_COARSER_CONTAIN", "next_level_cells", "split_by_coarser_level"]
+__all__ = ["AUTO_COARSER_CONTAIN", "joint_table", "next_level_cells", "split_by_coarser_level",
+           "table_indices"]
 
 #: A next-level cluster is a piece of a finer cluster holding at least this share of its mass.
 AUTO_COARSER_CONTAIN = 0.5
@@ -101,10 +104,52 @@ def next_level_cells(upper, shape, xp=np):
     return out[tuple(slice(0, s) for s in shape)]
 
 
+def table_indices(significant, n_components, upper_significant, n_upper) -> tuple:
+    """:func:`split_by_coarser_level`'s host tables: each significant cluster's row (1, 2, ...;
+    0 for every other number), each significant piece's column, and the table's width
+    (pieces + 1).
+
+    Examples
+    --------
+    >>> rows, columns, width = table_indices([2, 3], 4, [1], 2)
+    >>> rows.tolist(), columns.tolist(), width
+    ([0, 0, 1, 2, 0], [0, 1, 0], 2)
+    """
+    clusters = np.asarray(significant, dtype=np.int64)
+    pieces = np.asarray(upper_significant, dtype=np.int64)
+    cluster_index = np.zeros(n_components + 1, dtype=np.int64)  # sync: none, host tables
+    cluster_index[clusters] = np.arange(1, clusters.size + 1)
+    piece_index = np.zeros(n_upper + 1, dtype=np.int64)  # sync: none, a host table
+    piece_index[pieces] = np.arange(1, pieces.size + 1)
+    return cluster_index, piece_index, pieces.size + 1
+
+
+def joint_table(components, upper, cluster_index, piece_index, density, width, *, xp=np,
+                weigh):
+    """:func:`split_by_coarser_level`'s table on ``xp``: the ``density`` of the finer cells of
+    each cluster (``cluster_index[components]``, 0: none) under each next-level piece
+    (``piece_index[upper]`` at the cell's ``c // 2``), as a flat (clusters + 1) x ``width``
+    array; bin 0 is not read. The contract of the backend's ``joint``
+    (:func:`gpumine.wavecluster.gpu.joint_mass` does it in one launch).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> table = joint_table(np.array([1, 1, 2, 0]), np.array([1, 2]), np.array([0, 1, 2]),
+    ...                     np.array([0, 1, 0]), np.ones(4), 2,
+    ...                     weigh=lambda v, w, b: np.bincount(v, weights=w, minlength=b))
+    >>> table.reshape(3, 2)[1:].tolist()  # cluster 1: two cells under piece 1; cluster 2: none
+    [[0.0, 2.0], [1.0, 0.0]]
+    """
+    pieces = next_level_cells(xp.asarray(piece_index)[upper], components.shape, xp)
+    return weigh((xp.asarray(cluster_index)[components] * width + pieces).ravel(),
+                 density.ravel(), (int(np.max(cluster_index)) + 1) * width)
+
+
 def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upper_grid, *,
                            minimum: float, upper_minimum: float, connectivity: int, xp=np,
                            weigh, to_host, spread=None, significant=None,
-                           upper_significant=None, joint=None) -> tuple:
+                           upper_significant=None, joint=None, mass=None) -> tuple:
     """The rule of the module docstring.
 
     Parameters
@@ -138,6 +183,10 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         ``joint(components, upper, cluster_index, piece_index, coarse, width)``: the
         backend's table of each cluster's mass under each piece in one pass (the GPU's
         :func:`~gpumine.wavecluster.gpu.joint_mass`); None: gathers and ``weigh``.
+    mass : numpy.ndarray, optional
+        That table on the host, (clusters + 1) x (pieces + 1) by :func:`table_indices` of
+        ``significant`` and ``upper_significant``, where the caller read it back already
+        (several levels' in one transfer); None: made and read back here.
 
     Returns
     -------
@@ -158,24 +207,17 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
     pieces = np.asarray(upper_significant, dtype=np.int64)
     if clusters.size == 0 or pieces.size < 2:  # no piece to split anything by
         return components, n_components, clusters
-    cluster_index = np.zeros(n_components + 1, dtype=np.int64)  # sync: none, host tables
-    cluster_index[clusters] = np.arange(1, clusters.size + 1)
-    piece_index = np.zeros(n_upper + 1, dtype=np.int64)  # sync: none, a host table
-    piece_index[pieces] = np.arange(1, pieces.size + 1)
-    width = pieces.size + 1
+    cluster_index, piece_index, width = table_indices(clusters, n_components, pieces, n_upper)
     parent = None  # each finer cell's piece, where a cluster splits
 
     def pieces_of_cells():
         return next_level_cells(xp.asarray(piece_index)[upper], coarse.shape, xp)
 
-    if joint is None:
-        parent = pieces_of_cells()
-        table = weigh((xp.asarray(cluster_index)[components] * width + parent).ravel(),
-                      coarse.ravel(), (clusters.size + 1) * width)
-    else:
-        table = joint(components, upper, cluster_index, piece_index, coarse, width)
-    # sync: each cluster's mass under each piece, (clusters + 1) x (pieces + 1) numbers
-    mass = np.asarray(to_host(table), dtype=np.float64).reshape(clusters.size + 1, width)
+    if mass is None:
+        table = (joint or functools.partial(joint_table, xp=xp, weigh=weigh))(
+            components, upper, cluster_index, piece_index, coarse, width)
+        # sync: each cluster's mass under each piece, (clusters + 1) x (pieces + 1) numbers
+        mass = np.asarray(to_host(table), dtype=np.float64).reshape(clusters.size + 1, width)
     total = mass.sum(axis=0)  # each piece's mass, in clusters or not (bin (0, 0) unread)
     out, next_number, kept = components, n_components + 1, []
     for k in range(1, clusters.size + 1):
@@ -190,7 +232,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         numbers[held] = np.arange(next_number, next_number + held.size)
         next_number += held.size
         region = components == int(clusters[k - 1])  # sync: none, a host number
-        parent = pieces_of_cells() if parent is None else parent
+        parent = pieces_of_cells() if parent is None else parent  # once for all splits
         seeds = xp.where(region, xp.asarray(numbers)[parent], 0)
         grown = grow_labels(seeds.astype(components.dtype), region, connectivity, xp=xp,
                             to_host=to_host, spread=spread)
