@@ -308,6 +308,7 @@ def spread_labels(labels, region, steps):
     a = cp.ascontiguousarray(labels, dtype=cp.int64)
     b = a.copy()
     inside = cp.ascontiguousarray(region, dtype=cp.bool_)
+    # sync: none, host offsets (uploaded once per box shape)
     offsets = _constant(cp.cuda.Device().id, tuple(int(o) for o in steps), "int64")
     changed = cp.zeros(3, dtype=cp.int32)
     kernel = get_kernel(_GROW, "grow_geodesic", cooperative=True)
@@ -491,6 +492,7 @@ def _stack_geometry(device, shape, plane_shape, box):
     start and extent (4 x 8 extents on device ``device``, uploaded once per value)."""
     ndim = len(shape)
     return _constant(device, (_padded_shape(shape), _padded_shape(plane_shape),
+                              # sync: none, host slices
                               (0,) * (_MAX_DIMS - ndim) + tuple(int(sl.start) for sl in box),
                               _padded_shape([sl.stop - sl.start for sl in box])), "int64")
 
@@ -521,7 +523,8 @@ def stack_paint(planes, table, shape, box):
     out = cp.empty(shape, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "stack_paint"), _blocks(out.size), _BLOCK,
            (planes, np.int32(planes.shape[0]), np.int64(planes[0].size),
-            cp.asarray(table, dtype=cp.int64), geometry, np.int64(out.size), out))
+            cp.asarray(table, dtype=cp.int64),  # the host table, uploaded once a call
+            geometry, np.int64(out.size), out))
     return out
 
 

@@ -557,7 +557,7 @@ class _LevelStack:
                      for _, levels, projections, unit, _ in jobs]
         extents = [tuple(sl.stop - sl.start for sl in box) for box in boxes]
         common = (max(e[0] for e in extents) + 1,
-                 *(max(e[a] for e in extents) for a in range(1, len(extents[0]))))
+                  *(max(e[a] for e in extents) for a in range(1, len(extents[0]))))
         counts = [len(job[1]) for job in jobs]
         if sum(counts) * math.prod(common) > STACK_CELLS:
             return None
