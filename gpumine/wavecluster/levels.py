@@ -138,7 +138,7 @@ def joint_table(components, upper, cluster_index, piece_index, density, width, *
     >>> table = joint_table(np.array([1, 1, 2, 0]), np.array([1, 2]), np.array([0, 1, 2]),
     ...                     np.array([0, 1, 0]), np.ones(4), 2,
     ...                     weigh=lambda v, w, b: np.bincount(v, weights=w, minlength=b))
-    >>> table.reshape(3, 2)[1:].tolist()  # cluster 1: two cells under piece 1; cluster 2: none
+    >>> table.reshape(3, 2)[1:].tolist()  # cluster 1: 2 under piece 1; cluster 2: 1 under none
     [[0.0, 2.0], [1.0, 0.0]]
     """
     pieces = next_level_cells(xp.asarray(piece_index)[upper], components.shape, xp)
