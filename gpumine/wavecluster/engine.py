@@ -394,7 +394,8 @@ def _joint_tables(levels, joint, xp, to_host) -> dict:
         if len(level[4]) == 0 or len(upper[4]) < 2:
             continue  # split_by_coarser_level reads no table
         rows, columns, width = table_indices(level[4], level[3][1], upper[4], upper[3][1])
-        parts.append(joint(level[3][0], upper[3][0], rows, columns, grid, width))
+        table = joint(level[3][0], upper[3][0], rows, columns, grid, width)  # sync: none
+        parts.append(table)  # a launch; read back below, with the other levels' tables
         shapes[k] = (len(level[4]) + 1, width)
     if not parts:
         return {}

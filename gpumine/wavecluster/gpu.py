@@ -492,8 +492,8 @@ def _stack_geometry(device, shape, plane_shape, box):
     start and extent (4 x 8 extents on device ``device``, uploaded once per value)."""
     ndim = len(shape)
     return _constant(device, (_padded_shape(shape), _padded_shape(plane_shape),
-                              # sync: none, host slices
-                              (0,) * (_MAX_DIMS - ndim) + tuple(int(sl.start) for sl in box),
+                              (0,) * (_MAX_DIMS - ndim)
+                              + tuple(int(sl.start) for sl in box),  # sync: none, host slices
                               _padded_shape([sl.stop - sl.start for sl in box])), "int64")
 
 

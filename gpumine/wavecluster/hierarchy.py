@@ -329,8 +329,8 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     chosen = where[base_points]
     components, n_components = stack.labelling(chosen)
     if chosen >= len(stack.tree):  # nothing significant
-        # sync: none, an empty host array (no significant numbers)
-        return base_points, (components, n_components), np.zeros(0, np.int64)
+        none = np.zeros(0, np.int64)  # sync: none, an empty host array: nothing significant
+        return base_points, (components, n_components), none
     significant = stack.tree[chosen][0]  # the chosen level's numbers
     if not split:
         return base_points, (components, n_components), significant
@@ -623,8 +623,8 @@ class _LevelStack:
                               self.connectivity)
         labels, box, starts, ends = self.kept
         if self.plane is not None:
-            # sync: none, host numbers
-            return self.plane(labels[j], shape, box, int(starts[j])), int(ends[j] - starts[j])
+            start, count = int(starts[j]), int(ends[j] - starts[j])  # sync: none, host numbers
+            return self.plane(labels[j], shape, box, start), count
         part = labels[j][tuple(slice(0, sl.stop - sl.start) for sl in box)]
         out = xp.zeros(shape, dtype=labels.dtype)
         # the plane's numbers run from starts[j] + 1; less starts[j], its 0s go below 0
@@ -785,7 +785,8 @@ def _paint_kept(stack, path, ids, leaves, splits, connectivity, xp, to_host, spr
     for level in sorted({i for i, _ in splits}, reverse=True) if grow else ():
         mark = np.zeros(table.size, np.int64)  # sync: none, a host table
         mark[ids[level][[k for i, k in splits if i == level]] + starts[path[level]]] = 1
-        region = stack.paint(labels[path[level]:path[level] + 1], mark, shape, box) != 0
+        region = stack.paint(labels[path[level]:path[level] + 1], mark, shape, box)
+        region = region != 0  # sync: none, a comparison on the device
         out = grow_labels(out, region, connectivity, xp=xp, to_host=to_host, spread=spread)
     return out, next_id - 1
 

@@ -142,8 +142,9 @@ def joint_table(components, upper, cluster_index, piece_index, density, width, *
     [[0.0, 2.0], [1.0, 0.0]]
     """
     pieces = next_level_cells(xp.asarray(piece_index)[upper], components.shape, xp)
+    rows = int(np.max(cluster_index)) + 1  # sync: none, a host table
     return weigh((xp.asarray(cluster_index)[components] * width + pieces).ravel(),
-                 density.ravel(), (int(np.max(cluster_index)) + 1) * width)
+                 density.ravel(), rows * width)
 
 
 def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upper_grid, *,
