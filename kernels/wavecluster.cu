@@ -474,6 +474,49 @@ __global__ void stack_tree(const index_t* __restrict__ labels,  // IN  (m, plane
     }
 }
 
+// The planes of a stack of levels (hierarchy._LevelStack.shared), passed by value (a kernel
+// parameter: nothing uploaded). Each plane p holds grid grid_of[p]'s box in its corner, zeros
+// elsewhere; its level is density >= threshold[p]. Layout: numpy's aligned structured dtype
+// gpu._STACK_PLAN (8-byte fields, no padding).
+#define WC_STACK_GRIDS 4
+#define WC_STACK_PLANES 128
+struct StackPlan {
+    unsigned long long grid[WC_STACK_GRIDS];       // each grid's densities (const double*)
+    index_t shape[WC_STACK_GRIDS][WC_MAX_DIMS];    // its shape, 1s in front
+    index_t start[WC_STACK_GRIDS][WC_MAX_DIMS];    // its box's start, 0s in front
+    index_t extent[WC_STACK_GRIDS][WC_MAX_DIMS];   // its box's extent, 1s in front
+    index_t plane[WC_MAX_DIMS];                    // the planes' common shape, 1s in front
+    double threshold[WC_STACK_PLANES];             // each plane's level
+    int grid_of[WC_STACK_PLANES];                  // each plane's grid
+};
+
+// Planes [first, first + planes) of a stack in one launch: the densities each plane holds
+// and its level's mask, where CuPy takes a zeroed buffer, a copy a grid, a threshold upload
+// and a comparison. One thread a cell.
+__global__ void stack_build(const StackPlan plan,           // IN  (by value)
+                            index_t first, index_t planes,  // IN
+                            index_t plane_cells,            // IN
+                            double* __restrict__ weights,   // OUT (stack cells)
+                            bool* __restrict__ mask)        // OUT (stack cells)
+{
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= planes * plane_cells) return;
+    const index_t p = t / plane_cells;
+    const int g = plan.grid_of[p];
+    index_t c[WC_MAX_DIMS];
+    unflatten(t - p * plane_cells, plan.plane, c);
+    index_t f = 0;
+    bool inside = true;
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        inside = inside && c[a] < plan.extent[g][a];
+        f = f * plan.shape[g][a] + plan.start[g][a] + c[a];
+    }
+    const double v = inside ? ((const double*)plan.grid[g])[f] : 0.0;
+    const index_t out = first * plane_cells + t;
+    weights[out] = v;
+    mask[out] = v >= plan.threshold[p];
+}
+
 // Cell t of a grid in a stack's plane (stack_plane, stack_paint): its flat index in the plane,
 // whose corner holds the box, or -1 outside the box. geometry: the grid's shape (8), the
 // plane's (8), the box's start (8) and extent (8).

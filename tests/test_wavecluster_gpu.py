@@ -128,27 +128,33 @@ def test_weighted_bincount_leaves_the_background_bin_zero(cp, rng):
 
 @pytest.mark.parametrize("shape", [(33,), (37, 41), (9, 10, 7), (5, 4, 6, 3)])
 def test_joint_mass_equals_the_gathers(cp, shape, rng):
-    """The coarser levels' table in one launch (``joint_mass``) equals the gathers and
-    bincount of split_by_coarser_level's CPU path, odd extents included (the next level's
-    last cell covers one finer cell), bin 0 left 0."""
+    """The coarser levels' tables, a launch each and one upload (``joint_mass``), equal the
+    gathers and bincount of split_by_coarser_level's CPU path, one after another (two jobs
+    of different tables and widths), odd extents included (the next level's last cell
+    covers one finer cell), bin 0 left 0."""
     from gpumine.wavecluster import gpu
     from gpumine.wavecluster.levels import next_level_cells
 
     upper_shape = tuple((s + 1) // 2 for s in shape)
-    components = rng.randint(0, 7, size=shape)
-    upper = rng.randint(0, 5, size=upper_shape)
-    cluster_index = np.array([0, 1, 0, 2, 3, 0, 4])  # clusters 1, 3, 4, 6: rows 1..4
-    piece_index = np.array([0, 1, 2, 0, 3])  # pieces 1, 2, 4: columns 1..3
-    width = 4
-    density = rng.uniform(0, 2, size=shape)
-    parent = next_level_cells(piece_index[upper], shape)
-    expected = np.bincount((cluster_index[components] * width + parent).ravel(),
-                           weights=density.ravel(), minlength=5 * width)
-    expected[0] = 0
-    got = gpu.joint_mass(cp.asarray(components), cp.asarray(upper), cluster_index, piece_index,
-                         cp.asarray(density), width)
-    assert (expected[1:] > 0).mean() > 0.5  # most bins have cells
-    np.testing.assert_allclose(got.get(), expected, rtol=1e-12)
+    jobs, expected = [], []
+    for cluster_index, piece_index in [
+            (np.array([0, 1, 0, 2, 3, 0, 4]), np.array([0, 1, 2, 0, 3])),  # 4 rows, 3 columns
+            (np.array([0, 0, 1, 0, 0, 0, 2]), np.array([0, 0, 1, 2, 0]))]:  # 2 rows, 2 columns
+        components = rng.randint(0, 7, size=shape)
+        upper = rng.randint(0, 5, size=upper_shape)
+        width = int(piece_index.max()) + 1
+        density = rng.uniform(0, 2, size=shape)
+        parent = next_level_cells(piece_index[upper], shape)
+        table = np.bincount((cluster_index[components] * width + parent).ravel(),
+                            weights=density.ravel(),
+                            minlength=(cluster_index.max() + 1) * width)
+        table[0] = 0
+        assert (table[1:] > 0).mean() > 0.5  # most bins have cells
+        expected.append(table)
+        jobs.append((cp.asarray(components), cp.asarray(upper), cluster_index, piece_index,
+                     cp.asarray(density), width))
+    got = gpu.joint_mass(jobs)
+    np.testing.assert_allclose(got.get(), np.concatenate(expected), rtol=1e-12)
 
 
 @pytest.mark.parametrize("shape", [(33,), (37, 41), (9, 10, 7), (5, 4, 6, 3, 5), (300, 301)])
@@ -231,6 +237,35 @@ def test_stack_plane_equals_the_slices(cp, shape, box, plane_shape, rng):
     got = gpu.stack_plane(cp.asarray(plane), shape, box, start)
     np.testing.assert_array_equal(got.get(), want)
 
+
+
+@pytest.mark.parametrize(("shapes", "counts"), [
+    ([(30, 20), (15, 10), (8, 5)], [5, 3, 2]),  # the "auto" rule's grids: one launch
+    ([(40,), (20,), (33,), (9,), (17,), (5,)], [2, 1, 3, 1, 2, 2]),  # 6 grids: two launches
+    ([(9, 8, 7)], [300]),  # 300 planes: three launches
+    ([(6, 5, 4, 5, 3), (3, 3, 2, 3, 2)], [4, 3])])
+def test_stack_build_equals_the_copies(cp, shapes, counts, rng):
+    """``stack_build`` (the plan in the launch's parameter) gives hierarchy.stack_planes'
+    planes and masks: each grid's box in the corner of its planes, zeros elsewhere (a
+    negative threshold marks them too), over several launches where the planes or grids
+    exceed one launch's."""
+    from gpumine.wavecluster import gpu, hierarchy
+
+    grids, boxes = [], []
+    for shape in shapes:
+        grids.append(rng.uniform(0, 4, size=shape))
+        starts = [rng.randint(0, s) for s in shape]
+        boxes.append(tuple(slice(a, rng.randint(a + 1, s + 1))
+                           for a, s in zip(starts, shape, strict=True)))
+    common = tuple(max(box[a].stop - box[a].start for box in boxes) + (a == 0)
+                   for a in range(len(shapes[0])))
+    thresholds = rng.uniform(-0.5, 4, size=sum(counts))
+    want_weights, want_mask = hierarchy.stack_planes(grids, boxes, counts, thresholds, common)
+    got_weights, got_mask = gpu.stack_build([cp.asarray(g) for g in grids], boxes, counts,
+                                            thresholds, common)
+    assert 0.1 < want_mask.mean() < 0.9
+    np.testing.assert_array_equal(got_weights.get(), want_weights)
+    np.testing.assert_array_equal(got_mask.get(), want_mask)
 
 
 @pytest.mark.parametrize(("shape", "box", "plane_shape", "count"), [

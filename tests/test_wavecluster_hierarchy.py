@@ -15,7 +15,7 @@ from gpumine import WaveCluster
 from gpumine.datasets import make_shape_sets
 from gpumine.wavecluster import engine, hierarchy, pipeline
 from gpumine.wavecluster.labeling import label_scipy, label_union_find
-from gpumine.wavecluster.levels import joint_table
+from gpumine.wavecluster.levels import joint_tables
 
 
 def _weigh(values, weights, bins):
@@ -246,8 +246,9 @@ def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch):
 
 
 def _numpy_hooks():
-    """NumPy versions of the GPU's one-pass hooks (``Stages.summaries/tree/plane/paint``),
-    written from their contracts: the CPU runs the GPU's code paths with them."""
+    """NumPy versions of the GPU's one-pass hooks (``Stages.summaries``, ``tree``,
+    ``plane``, ``paint``, ``joint``, ``planes``), written from their contracts: the CPU runs
+    the GPU's code paths with them."""
 
     def summaries(grids, weight):
         parts = [np.asarray([float(weight)])]
@@ -278,10 +279,10 @@ def _numpy_hooks():
         out[box] = found
         return out
 
-    joint = functools.partial(joint_table, xp=np,
+    joint = functools.partial(joint_tables, xp=np,
                               weigh=lambda v, w, b: np.bincount(v, weights=w, minlength=b))
     return {"summaries": summaries, "tree": tree, "plane": plane, "paint": paint,
-            "joint": joint}
+            "joint": joint, "planes": functools.partial(hierarchy.stack_planes, xp=np)}
 
 
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons", "touching-blobs"])

@@ -12,7 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 from gpumine import WaveCluster
 from gpumine.exceptions import InvalidParameterError
 from gpumine.wavecluster import engine, hierarchy
-from gpumine.wavecluster.levels import joint_table, next_level_cells, split_by_coarser_level
+from gpumine.wavecluster.levels import joint_tables, next_level_cells, split_by_coarser_level
 
 
 def _weigh(values, weights, bins):
@@ -196,7 +196,7 @@ def test_tables_read_together_are_made_anew_below_a_level_that_split():
     def weigh(values, weights, bins):
         return np.bincount(values, weights=weights, minlength=bins)
 
-    joint = functools.partial(joint_table, xp=np, weigh=weigh)
+    joint = functools.partial(joint_tables, xp=np, weigh=weigh)
     finest = found([1] * 8 + [2] * 4 + [0] * 4, [1, 2])
     middle = found([1, 1, 1, 1, 2, 2, 0, 0], [1, 2])
     top = found([1, 2, 3, 0], [1, 2, 3])

@@ -237,7 +237,7 @@ def auto_connectivity(n_features: int) -> int:
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
                       connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None,
                       coarser=None, nearest=None, joint=None, summaries=None, tree=None,
-                      plane=None, paint=None) -> tuple[float, tuple]:
+                      plane=None, paint=None, planes=None) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -277,10 +277,11 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     joint : callable, optional
         The backend's one-pass table of the coarser levels' split
         (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: ``weigh``'s.
-    summaries, tree, plane, paint : callable, optional
+    summaries, tree, plane, paint, planes : callable, optional
         The backend's grids' masses and profiles in one transfer, stacks' trees in one
-        transfer, a stack's level as a grid's labelling, and its levels painted at once
-        (:class:`~gpumine.wavecluster.pipeline.Stages`); None: CuPy or NumPy calls on ``xp``.
+        transfer, a stack's level as a grid's labelling, its levels painted at once, and
+        several grids' levels stacked at once (:class:`~gpumine.wavecluster.pipeline.Stages`);
+        None: CuPy or NumPy calls on ``xp``.
 
     Returns
     -------
@@ -309,7 +310,7 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
               "paint": paint}
     if xp is not np or (SHARE_HOST_STACKS and stack_is_faster(coarse.shape, connectivity)):
         found = _base_and_opinions(coarse, coarser if AUTO_COARSER_LEVELS else None, kwargs,
-                                   joint)
+                                   joint, planes)
     else:
         kwargs["grid_weight"] = float(grid_weight)  # sync: none, the CPU path
         found = _base_and_split(coarse, **kwargs)
@@ -360,7 +361,7 @@ def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
     levels = [(coarse, found), *zip(grids, above_found, strict=True)]  # finest first
     # each level's table under the level above as that level was found: all read back at
     # once, and used wherever the level above did not split (then its labelling is that)
-    tables = _joint_tables(levels, joint, options["xp"], options["to_host"])
+    tables = _joint_tables(levels, joint, options["to_host"])
     above = None  # the level above: (components, n_components, significant, grid, minimum)
     for k in range(len(levels) - 1, -1, -1):
         grid, level = levels[k]
@@ -378,7 +379,7 @@ def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
     return (above[0], above[1]), above[2]
 
 
-def _joint_tables(levels, joint, xp, to_host) -> dict:
+def _joint_tables(levels, joint, to_host) -> dict:
     """:func:`_split_down`'s tables, level k's (``levels[k]``: a grid and its
     :func:`_base_and_split`) under level k + 1's labelling as found, in one transfer: ``{k:
     (clusters + 1) x (pieces + 1) host masses}``, for the levels whose split has a table
@@ -386,7 +387,7 @@ def _joint_tables(levels, joint, xp, to_host) -> dict:
     without the backend's ``joint``."""
     if joint is None:
         return {}
-    shapes, parts = {}, []
+    shapes, jobs = {}, []
     for k in range(len(levels) - 1):
         (grid, level), (_, upper) = levels[k], levels[k + 1]
         if level is None or upper is None or level[4] is None or upper[4] is None:
@@ -394,13 +395,12 @@ def _joint_tables(levels, joint, xp, to_host) -> dict:
         if len(level[4]) == 0 or len(upper[4]) < 2:
             continue  # split_by_coarser_level reads no table
         rows, columns, width = table_indices(level[4], level[3][1], upper[4], upper[3][1])
-        table = joint(level[3][0], upper[3][0], rows, columns, grid, width)  # sync: none
-        parts.append(table)  # a launch; read back below, with the other levels' tables
+        jobs.append((level[3][0], upper[3][0], rows, columns, grid, width))
         shapes[k] = (len(level[4]) + 1, width)
-    if not parts:
+    if not jobs:
         return {}
-    # sync: every level's table, once for all the levels
-    packed = np.asarray(to_host(xp.concatenate(parts)), dtype=np.float64)
+    # sync: every level's table, once for all the levels (one upload of their host tables)
+    packed = np.asarray(to_host(joint(jobs)), dtype=np.float64)
     out, start = {}, 0
     for k, (rows, width) in shapes.items():
         out[k] = packed[start:start + rows * width].reshape(rows, width)
@@ -426,21 +426,22 @@ def _summaries(grids, xp, to_host, weight=0.0, summaries=None) -> tuple:
     out, start = [], 1
     for grid in grids:
         mass = float(packed[start])  # sync: none, a host copy already
-        profiles = np.split(packed[start + 1:start + 1 + sum(grid.shape)],
-                            np.cumsum(grid.shape[:-1]))
+        edges = np.cumsum((start + 1, *grid.shape)).tolist()  # sync: none, host numbers
+        profiles = [packed[a:b] for a, b in itertools.pairwise(edges)]
         out.append((mass, profiles))
         start += 1 + sum(grid.shape)
     return float(packed[0]), out  # sync: none, a host copy already
 
 
-def _base_and_opinions(coarse, coarser, kwargs, joint=None):
+def _base_and_opinions(coarse, coarser, kwargs, joint=None, planes=None):
     """The ``"auto"`` rule's base level and split on ``coarse`` and on each of the wavelet's
     coarser levels (``coarser`` None: none), then the coarser levels' opinions
     (:func:`_split_down`), every grid's levels labelled at once where they fit
     (:func:`~gpumine.wavecluster.hierarchy.stack_levels`): :func:`_base_and_split`'s result
     for ``coarse`` with the opinions applied, or None for an empty grid. The same clusters as
     :func:`_base_and_split` and :func:`_coarser_opinions` (the GPU's way: a labelling and two
-    syncs in all where those take them for every grid)."""
+    syncs in all where those take them for every grid). ``planes``: the backend's stacking
+    of the grids' levels (:class:`~gpumine.wavecluster.pipeline.Stages`)."""
     xp, to_host = kwargs["xp"], kwargs["to_host"]
     grids = [coarse, *(_coarser_grids(coarse, coarser) if coarser is not None else ())]
     grid_weight, summaries = _summaries(grids, xp, to_host, kwargs["grid_weight"],
@@ -461,7 +462,7 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None):
                                      base_levels=AUTO_THRESHOLD_LEVELS, split=split)
         plans.append((unit, minimum, projections, split, len(jobs), halves))
         jobs.append((grid, levels, projections, unit, minimum))
-    stacks = stack_levels(jobs, **common, **backend)
+    stacks = stack_levels(jobs, **common, **backend, planes=planes)
     found = []
     for k, (grid, plan) in enumerate(zip(grids, plans, strict=True)):
         if plan is None:

@@ -50,6 +50,17 @@ _SHARED_HISTOGRAM = 48 * 1024
 _STREAM_BLOCKS_PER_SM = 8
 
 _FLAGS = ("true", "false")  # a bool template argument
+#: WC_STACK_GRIDS and WC_STACK_PLANES in wavecluster.cu: the grids and planes of one
+#: ``stack_build`` launch (its parameter, ``StackPlan``, stays under 4 KB).
+_STACK_GRIDS, _STACK_PLANES = 4, 128
+#: ``StackPlan``'s layout, field for field (8-byte fields first: no padding).
+_STACK_PLAN = np.dtype([("grid", np.uint64, (_STACK_GRIDS,)),
+                        ("shape", np.int64, (_STACK_GRIDS, _MAX_DIMS)),
+                        ("start", np.int64, (_STACK_GRIDS, _MAX_DIMS)),
+                        ("extent", np.int64, (_STACK_GRIDS, _MAX_DIMS)),
+                        ("plane", np.int64, (_MAX_DIMS,)),
+                        ("threshold", np.float64, (_STACK_PLANES,)),
+                        ("grid_of", np.int32, (_STACK_PLANES,))], align=True)
 
 
 def _blocks(count):
@@ -373,42 +384,48 @@ def nearest_cluster(own, components, density, occupied, zero_only, rings, none):
 
 
 @declares(_SOURCE, "joint_mass")
-def joint_mass(components, upper, cluster_index, piece_index, density, width):
-    """:func:`gpumine.wavecluster.levels.split_by_coarser_level`'s table in one launch: the
-    ``density`` of the finer cells of each cluster (``cluster_index[components]``, 0: none)
-    under each next-level piece (``piece_index[upper]`` at the cell's ``c // 2``, 0: none),
-    as a flat (clusters + 1) x ``width`` table; bin 0 is left 0. Where CuPy takes a gather,
-    ``d`` repeats, a slice, another gather, two products and the bincount.
+def joint_mass(jobs):
+    """:func:`gpumine.wavecluster.levels.joint_tables`'s tables, one launch each, their host
+    tables in one upload: for each job ``(components, upper, cluster_index, piece_index,
+    density, width)``, the ``density`` of the finer cells of each cluster
+    (``cluster_index[components]``, 0: none) under each next-level piece
+    (``piece_index[upper]`` at the cell's ``c // 2``, 0: none), as a flat (clusters + 1) x
+    ``width`` table; bin 0 is left 0. Where CuPy takes, per table, a gather, ``d`` repeats,
+    a slice, another gather, two products and the bincount.
 
     Parameters
     ----------
-    components, upper : cupy.ndarray of int   -- IN
-        The finer level's labelling and the next level's, on their own grids.
-    cluster_index, piece_index : numpy.ndarray of int64
-        Host tables: each number's row and column (uploaded together, once).
-    density : cupy.ndarray of float64   -- IN
-        The finer grid's densities.
-    width : int
-        The table's columns (pieces + 1).
+    jobs : list of tuple
+        ``components, upper`` (cupy.ndarray of int -- IN): the finer level's labelling and
+        the next level's, on their own grids; ``cluster_index, piece_index``
+        (numpy.ndarray of int64): host tables, each number's row and column;
+        ``density`` (cupy.ndarray of float64 -- IN): the finer grid's densities;
+        ``width`` (int): the table's columns (pieces + 1).
 
     Returns
     -------
     cupy.ndarray of float64
-        ``(cluster_index.max() + 1) * width`` masses.
+        The tables one after another, ``(cluster_index.max() + 1) * width`` masses each.
     """
     cp = cupy_module()
     device = cp.cuda.Device().id
-    # the two host tables in one upload (clusters + pieces + 2 numbers)
-    tables = cp.asarray(np.concatenate([cluster_index, piece_index]).astype(np.int64))
-    rows = int(cluster_index.max()) + 1  # sync: none, a host table
-    mass = cp.zeros(rows * width, dtype=cp.float64)
-    launch(get_kernel(_SOURCE, "joint_mass"), _stream_blocks(components.size), _BLOCK,
-           (cp.ascontiguousarray(components, dtype=cp.int64),
-            cp.ascontiguousarray(upper, dtype=cp.int64), tables[:cluster_index.size],
-            tables[cluster_index.size:], cp.ascontiguousarray(density, dtype=cp.float64),
-            _constant(device, _padded_shape(components.shape), "int64"),
-            _constant(device, _padded_shape(upper.shape), "int64"),
-            np.int64(components.size), np.int64(width), mass))
+    hosts = [table for job in jobs for table in job[2:4]]
+    ends = [0, *np.cumsum([table.size for table in hosts]).tolist()]  # sync: none, host
+    # every job's two host tables in one upload (clusters + pieces + 2 numbers a job)
+    tables = cp.asarray(np.concatenate(hosts).astype(np.int64))
+    sizes = [(int(job[2].max()) + 1) * job[5] for job in jobs]  # sync: none, host tables
+    mass = cp.zeros(sum(sizes), dtype=cp.float64)
+    kernel, at = get_kernel(_SOURCE, "joint_mass"), 0
+    for k, (components, upper, _, _, density, width) in enumerate(jobs):
+        first, middle, last = ends[2 * k], ends[2 * k + 1], ends[2 * k + 2]
+        launch(kernel, _stream_blocks(components.size), _BLOCK,
+               (cp.ascontiguousarray(components, dtype=cp.int64),
+                cp.ascontiguousarray(upper, dtype=cp.int64), tables[first:middle],
+                tables[middle:last], cp.ascontiguousarray(density, dtype=cp.float64),
+                _constant(device, _padded_shape(components.shape), "int64"),
+                _constant(device, _padded_shape(upper.shape), "int64"),
+                np.int64(components.size), np.int64(width), mass[at:at + sizes[k]]))
+        at += sizes[k]
     return mass
 
 
@@ -485,6 +502,61 @@ def stack_tree(labels, n, weights):
            (flat, np.int64(m), np.int64(flat.size // m), np.int64(n), packed))
     # sync: the planes' last numbers and every component's mass and parent, once
     return np.asarray(get_backend("gpu").to_host(packed))
+
+
+@declares(_SOURCE, "stack_build")
+def stack_build(grids, boxes, counts, thresholds, common):
+    """:class:`~gpumine.wavecluster.hierarchy._LevelStack.shared`'s planes in one launch (a
+    launch per :data:`_STACK_PLANES` planes or :data:`_STACK_GRIDS` grids): grid k's box
+    in the corner of each of its ``counts[k]`` planes, zeros elsewhere, and each plane's
+    level (density >= its threshold). The geometry and thresholds travel in the launch's
+    parameter: no upload, no sync.
+
+    Parameters
+    ----------
+    grids : list of cupy.ndarray of float64   -- IN
+        One number of dimensions (at most 8).
+    boxes : list of tuple of slice
+        Each grid's box (host slices with starts and stops).
+    counts : list of int
+        Each grid's planes, in order.
+    thresholds : numpy.ndarray of float64
+        Each plane's level, ``sum(counts)`` of them.
+    common : tuple of int
+        The planes' shape; each box fits it.
+
+    Returns
+    -------
+    weights : cupy.ndarray of float64, (sum(counts), *common)
+    mask : cupy.ndarray of bool, (sum(counts), *common)
+    """
+    cp = cupy_module()
+    total, cells, ndim = sum(counts), math.prod(common), len(common)
+    weights = cp.empty((total, *common), dtype=cp.float64)
+    mask = cp.empty((total, *common), dtype=cp.bool_)
+    grids = [cp.ascontiguousarray(grid, dtype=cp.float64) for grid in grids]
+    owner = [k for k, count in enumerate(counts) for _ in range(count)]
+    kernel, first = get_kernel(_SOURCE, "stack_build"), 0
+    while first < total:
+        slots, last = {}, first  # the launch's grids, each in a slot of the plan
+        while last < total and last - first < _STACK_PLANES and (
+                owner[last] in slots or len(slots) < _STACK_GRIDS):
+            slots.setdefault(owner[last], len(slots))
+            last += 1
+        plan = np.zeros((), dtype=_STACK_PLAN)  # sync: none, the launch's host parameter
+        for k, slot in slots.items():
+            plan["grid"][slot] = grids[k].data.ptr
+            plan["shape"][slot] = _padded_shape(grids[k].shape)
+            plan["start"][slot, _MAX_DIMS - ndim:] = [sl.start for sl in boxes[k]]
+            plan["extent"][slot] = _padded_shape([sl.stop - sl.start for sl in boxes[k]])
+        plan["plane"] = _padded_shape(common)
+        plan["threshold"][:last - first] = thresholds[first:last]
+        plan["grid_of"][:last - first] = [slots[k] for k in owner[first:last]]
+        launch(kernel, _blocks((last - first) * cells), _BLOCK,
+               (plan[()], np.int64(first), np.int64(last - first), np.int64(cells), weights,
+                mask))
+        first = last
+    return weights, mask
 
 
 def _stack_geometry(device, shape, plane_shape, box):
@@ -663,4 +735,5 @@ def stages(*, device_labels: bool = True):
         results=_device_results if device_labels else _host_results,
         prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host,
         spread=spread_labels, nearest=nearest_cluster, joint=joint_mass,
-        summaries=grid_summaries, tree=stack_tree, plane=stack_plane, paint=stack_paint)
+        summaries=grid_summaries, tree=stack_tree, plane=stack_plane, paint=stack_paint,
+        planes=stack_build)

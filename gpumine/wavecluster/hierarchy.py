@@ -60,6 +60,8 @@ split's leaves painted through one table of the stack's numbers (``paint``,
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 
 import numpy as np
@@ -80,6 +82,7 @@ __all__ = [
     "split_persistent",
     "stack_is_faster",
     "stack_levels",
+    "stack_planes",
     "threshold_levels",
 ]
 
@@ -388,7 +391,7 @@ def plan_levels(projections, *, unit: float, base_levels, split: bool = True) ->
 
 
 def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=None,
-                 plane=None, paint=None) -> list:
+                 plane=None, paint=None, planes=None) -> list:
     """Several grids' levels labelled at once: one :class:`_LevelStack` per job.
 
     ``jobs`` is a list of ``(coarse, levels, projections, unit, minimum)``, one per grid
@@ -401,8 +404,8 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=Non
     the others share a stack, if they fit; else each grid is stacked on its own. Every way
     gives the same trees and labellings: a plane's numbering follows the raster order of its
     cells, which the padding keeps. ``tree``, ``plane`` and ``paint``: the backend's reading
-    of a stack and its levels (:class:`~gpumine.wavecluster.pipeline.Stages`; None: calls on
-    ``xp``).
+    of a stack and its levels, ``planes`` its stacking of several grids' levels
+    (:class:`~gpumine.wavecluster.pipeline.Stages`; None: calls on ``xp``).
     """
     options = {"label": label, "connectivity": connectivity, "xp": xp, "weigh": weigh,
                "to_host": to_host, "tree": tree, "plane": plane, "paint": paint}
@@ -411,13 +414,38 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=Non
              for _, levels, projections, unit, _ in jobs]
     # all the grids in one stack; else the first (the largest) alone and the rest in one
     for alone in range(min(len(jobs) - 1, 2)):
-        shared = _LevelStack.shared(jobs[alone:], **options, boxes=boxes[alone:])
+        shared = _LevelStack.shared(jobs[alone:], **options, boxes=boxes[alone:],
+                                    planes=planes)
         if shared is not None:
             return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
                                 **options)
                     for coarse, levels, projections, unit, minimum in jobs[:alone]] + shared
     return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, **options)
             for coarse, levels, projections, unit, minimum in jobs]
+
+
+def stack_planes(grids, boxes, counts, thresholds, common, *, xp=np) -> tuple:
+    """Several grids' levels as the planes of one stack (:meth:`_LevelStack.shared`): grid
+    k's ``boxes[k]`` in the corner of each of its ``counts[k]`` planes of shape ``common``,
+    zeros elsewhere, and each plane's level, ``density >= thresholds[plane]``. Returns
+    ``(weights, mask)``, each ``(sum(counts), *common)``. The contract of the backend's
+    ``planes`` (:func:`gpumine.wavecluster.gpu.stack_build` does it in one launch).
+
+    Examples
+    --------
+    >>> weights, mask = stack_planes([np.array([1.0, 3.0, 2.0])], [(slice(1, 3),)], [2],
+    ...                              np.array([2.5, 1.5]), (3,))
+    >>> weights.tolist(), mask.tolist()
+    ([[3.0, 2.0, 0.0], [3.0, 2.0, 0.0]], [[True, False, False], [True, True, False]])
+    """
+    weights = xp.zeros((sum(counts), *common), dtype=grids[0].dtype)
+    first = 0
+    for grid, box, count in zip(grids, boxes, counts, strict=True):
+        part = grid[box]  # each of the grid's planes its densities (broadcast over them)
+        weights[(slice(first, first + count), *(slice(0, e) for e in part.shape))] = part
+        first += count
+    mask = weights >= xp.asarray(thresholds).reshape((-1,) + (1,) * len(common))
+    return weights, mask
 
 
 def _profile_boxes(projections, thresholds) -> list:
@@ -476,13 +504,16 @@ def _read(labels, n, weights, minima, firsts, xp, weigh, to_host, tree=None) -> 
     level = np.searchsorted(ends, found)  # a plane's numbers follow the plane's below
     kept = mass >= np.asarray(minima)[level]  # each plane's own minimum
     found, mass, up, level = found[kept], mass[kept], up[kept], level[kept]
-    cuts = np.searchsorted(level, np.arange(1, m))  # found is sorted: so is level
+    # found is sorted: so is level; plane j's entries are edges[j]:edges[j + 1]
+    edges = np.searchsorted(level, np.arange(m + 1)).tolist()  # sync: none, host arrays
     # each number in its own plane's numbering, each parent in the plane below's; a grid's
-    # first plane has no parents (all at once, then cut into planes)
+    # first plane has no parents (all at once, then cut into planes by slicing: np.split
+    # costs a few NumPy calls a piece, over tens of planes)
     first = np.isin(level, np.fromiter(firsts, np.int64, len(firsts)))
     parents = np.where(first, 0, up - starts[np.maximum(level - 1, 0)])
-    slabs = list(zip(np.split(found - starts[level], cuts), np.split(mass, cuts),
-                     np.split(parents, cuts), strict=True))
+    numbers = found - starts[level]
+    slabs = [(numbers[a:b], mass[a:b], parents[a:b])
+             for a, b in itertools.pairwise(edges)]
     return slabs, starts, ends
 
 
@@ -548,10 +579,12 @@ class _LevelStack:
 
     @classmethod
     def shared(cls, jobs, *, label, connectivity, xp, weigh, to_host, tree=None, plane=None,
-               paint=None, boxes=None):
+               paint=None, boxes=None, planes=None):
         """:func:`stack_levels`'s one call for every job, or None where the planes would
         exceed :data:`STACK_CELLS` cells. ``boxes``: each job's first-level box (None: found
-        here)."""
+        here). ``planes``: the backend's stacking
+        (:class:`~gpumine.wavecluster.pipeline.Stages`; None: a copy a grid and a comparison
+        on ``xp``)."""
         if boxes is None:
             boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
                      for _, levels, projections, unit, _ in jobs]
@@ -562,13 +595,9 @@ class _LevelStack:
         if sum(counts) * math.prod(common) > STACK_CELLS:
             return None
         firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        weights = xp.zeros((sum(counts), *common), dtype=jobs[0][0].dtype)
-        for job, box, extent, first, count in zip(jobs, boxes, extents, firsts, counts,
-                                                  strict=True):
-            # each of the grid's planes its densities (broadcast over the planes)
-            weights[(slice(first, first + count), *(slice(0, e) for e in extent))] = job[0][box]
         thresholds = np.concatenate([[(p - 0.5) * job[3] for p in job[1]] for job in jobs])
-        mask = weights >= xp.asarray(thresholds).reshape((-1,) + (1,) * len(common))
+        weights, mask = (planes or functools.partial(stack_planes, xp=xp))(
+            [job[0] for job in jobs], boxes, counts, thresholds, common)
         labels, n = label(mask.reshape((-1, *common[1:])), connectivity)
         labels = labels.reshape((sum(counts), *common))
         minima = np.repeat([job[4] for job in jobs], counts)

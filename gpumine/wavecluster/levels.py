@@ -79,8 +79,8 @@ import numpy as np
 
 from gpumine.wavecluster.hierarchy import AUTO_SPLIT_MIN_SHARE, grow_labels
 
-__all__ = ["AUTO_COARSER_CONTAIN", "joint_table", "next_level_cells", "split_by_coarser_level",
-           "table_indices"]
+__all__ = ["AUTO_COARSER_CONTAIN", "joint_table", "joint_tables", "next_level_cells",
+           "split_by_coarser_level", "table_indices"]
 
 #: A next-level cluster is a piece of a finer cluster holding at least this share of its mass.
 AUTO_COARSER_CONTAIN = 0.5
@@ -147,6 +147,24 @@ def joint_table(components, upper, cluster_index, piece_index, density, width, *
                  density.ravel(), rows * width)
 
 
+def joint_tables(jobs, *, xp=np, weigh):
+    """Several :func:`joint_table`'s, one after another in one flat array: ``jobs`` is a list
+    of ``(components, upper, cluster_index, piece_index, density, width)``. The contract of
+    the backend's ``joint`` (:func:`gpumine.wavecluster.gpu.joint_mass`: one upload of the
+    host tables and a launch a table).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> job = (np.array([1, 1, 2, 0]), np.array([1, 2]), np.array([0, 1, 2]),
+    ...        np.array([0, 1, 0]), np.ones(4), 2)
+    >>> joint_tables([job, job], weigh=lambda v, w, b: np.bincount(v, weights=w,
+    ...                                                             minlength=b)).size
+    12
+    """
+    return xp.concatenate([joint_table(*job, xp=xp, weigh=weigh) for job in jobs])
+
+
 def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upper_grid, *,
                            minimum: float, upper_minimum: float, connectivity: int, xp=np,
                            weigh, to_host, spread=None, significant=None,
@@ -181,9 +199,10 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         stacked tree, or this function's last result): then they are not weighed and read
         back. None: weighed here (one sync).
     joint : callable, optional
-        ``joint(components, upper, cluster_index, piece_index, coarse, width)``: the
+        ``joint([(components, upper, cluster_index, piece_index, coarse, width)])``: the
         backend's table of each cluster's mass under each piece in one pass (the GPU's
-        :func:`~gpumine.wavecluster.gpu.joint_mass`); None: gathers and ``weigh``.
+        :func:`~gpumine.wavecluster.gpu.joint_mass`; the contract of :func:`joint_tables`);
+        None: gathers and ``weigh``.
     mass : numpy.ndarray, optional
         That table on the host, (clusters + 1) x (pieces + 1) by :func:`table_indices` of
         ``significant`` and ``upper_significant``, where the caller read it back already
@@ -215,8 +234,8 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         return next_level_cells(xp.asarray(piece_index)[upper], coarse.shape, xp)
 
     if mass is None:
-        table = (joint or functools.partial(joint_table, xp=xp, weigh=weigh))(
-            components, upper, cluster_index, piece_index, coarse, width)
+        table = (joint or functools.partial(joint_tables, xp=xp, weigh=weigh))(
+            [(components, upper, cluster_index, piece_index, coarse, width)])
         # sync: each cluster's mass under each piece, (clusters + 1) x (pieces + 1) numbers
         mass = np.asarray(to_host(table), dtype=np.float64).reshape(clusters.size + 1, width)
     total = mass.sum(axis=0)  # each piece's mass, in clusters or not (bin (0, 0) unread)

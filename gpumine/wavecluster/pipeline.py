@@ -108,6 +108,11 @@ class Stages:
         grid through a table of their numbers, in one pass
         (:func:`~gpumine.wavecluster.hierarchy.resolve_stacked`'s clusters); None: a level at
         a time on ``xp``.
+    planes : callable, optional
+        ``planes(grids, boxes, counts, thresholds, common) -> (weights, mask)``: several
+        grids' levels as the planes of one stack, in one pass
+        (:meth:`~gpumine.wavecluster.hierarchy._LevelStack.shared`); None: a copy a grid
+        and a comparison on ``xp``.
     """
 
     xp: ModuleType
@@ -125,6 +130,7 @@ class Stages:
     tree: Callable | None = None
     plane: Callable | None = None
     paint: Callable | None = None
+    planes: Callable | None = None
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -183,7 +189,7 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
         to_host=stages.to_host, spread=stages.spread, nearest=stages.nearest,
         joint=stages.joint, summaries=stages.summaries, tree=stages.tree, plane=stages.plane,
-        paint=stages.paint,
+        paint=stages.paint, planes=stages.planes,
         coarser=(_next_level(stages, wavelet) if threshold == "auto" and coarser_levels
                  else None))
     return threshold, components, n_components
