@@ -10,8 +10,10 @@ split, the border, and the backend's steps (``Stages``) -- is wrapped with a dev
 synchronization at both ends, and its wall time summed over 20 fits from device data (host
 data on the CPU), with and without ``"auto"``. The synchronizations serialize what would
 overlap, so each stage's time is an upper bound and the stages' times add to more than the
-fit's; nested stages count in their parents too. Writes
-``wavecluster-auto-stages-<date>-<commit>.json``.
+fit's; nested stages count in their parents too. With ``--no-sync`` the stages are timed
+without the synchronizations: the host's time in each (Python, CuPy's calls, the launches
+and the syncs the code makes itself), which is what a fit from device data waits on when
+the device's work is short. Writes ``wavecluster-auto-stages-<date>-<commit>.json``.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ FITS = 20
 STAGES = (("engine", "_summaries"), ("engine", "_coarser_grids"), ("engine", "_split_down"),
           ("engine", "add_border_cells"), ("engine", "_base_and_opinions"),
           ("hierarchy", "_read"), ("hierarchy", "_decide"), ("hierarchy", "_paint"),
-          ("hierarchy", "_paint_kept"), ("hierarchy", "_profile_boxes"))
+          ("hierarchy", "_paint_kept"), ("hierarchy", "_profile_boxes"),
+          ("hierarchy", "stack_levels"), ("hierarchy", "resolve_stacked"),
+          ("hierarchy", "plan_levels"), ("engine", "_joint_tables"))
 #: The backend's steps (``Stages`` fields), timed where the pipeline calls them.
 STEPS = ("histogram", "lowpass", "joint", "nearest", "summaries", "tree", "plane", "paint",
-         "spread")
+         "spread", "planes")
 
 
 def _timer(function, label, totals, counts, sync):
@@ -59,6 +63,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--tag", default="", help="appended to the record's name")
+    parser.add_argument("--no-sync", dest="synced", action="store_false",
+                        help="time each stage on the host alone (no synchronization)")
     args = parser.parse_args()
 
     from gpumine import WaveCluster
@@ -68,19 +74,21 @@ def main() -> None:
 
     backend = get_backend(args.device)
     sync = backend.synchronize if backend.is_gpu else (lambda: None)
+    stage_sync = sync if args.synced else (lambda: None)
     totals, counts = collections.Counter(), collections.Counter()
     modules = {"engine": engine, "hierarchy": hierarchy}
     for module, name in STAGES:
         if hasattr(modules[module], name):
             setattr(modules[module], name, _timer(getattr(modules[module], name),
-                                                  f"{module}.{name}", totals, counts, sync))
+                                                  f"{module}.{name}", totals, counts,
+                                                  stage_sync))
     stages_for = pipeline.stages_for
 
     def timed_stages(*a, **k):
         stages = stages_for(*a, **k)
         names = {field.name for field in dataclasses.fields(stages)}
         return dataclasses.replace(stages, **{
-            step: _timer(getattr(stages, step), f"stages.{step}", totals, counts, sync)
+            step: _timer(getattr(stages, step), f"stages.{step}", totals, counts, stage_sync)
             for step in STEPS if step in names and getattr(stages, step) is not None})
 
     pipeline.stages_for = timed_stages
@@ -110,6 +118,7 @@ def main() -> None:
                 f"{k} {v:.3f}" for k, v in list(row["stages_ms"].items())[:6]), flush=True)
             rows.append(row)
     record = {"device": args.device, "commit": commit(), "fits": FITS,
+              "stages_synchronized": args.synced,
               "versions": {"numpy": np.__version__, "python": platform.python_version()},
               "rows": rows}
     if backend.is_gpu:
