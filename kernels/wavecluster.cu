@@ -367,31 +367,54 @@ __device__ __forceinline__ double from_ordered_bits(unsigned long long b) {
     return __longlong_as_double((long long)((b >> 63) ? (b & 0x7fffffffffffffffull) : ~b));
 }
 
-// The "auto" rule's look at one grid (engine._summaries): its mass and, per axis, the
-// densest cell at each index (the axis's profile: the grid's max over the other axes), in
-// one launch. out = [mass, profile of axis 0 (shape[0] values), axis 1, ...], zeroed. The
-// profiles are exact maxima, each kept as its ordered_bits by atomicMax (warp-reduced where
-// a whole warp shares the index) and turned back into doubles by the last block. The mass
-// is deterministic: each block adds its cells in a grid-stride loop and a block reduction
-// into partial[block]; the last block to finish (done counts them) adds the partials in a
-// fixed order. weight, when given, is copied to *weight_out (the caller's one transfer).
+// The "auto" rule's look at up to WC_SUMMARY_GRIDS grids in one launch (engine._summaries),
+// passed by value (gpu._SUMMARY_PLAN's layout): grid g gets blocks [first_block[g],
+// first_block[g + 1]) of the launch and its own slots in one buffer -- out[g]: [mass,
+// profile of axis 0 (shape[0] values), axis 1, ...], zeroed; partial[g]: a double a block;
+// done[g]: a zeroed counter.
+#define WC_SUMMARY_GRIDS 4
+struct SummaryPlan {
+    unsigned long long grid[WC_SUMMARY_GRIDS];     // each grid's densities (const double*)
+    index_t shape[WC_SUMMARY_GRIDS][WC_MAX_DIMS];  // its shape, 1s in front
+    index_t cells[WC_SUMMARY_GRIDS];
+    index_t first_block[WC_SUMMARY_GRIDS + 1];
+    index_t out[WC_SUMMARY_GRIDS];                 // offsets in the buffer, in doubles
+    index_t partial[WC_SUMMARY_GRIDS];
+    index_t done[WC_SUMMARY_GRIDS];
+    int grids, ndim;
+};
+
+// Each grid's mass and, per axis, the densest cell at each index (the axis's profile: the
+// grid's max over the other axes). The profiles are exact maxima, each kept as its
+// ordered_bits by atomicMax (warp-reduced where a whole warp shares the index) and turned
+// back into doubles by the grid's last block. The mass is deterministic: each block adds its
+// cells in a grid-stride loop over the grid's blocks and a block reduction into its partial;
+// the grid's last block to finish adds the partials in a fixed order. The first block of the
+// first grid writes the weight (*weight, or host_weight where weight is null) to buffer[0]
+// (the caller's one transfer).
 __global__ void __launch_bounds__(GPUMINE_BLOCK)
-grid_summary(const double* __restrict__ grid,    // IN  (cells)
-             const index_t* __restrict__ shape,  // IN  (8)
-             int ndim, index_t cells,            // IN
-             const double* weight,               // IN  (1) or null
-             double* partial,                    // OUT (gridDim.x) scratch
-             unsigned long long* done,           // INOUT (1) zeroed
-             double* out,                        // INOUT (1 + sum(shape)) zeroed
-             double* weight_out)                 // OUT (1) or null
+grid_summary(const SummaryPlan plan,               // IN  (by value)
+             const double* weight,                 // IN  (1) or null
+             double host_weight,                   // IN
+             double* buffer)                       // INOUT zeroed slots, see SummaryPlan
 {
     __shared__ double s_sum[GPUMINE_BLOCK / kWarpSize];
     __shared__ bool s_last;
+    int g = 0;
+    while (g + 1 < plan.grids && (index_t)blockIdx.x >= plan.first_block[g + 1]) ++g;
+    const index_t block = (index_t)blockIdx.x - plan.first_block[g];
+    const index_t blocks = plan.first_block[g + 1] - plan.first_block[g];
+    const double* grid = (const double*)plan.grid[g];
+    const index_t* shape = plan.shape[g];
+    const index_t cells = plan.cells[g];
+    const int ndim = plan.ndim;
+    double* out = buffer + plan.out[g];
+    double* partial = buffer + plan.partial[g];
+    unsigned long long* done = (unsigned long long*)(buffer + plan.done[g]);
     unsigned long long* keys = (unsigned long long*)(out + 1);
     const int lane = threadIdx.x & (kWarpSize - 1);
     double sum = 0.0;
-    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < cells;
-         base += (index_t)gridDim.x * blockDim.x) {
+    for (index_t base = block * blockDim.x; base < cells; base += blocks * blockDim.x) {
         const index_t t = base + threadIdx.x;
         const bool live = t < cells;
         const double v = live ? grid[t] : 0.0;
@@ -418,16 +441,16 @@ grid_summary(const double* __restrict__ grid,    // IN  (cells)
     }
     sum = block_all_reduce<GPUMINE_BLOCK>(sum, s_sum, Add());
     if (threadIdx.x == 0) {
-        partial[blockIdx.x] = sum;
-        if (blockIdx.x == 0 && weight != nullptr) *weight_out = *weight;
+        partial[block] = sum;
+        if (g == 0 && block == 0) buffer[0] = weight != nullptr ? *weight : host_weight;
         __threadfence();
-        s_last = atomicAdd(done, 1ull) == gridDim.x - 1;
+        s_last = atomicAdd(done, 1ull) == (unsigned long long)blocks - 1;
     }
     __syncthreads();
     if (!s_last) return;
     __threadfence();
     double total = 0.0;
-    for (int b = threadIdx.x; b < gridDim.x; b += blockDim.x) total += __ldcg(&partial[b]);
+    for (index_t b = threadIdx.x; b < blocks; b += blockDim.x) total += __ldcg(&partial[b]);
     total = block_all_reduce<GPUMINE_BLOCK>(total, s_sum, Add());
     if (threadIdx.x == 0) out[0] = total;
     index_t profile_cells = 0;

@@ -159,14 +159,17 @@ def test_joint_mass_equals_the_gathers(cp, shape, rng):
 
 @pytest.mark.parametrize("shape", [(33,), (37, 41), (9, 10, 7), (5, 4, 6, 3, 5), (300, 301)])
 def test_grid_summaries_equal_the_reductions(cp, shape, rng):
-    """``grid_summaries`` (one launch a grid, one transfer) gives engine._summaries' host
-    array: the weight, then per grid its mass (a deterministic sum: the same bits twice) and
-    each axis's exact maxima -- negative densities too (a bior2.2 grid has them), and grids
-    of many blocks whose warps straddle rows."""
+    """``grid_summaries`` (one launch for up to four grids, one transfer) gives
+    engine._summaries' host array: the weight, then per grid its mass (a deterministic sum:
+    the same bits twice) and each axis's exact maxima -- negative densities too (a bior2.2
+    grid has them), grids of many blocks whose warps straddle rows, and six grids of two
+    sizes (two launches)."""
     from gpumine.wavecluster import gpu
 
+    half = tuple((s + 1) // 2 for s in shape)
     grids = [rng.normal(size=shape), rng.uniform(0, 3, size=shape)]
     grids.append(np.where(rng.random_sample(shape) < 0.9, 0.0, grids[1]))  # mostly empty
+    grids += [rng.normal(size=half), rng.uniform(0, 3, size=half), np.zeros(half)]
     device = [cp.asarray(g) for g in grids]
     for weight in (cp.asarray(123.5), 7.25):
         got = gpu.grid_summaries(device, weight)
@@ -179,7 +182,7 @@ def test_grid_summaries_equal_the_reductions(cp, shape, rng):
                                 else g for a in axes)]
         want = np.concatenate([np.ravel(w) for w in want])
         assert got.shape == want.shape
-        masses = np.cumsum([1] + [1 + sum(shape)] * 2)  # where each grid's mass sits
+        masses = np.cumsum([1] + [1 + sum(g.shape) for g in grids[:-1]])  # each grid's mass
         np.testing.assert_allclose(got[masses], want[masses], rtol=1e-12)
         rest = np.ones(got.size, bool)
         rest[masses] = False

@@ -555,3 +555,21 @@ def test_specks_on_the_host_equal_the_whole_grid_steps(shape, monkeypatch):
             np.testing.assert_array_equal(host, grid)
             changed += int((host != components).sum())
     assert changed  # specks did join
+
+
+def test_first_boxes_are_the_profiles_boxes(rng):
+    """Every grid's first-level box found at once (one row per axis, different lengths and
+    thresholds) is the box :func:`hierarchy._profile_boxes` finds for that grid alone: the
+    first and last index whose densest cell reaches the threshold, on each axis."""
+    jobs = []
+    for shape in [(30, 20), (15, 10), (8, 5), (4, 3)]:
+        projections = [rng.uniform(0, 5, size=s) * (np.abs(np.arange(s) - s / 2) < s / 3)
+                       for s in shape]  # empty ends: boxes inside the grids
+        unit = rng.uniform(0.5, 2)
+        levels = [rng.uniform(0.6, 2.5)]
+        jobs.append((None, levels, projections, unit, None))
+    got = hierarchy._first_boxes(jobs)
+    want = [hierarchy._profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
+            for _, levels, projections, unit, _ in jobs]
+    assert got == want
+    assert all(box[0] != slice(0, len(job[2][0])) for box, job in zip(got, jobs, strict=True))

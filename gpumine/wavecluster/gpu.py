@@ -53,6 +53,19 @@ _FLAGS = ("true", "false")  # a bool template argument
 #: WC_STACK_GRIDS and WC_STACK_PLANES in wavecluster.cu: the grids and planes of one
 #: ``stack_build`` launch (its parameter, ``StackPlan``, stays under 4 KB).
 _STACK_GRIDS, _STACK_PLANES = 4, 128
+#: WC_SUMMARY_GRIDS in wavecluster.cu: the grids of one ``grid_summary`` launch.
+_SUMMARY_GRIDS = 4
+#: ``SummaryPlan``'s layout, field for field: 57 int64 words, then two int32.
+_SUMMARY_PLAN = np.dtype([("grid", np.uint64, (_SUMMARY_GRIDS,)),
+                          ("shape", np.int64, (_SUMMARY_GRIDS, _MAX_DIMS)),
+                          ("cells", np.int64, (_SUMMARY_GRIDS,)),
+                          ("first_block", np.int64, (_SUMMARY_GRIDS + 1,)),
+                          ("out", np.int64, (_SUMMARY_GRIDS,)),
+                          ("partial", np.int64, (_SUMMARY_GRIDS,)),
+                          ("done", np.int64, (_SUMMARY_GRIDS,)),
+                          ("grids", np.int32), ("ndim", np.int32)], align=True)
+#: Each SummaryPlan field's first 8-byte word.
+_SUMMARY_WORD = {name: offset // 8 for name, (_, offset) in _SUMMARY_PLAN.fields.items()}
 #: ``StackPlan``'s layout, field for field (8-byte fields first: no padding).
 _STACK_PLAN = np.dtype([("grid", np.uint64, (_STACK_GRIDS,)),
                         ("shape", np.int64, (_STACK_GRIDS, _MAX_DIMS)),
@@ -431,10 +444,11 @@ def joint_mass(jobs):
 
 @declares(_SOURCE, "grid_summary")
 def grid_summaries(grids, weight):
-    """:func:`gpumine.wavecluster.engine._summaries`'s numbers in one launch a grid and one
-    transfer: ``[weight, then per grid its mass and its axes' profiles]`` (each axis's
-    densest cell at each index) as one host array. The profiles are the exact maxima; each
-    mass is a deterministic sum (a fixed order, not CuPy's).
+    """:func:`gpumine.wavecluster.engine._summaries`'s numbers in one launch (per
+    :data:`_SUMMARY_GRIDS` grids; the plan is the launch's parameter) and one transfer:
+    ``[weight, then per grid its mass and its axes' profiles]`` (each axis's densest cell at
+    each index) as one host array. The profiles are the exact maxima; each mass is a
+    deterministic sum (a fixed order, not CuPy's).
 
     Parameters
     ----------
@@ -447,28 +461,35 @@ def grid_summaries(grids, weight):
     numpy.ndarray of float64
     """
     cp = cupy_module()
-    device = cp.cuda.Device().id
     kernel = get_kernel(_SOURCE, "grid_summary")
+    grids = [cp.ascontiguousarray(grid, dtype=cp.float64) for grid in grids]
     sizes = [1 + sum(grid.shape) for grid in grids]
     head = 1 + sum(sizes)
     blocks = [_stream_blocks(grid.size) for grid in grids]
     # one buffer: the transfer's head, then per grid a finish counter and its partial sums
     buffer = cp.zeros(head + len(grids) + sum(blocks), dtype=cp.float64)
     on_device = isinstance(weight, cp.ndarray)
-    if not on_device:
-        buffer[0] = float(weight)  # sync: none, a host number written to the device
-    start, scratch = 1, head + len(grids)
-    for k, (grid, size, count) in enumerate(zip(grids, sizes, blocks, strict=True)):
-        first = k == 0 and on_device
-        launch(kernel, count, _BLOCK,
-               (cp.ascontiguousarray(grid, dtype=cp.float64),
-                _constant(device, _padded_shape(grid.shape), "int64"), np.int32(grid.ndim),
-                np.int64(grid.size),
-                weight.astype(cp.float64, copy=False) if first else np.uint64(0),
-                buffer[scratch:scratch + count], buffer[head + k:head + k + 1],
-                buffer[start:start + size], buffer[0:1] if first else np.uint64(0)))
-        start += size
-        scratch += count
+    outs = np.cumsum([1, *sizes[:-1]]).tolist()  # sync: none, host numbers
+    partials = np.cumsum([head + len(grids), *blocks[:-1]]).tolist()  # sync: none, host
+    for first in range(0, len(grids), _SUMMARY_GRIDS):
+        part = range(first, min(first + _SUMMARY_GRIDS, len(grids)))
+        # the launch's parameter as flat 8-byte words (a field at a time costs more)
+        words = [0] * (_SUMMARY_PLAN.itemsize // 8)
+        at = _SUMMARY_WORD
+        for slot, k in enumerate(part):
+            words[at["grid"] + slot] = grids[k].data.ptr
+            shape = at["shape"] + slot * _MAX_DIMS
+            words[shape:shape + _MAX_DIMS] = _padded_shape(grids[k].shape)
+            words[at["cells"] + slot] = grids[k].size
+            words[at["first_block"] + slot + 1] = words[at["first_block"] + slot] + blocks[k]
+            words[at["out"] + slot], words[at["partial"] + slot] = outs[k], partials[k]
+            words[at["done"] + slot] = head + k
+        # grids and ndim: two int32 in one little-endian word
+        words[at["grids"]] = len(part) | (grids[0].ndim << 32)
+        plan = np.array(words, dtype=np.uint64).view(_SUMMARY_PLAN)[0]
+        launch(kernel, words[at["first_block"] + len(part)], _BLOCK,
+               (plan, weight.astype(cp.float64, copy=False) if on_device else np.uint64(0),
+                np.float64(0.0 if on_device else float(weight)), buffer))
     # sync: every grid's mass and profiles (and the weight), once for all the grids
     return np.asarray(get_backend("gpu").to_host(buffer[:head]))
 
@@ -543,18 +564,24 @@ def stack_build(grids, boxes, counts, thresholds, common):
                 owner[last] in slots or len(slots) < _STACK_GRIDS):
             slots.setdefault(owner[last], len(slots))
             last += 1
-        plan = np.zeros((), dtype=_STACK_PLAN)  # sync: none, the launch's host parameter
+        # the launch's parameter, filled as flat int64 words (a field at a time costs more)
+        words = np.zeros(_STACK_PLAN.itemsize // 8, np.int64)  # sync: none, a host buffer
+        head = [0] * (_STACK_GRIDS * (1 + 3 * _MAX_DIMS))
         for k, slot in slots.items():
-            plan["grid"][slot] = grids[k].data.ptr
-            plan["shape"][slot] = _padded_shape(grids[k].shape)
-            plan["start"][slot, _MAX_DIMS - ndim:] = [sl.start for sl in boxes[k]]
-            plan["extent"][slot] = _padded_shape([sl.stop - sl.start for sl in boxes[k]])
+            head[slot] = grids[k].data.ptr
+            at = _STACK_GRIDS + slot * _MAX_DIMS
+            head[at:at + _MAX_DIMS] = _padded_shape(grids[k].shape)
+            at += _STACK_GRIDS * _MAX_DIMS + _MAX_DIMS - ndim
+            head[at:at + ndim] = [sl.start for sl in boxes[k]]
+            at += _STACK_GRIDS * _MAX_DIMS - _MAX_DIMS + ndim
+            head[at:at + _MAX_DIMS] = _padded_shape([sl.stop - sl.start for sl in boxes[k]])
+        words[:len(head)] = np.array(head, dtype=np.uint64).view(np.int64)
+        plan = words.view(_STACK_PLAN)[0]
         plan["plane"] = _padded_shape(common)
         plan["threshold"][:last - first] = thresholds[first:last]
         plan["grid_of"][:last - first] = [slots[k] for k in owner[first:last]]
         launch(kernel, _blocks((last - first) * cells), _BLOCK,
-               (plan[()], np.int64(first), np.int64(last - first), np.int64(cells), weights,
-                mask))
+               (plan, np.int64(first), np.int64(last - first), np.int64(cells), weights, mask))
         first = last
     return weights, mask
 

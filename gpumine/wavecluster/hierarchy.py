@@ -409,9 +409,7 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=Non
     """
     options = {"label": label, "connectivity": connectivity, "xp": xp, "weigh": weigh,
                "to_host": to_host, "tree": tree, "plane": plane, "paint": paint}
-    # each grid's first-level box, once for every way of sharing
-    boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
-             for _, levels, projections, unit, _ in jobs]
+    boxes = _first_boxes(jobs)  # once for every way of sharing
     # all the grids in one stack; else the first (the largest) alone and the rest in one
     for alone in range(min(len(jobs) - 1, 2)):
         shared = _LevelStack.shared(jobs[alone:], **options, boxes=boxes[alone:],
@@ -462,6 +460,26 @@ def _profile_boxes(projections, thresholds) -> list:
     first = np.argmax(above, axis=2).T.tolist()  # sync: none, host arrays
     last = (width - np.argmax(above[:, :, ::-1], axis=2)).T.tolist()  # sync: none, host
     return [tuple(map(slice, starts, stops)) for starts, stops in zip(first, last, strict=True)]
+
+
+def _first_boxes(jobs) -> list:
+    """Each job's (:func:`stack_levels`) first-level box, as :func:`_profile_boxes` finds it,
+    every grid's axes at once (one row per axis, with its grid's threshold)."""
+    profiles = [profile for job in jobs for profile in job[2]]
+    thresholds = np.repeat([(levels[0] - 0.5) * unit for _, levels, _, unit, _ in jobs],
+                           [len(job[2]) for job in jobs])
+    width = max(profile.size for profile in profiles)
+    padded = np.full((len(profiles), width), -np.inf)
+    for row, profile in enumerate(profiles):
+        padded[row, :profile.size] = profile
+    above = padded >= thresholds[:, None]
+    first = np.argmax(above, axis=1).tolist()  # sync: none, host arrays
+    last = (width - np.argmax(above[:, ::-1], axis=1)).tolist()  # sync: none, host arrays
+    boxes, at = [], 0
+    for job in jobs:
+        boxes.append(tuple(map(slice, first[at:at + len(job[2])], last[at:at + len(job[2])])))
+        at += len(job[2])
+    return boxes
 
 
 def _stack_cells(box) -> int:
@@ -586,8 +604,7 @@ class _LevelStack:
         (:class:`~gpumine.wavecluster.pipeline.Stages`; None: a copy a grid and a comparison
         on ``xp``)."""
         if boxes is None:
-            boxes = [_profile_boxes(projections, [(levels[0] - 0.5) * unit])[0]
-                     for _, levels, projections, unit, _ in jobs]
+            boxes = _first_boxes(jobs)
         extents = [tuple(sl.stop - sl.start for sl in box) for box in boxes]
         common = (max(e[0] for e in extents) + 1,
                   *(max(e[a] for e in extents) for a in range(1, len(extents[0]))))
