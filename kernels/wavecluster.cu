@@ -332,28 +332,52 @@ __global__ void nearest_cluster(const index_t* __restrict__ own,         // IN  
     out[t] = best < none ? best : components[t];
 }
 
-// levels.split_by_coarser_level's table: each finer cell's density added to bin
-// (cluster_index[components[c]], piece_index[upper[c / 2]]) of a (clusters + 1) x width
-// table -- cell c of the finer grid lies in cell c / 2 (per axis) of the next level. Bin 0
-// (outside every cluster and piece) is not counted. One thread a cell, grid-stride.
-__global__ void joint_mass(const index_t* __restrict__ components,     // IN  (cells)
-                           const index_t* __restrict__ upper,          // IN  (upper cells)
-                           const index_t* __restrict__ cluster_index,  // IN  (n_components + 1)
-                           const index_t* __restrict__ piece_index,    // IN  (n_upper + 1)
-                           const double* __restrict__ density,         // IN  (cells)
-                           const index_t* __restrict__ shape,          // IN  (8)
-                           const index_t* __restrict__ upper_shape,    // IN  (8)
-                           index_t cells, index_t width,               // IN
-                           double* __restrict__ mass)                  // INOUT (bins), zeroed
+// Up to WC_JOINT_JOBS of levels.split_by_coarser_level's tables in one launch, passed by
+// value (gpu._JOINT_PLAN's layout): job j gets blocks [first_block[j], first_block[j + 1]),
+// its host tables at tables + cluster_at[j] and tables + piece_at[j], its table at
+// mass + mass_at[j].
+#define WC_JOINT_JOBS 4
+struct JointPlan {
+    unsigned long long components[WC_JOINT_JOBS];     // the finer labelling (const index_t*)
+    unsigned long long upper[WC_JOINT_JOBS];          // the next level's (const index_t*)
+    unsigned long long density[WC_JOINT_JOBS];        // the finer densities (const double*)
+    index_t shape[WC_JOINT_JOBS][WC_MAX_DIMS];        // the finer grid's, 1s in front
+    index_t upper_shape[WC_JOINT_JOBS][WC_MAX_DIMS];  // the next level's
+    index_t cells[WC_JOINT_JOBS];
+    index_t width[WC_JOINT_JOBS];
+    index_t cluster_at[WC_JOINT_JOBS];
+    index_t piece_at[WC_JOINT_JOBS];
+    index_t mass_at[WC_JOINT_JOBS];
+    index_t first_block[WC_JOINT_JOBS + 1];
+    int jobs, unused;
+};
+
+// Each job's table: each finer cell's density added to bin (cluster_index[components[c]],
+// piece_index[upper[c / 2]]) of a (clusters + 1) x width table -- cell c of the finer grid
+// lies in cell c / 2 (per axis) of the next level. Bin 0 (outside every cluster and piece)
+// is not counted. One thread a cell, grid-stride over the job's blocks.
+__global__ void joint_mass(const JointPlan plan,                // IN  (by value)
+                           const index_t* __restrict__ tables,  // IN  every job's two tables
+                           double* __restrict__ mass)           // INOUT every job's, zeroed
 {
-    for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < cells;
-         t += (index_t)gridDim.x * blockDim.x) {
+    int j = 0;
+    while (j + 1 < plan.jobs && (index_t)blockIdx.x >= plan.first_block[j + 1]) ++j;
+    const index_t block = (index_t)blockIdx.x - plan.first_block[j];
+    const index_t blocks = plan.first_block[j + 1] - plan.first_block[j];
+    const index_t* components = (const index_t*)plan.components[j];
+    const index_t* upper = (const index_t*)plan.upper[j];
+    const double* density = (const double*)plan.density[j];
+    const index_t* cluster_index = tables + plan.cluster_at[j];
+    const index_t* piece_index = tables + plan.piece_at[j];
+    const index_t cells = plan.cells[j], width = plan.width[j];
+    double* out = mass + plan.mass_at[j];
+    for (index_t t = block * blockDim.x + threadIdx.x; t < cells; t += blocks * blockDim.x) {
         index_t c[WC_MAX_DIMS];
-        unflatten(t, shape, c);
+        unflatten(t, plan.shape[j], c);
         index_t f = 0;
-        for (int a = 0; a < WC_MAX_DIMS; ++a) f = f * upper_shape[a] + c[a] / 2;
+        for (int a = 0; a < WC_MAX_DIMS; ++a) f = f * plan.upper_shape[j][a] + c[a] / 2;
         const index_t bin = cluster_index[components[t]] * width + piece_index[upper[f]];
-        if (bin != 0) atomicAdd(&mass[bin], density[t]);
+        if (bin != 0) atomicAdd(&out[bin], density[t]);
     }
 }
 

@@ -66,6 +66,18 @@ _SUMMARY_PLAN = np.dtype([("grid", np.uint64, (_SUMMARY_GRIDS,)),
                           ("grids", np.int32), ("ndim", np.int32)], align=True)
 #: Each SummaryPlan field's first 8-byte word.
 _SUMMARY_WORD = {name: offset // 8 for name, (_, offset) in _SUMMARY_PLAN.fields.items()}
+#: WC_JOINT_JOBS in wavecluster.cu: the tables of one ``joint_mass`` launch.
+_JOINT_JOBS = 4
+#: ``JointPlan``'s layout, field for field: 101 int64 words, then two int32.
+_JOINT_PLAN = np.dtype([(name, np.uint64, (_JOINT_JOBS,))
+                        for name in ("components", "upper", "density")]
+                       + [(name, np.int64, (_JOINT_JOBS, _MAX_DIMS))
+                          for name in ("shape", "upper_shape")]
+                       + [(name, np.int64, (_JOINT_JOBS,))
+                          for name in ("cells", "width", "cluster_at", "piece_at", "mass_at")]
+                       + [("first_block", np.int64, (_JOINT_JOBS + 1,)), ("jobs", np.int32),
+                          ("unused", np.int32)], align=True)
+_JOINT_WORD = {name: offset // 8 for name, (_, offset) in _JOINT_PLAN.fields.items()}
 #: ``StackPlan``'s layout, field for field (8-byte fields first: no padding).
 _STACK_PLAN = np.dtype([("grid", np.uint64, (_STACK_GRIDS,)),
                         ("shape", np.int64, (_STACK_GRIDS, _MAX_DIMS)),
@@ -90,9 +102,12 @@ def _constant(device_id: int, values: tuple, dtype: str):
         return cp.asarray(np.asarray(values, dtype=dtype))
 
 
+_PADS = tuple((1,) * (_MAX_DIMS - k) for k in range(_MAX_DIMS + 1))
+
+
 def _padded_shape(shape) -> tuple:
     """A grid shape as the kernels read it: 8 extents, 1s in front."""
-    return (1,) * (_MAX_DIMS - len(shape)) + tuple(int(s) for s in shape)
+    return _PADS[len(shape)] + tuple(map(int, shape))
 
 
 def _shape_struct(shape):
@@ -398,8 +413,9 @@ def nearest_cluster(own, components, density, occupied, zero_only, rings, none):
 
 @declares(_SOURCE, "joint_mass")
 def joint_mass(jobs):
-    """:func:`gpumine.wavecluster.levels.joint_tables`'s tables, one launch each, their host
-    tables in one upload: for each job ``(components, upper, cluster_index, piece_index,
+    """:func:`gpumine.wavecluster.levels.joint_tables`'s tables in one launch (per
+    :data:`_JOINT_JOBS` tables; the plan is the launch's parameter), their host tables in
+    one upload: for each job ``(components, upper, cluster_index, piece_index,
     density, width)``, the ``density`` of the finer cells of each cluster
     (``cluster_index[components]``, 0: none) under each next-level piece
     (``piece_index[upper]`` at the cell's ``c // 2``, 0: none), as a flat (clusters + 1) x
@@ -421,24 +437,39 @@ def joint_mass(jobs):
         The tables one after another, ``(cluster_index.max() + 1) * width`` masses each.
     """
     cp = cupy_module()
-    device = cp.cuda.Device().id
     hosts = [table for job in jobs for table in job[2:4]]
-    ends = [0, *np.cumsum([table.size for table in hosts]).tolist()]  # sync: none, host
-    # every job's two host tables in one upload (clusters + pieces + 2 numbers a job)
+    # where each host table starts in the one upload
+    starts = np.cumsum([0, *(table.size for table in hosts)]).tolist()  # sync: none, host
     tables = cp.asarray(np.concatenate(hosts).astype(np.int64))
     sizes = [(int(job[2].max()) + 1) * job[5] for job in jobs]  # sync: none, host tables
-    mass = cp.zeros(sum(sizes), dtype=cp.float64)
-    kernel, at = get_kernel(_SOURCE, "joint_mass"), 0
-    for k, (components, upper, _, _, density, width) in enumerate(jobs):
-        first, middle, last = ends[2 * k], ends[2 * k + 1], ends[2 * k + 2]
-        launch(kernel, _stream_blocks(components.size), _BLOCK,
-               (cp.ascontiguousarray(components, dtype=cp.int64),
-                cp.ascontiguousarray(upper, dtype=cp.int64), tables[first:middle],
-                tables[middle:last], cp.ascontiguousarray(density, dtype=cp.float64),
-                _constant(device, _padded_shape(components.shape), "int64"),
-                _constant(device, _padded_shape(upper.shape), "int64"),
-                np.int64(components.size), np.int64(width), mass[at:at + sizes[k]]))
-        at += sizes[k]
+    mass_at = np.cumsum([0, *sizes]).tolist()  # sync: none, host numbers
+    mass = cp.zeros(mass_at[-1], dtype=cp.float64)
+    kernel, at = get_kernel(_SOURCE, "joint_mass"), _JOINT_WORD
+    held = []  # the launch's arrays, referenced until it is queued
+    for first in range(0, len(jobs), _JOINT_JOBS):
+        part = range(first, min(first + _JOINT_JOBS, len(jobs)))
+        # the launch's parameter as flat 8-byte words (a field at a time costs more)
+        words = [0] * (_JOINT_PLAN.itemsize // 8)
+        for slot, k in enumerate(part):
+            components, upper, _, _, density, width = jobs[k]
+            arrays = (cp.ascontiguousarray(components, dtype=cp.int64),
+                      cp.ascontiguousarray(upper, dtype=cp.int64),
+                      cp.ascontiguousarray(density, dtype=cp.float64))
+            held.append(arrays)
+            for name, array in zip(("components", "upper", "density"), arrays, strict=True):
+                words[at[name] + slot] = array.data.ptr
+            for name, shape in (("shape", components.shape), ("upper_shape", upper.shape)):
+                words[at[name] + slot * _MAX_DIMS:at[name] + (slot + 1) * _MAX_DIMS] = (
+                    _padded_shape(shape))
+            words[at["cells"] + slot], words[at["width"] + slot] = components.size, width
+            words[at["cluster_at"] + slot] = starts[2 * k]
+            words[at["piece_at"] + slot] = starts[2 * k + 1]
+            words[at["mass_at"] + slot] = mass_at[k]
+            words[at["first_block"] + slot + 1] = (words[at["first_block"] + slot]
+                                                  + _stream_blocks(components.size))
+        words[at["jobs"]] = len(part)  # jobs, unused: two little-endian int32
+        plan = np.array(words, dtype=np.uint64).view(_JOINT_PLAN)[0]
+        launch(kernel, words[at["first_block"] + len(part)], _BLOCK, (plan, tables, mass))
     return mass
 
 
@@ -556,30 +587,31 @@ def stack_build(grids, boxes, counts, thresholds, common):
     weights = cp.empty((total, *common), dtype=cp.float64)
     mask = cp.empty((total, *common), dtype=cp.bool_)
     grids = [cp.ascontiguousarray(grid, dtype=cp.float64) for grid in grids]
-    owner = [k for k, count in enumerate(counts) for _ in range(count)]
+    owner = np.repeat(np.arange(len(counts)), counts)  # each plane's grid
+    ends = np.cumsum(counts).tolist()  # sync: none, host numbers: each grid's planes' end
+    at = {name: offset // 8 for name, (_, offset) in _STACK_PLAN.fields.items()}
     kernel, first = get_kernel(_SOURCE, "stack_build"), 0
     while first < total:
-        slots, last = {}, first  # the launch's grids, each in a slot of the plan
-        while last < total and last - first < _STACK_PLANES and (
-                owner[last] in slots or len(slots) < _STACK_GRIDS):
-            slots.setdefault(owner[last], len(slots))
-            last += 1
-        # the launch's parameter, filled as flat int64 words (a field at a time costs more)
-        words = np.zeros(_STACK_PLAN.itemsize // 8, np.int64)  # sync: none, a host buffer
-        head = [0] * (_STACK_GRIDS * (1 + 3 * _MAX_DIMS))
-        for k, slot in slots.items():
-            head[slot] = grids[k].data.ptr
-            at = _STACK_GRIDS + slot * _MAX_DIMS
-            head[at:at + _MAX_DIMS] = _padded_shape(grids[k].shape)
-            at += _STACK_GRIDS * _MAX_DIMS + _MAX_DIMS - ndim
-            head[at:at + ndim] = [sl.start for sl in boxes[k]]
-            at += _STACK_GRIDS * _MAX_DIMS - _MAX_DIMS + ndim
-            head[at:at + _MAX_DIMS] = _padded_shape([sl.stop - sl.start for sl in boxes[k]])
-        words[:len(head)] = np.array(head, dtype=np.uint64).view(np.int64)
+        # the launch: the planes from `first` on, of at most _STACK_GRIDS grids
+        base = int(owner[first])  # sync: none, a host array
+        last = min(first + _STACK_PLANES, ends[min(base + _STACK_GRIDS, len(counts)) - 1])
+        # the launch's parameter as flat 8-byte words (a field at a time costs more)
+        head = [0] * at["plane"]
+        for slot, k in enumerate(range(base, int(owner[last - 1]) + 1)):  # sync: none, host
+            head[at["grid"] + slot] = grids[k].data.ptr
+            shape = at["shape"] + slot * _MAX_DIMS
+            head[shape:shape + _MAX_DIMS] = _padded_shape(grids[k].shape)
+            start = at["start"] + (slot + 1) * _MAX_DIMS - ndim
+            head[start:start + ndim] = [sl.start for sl in boxes[k]]
+            extent = at["extent"] + slot * _MAX_DIMS
+            head[extent:extent + _MAX_DIMS] = _padded_shape([sl.stop - sl.start
+                                                             for sl in boxes[k]])
+        words = np.zeros(_STACK_PLAN.itemsize // 8, np.uint64)  # sync: none, a host buffer
+        words[:len(head)] = head
+        words[at["plane"]:at["plane"] + _MAX_DIMS] = _padded_shape(common)
         plan = words.view(_STACK_PLAN)[0]
-        plan["plane"] = _padded_shape(common)
         plan["threshold"][:last - first] = thresholds[first:last]
-        plan["grid_of"][:last - first] = [slots[k] for k in owner[first:last]]
+        plan["grid_of"][:last - first] = owner[first:last] - base
         launch(kernel, _blocks((last - first) * cells), _BLOCK,
                (plan, np.int64(first), np.int64(last - first), np.int64(cells), weights, mask))
         first = last
