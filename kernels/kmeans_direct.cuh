@@ -41,21 +41,25 @@ __device__ __forceinline__ void stage_padded_tile(const T* __restrict__ centers,
     __syncthreads();
 }
 
-// Seed paper 002 §5.5's loop for point i (X column-major, XT[j * n + i]): the centroids
-// stream through `tile` (KT * dt elements of shared memory) in portions of KT centroids x
-// dt features; KT running distances stay in registers. The tile is feature-major
-// (tile[j * KT + c]), so a feature's KT centroid values are contiguous and load as
-// vectors. Every thread of the block must call it (it synchronizes); inactive threads
-// (active = false) only help stage the tiles.
+// Seed paper 002 §5.5's loop for point i (X column-major, XT[j * n + i]) over centres
+// k_begin .. k_end - 1: the centroids stream through `tile` (KT * dt elements of shared
+// memory) in portions of KT centroids x dt features; KT running distances stay in registers.
+// The tile is feature-major (tile[j * KT + c]), so a feature's KT centroid values are
+// contiguous and load as vectors. Returns the lowest index of the smallest distance below
+// max_value<T>() (k_begin if none) and that distance in `best` (max_value<T>() if none):
+// ranges merged in increasing order, keeping the earlier range on equal distances, give
+// the whole loop's answer. Every thread of the block must call it (it synchronizes);
+// inactive threads (active = false) only help stage the tiles.
 template <typename T, int KT>
-__device__ __forceinline__ int tiled_argmin(const T* __restrict__ XT,       // IN  (d, n)
-                                            const T* __restrict__ centers,  // IN  (k, d)
-                                            index_t n, int d, int k, int dt, index_t i,
-                                            bool active, T* tile) {
-    T best = max_value<T>();
-    int best_index = 0;
-    for (int k0 = 0; k0 < k; k0 += KT) {
-        const int kc = min(KT, k - k0);
+__device__ __forceinline__ int tiled_argmin_range(const T* __restrict__ XT,       // IN  (d, n)
+                                                  const T* __restrict__ centers,  // IN  (k, d)
+                                                  index_t n, int d, int k_begin, int k_end,
+                                                  int dt, index_t i, bool active, T* tile,
+                                                  T& best) {
+    best = max_value<T>();
+    int best_index = k_begin;
+    for (int k0 = k_begin; k0 < k_end; k0 += KT) {
+        const int kc = min(KT, k_end - k0);
         T acc[KT];
 #pragma unroll
         for (int c = 0; c < KT; ++c) acc[c] = T(0);
@@ -90,4 +94,14 @@ __device__ __forceinline__ int tiled_argmin(const T* __restrict__ XT,       // I
         }
     }
     return best_index;
+}
+
+// The loop over every centre: assign_tiled's label for point i.
+template <typename T, int KT>
+__device__ __forceinline__ int tiled_argmin(const T* __restrict__ XT,       // IN  (d, n)
+                                            const T* __restrict__ centers,  // IN  (k, d)
+                                            index_t n, int d, int k, int dt, index_t i,
+                                            bool active, T* tile) {
+    T best;
+    return tiled_argmin_range<T, KT>(XT, centers, n, d, 0, k, dt, i, active, tile, best);
 }

@@ -173,6 +173,30 @@ def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("d", "k"), [(16, 300), (40, 1000), (130, 97)])
+def test_re_check_past_its_compact_rows_and_over_centre_ranges(cp, d, k, dtype, rng,
+                                                             monkeypatch):
+    """The re-check's compact rows cut to one block: the first 256 queued rows go through
+    the centre ranges and their merge (ranges of whole tiles, the last one short), the rest
+    through the scattered rows -- tiled's labels and changed count either way, on near-ties
+    (exact ties among them: the lowest index, across ranges too)."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "_RECHECK_SPLIT_ROWS", 256)
+    C = rng.randint(0, 3, size=(k, d)).astype(np.float64) + 50.0
+    C[k - 1] = C[0]  # a duplicate centre: ties between the first and the last range
+    a, b = rng.randint(0, k, size=(2, 6000))
+    t = 0.5 + rng.randint(-2, 3, size=(6000, 1)) * np.finfo(dtype).eps
+    X = (C[a] * t + C[b] * (1 - t)).astype(dtype)
+    X[:50] = C[0]  # on the duplicated centre: label 0, not k - 1
+    assert tensor_cores.queued_rows(_columns(cp, X), cp.asarray(C.astype(dtype))) > 1000
+    _assert_same_as_tiled(cp, X, C.astype(dtype))
+    previous = rng.randint(0, k, size=6000).astype(np.int32)
+    _assert_same_as_tiled(cp, X, C.astype(dtype), previous)
+
+
+@pytest.mark.gpu
 def test_float64_centres_on_float32_data_as_tiled(cp, rng):
     """The Dask loop passes float64 centres to float32 partitions: both assignments round
     them to the data's dtype first, so tc-exact still gives tiled's labels."""

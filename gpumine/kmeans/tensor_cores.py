@@ -70,9 +70,13 @@ bound on emulated scaled-FP16 arithmetic and the labels against ``tiled`` on adv
 data: near-ties, data far from the origin or near float32's underflow, d from 1 to 4096,
 float32 and float64.
 
-The re-check copies the first queued rows (up to 64 MB) into a compact column-major
-buffer, so it reads them coalesced instead of one scattered sector per feature and centre
-tile (on the H100 this made 1M x 128, k = 1024 1.6 ms faster).
+The re-check copies the first queued rows (up to 64 MB and 2^19 rows) into a compact
+column-major buffer, so it reads them coalesced instead of one scattered sector per feature
+and centre tile (on the H100 this made 1M x 128, k = 1024 1.6 ms faster), and assigns them
+against up to eight ranges of the centres at once, a block row per range, then merges the
+ranges' answers in order (the lowest index of the smallest distance, as one loop over every
+centre finds it): a few thousand queued rows alone would keep one block per multiprocessor
+busy.
 
 ``assign="tc-fast"`` multiplies ``hi.hi`` alone (TF32 GEMM past d = 128) and decides every
 row it can scale: FP16 (11-bit) labels, not exact, for users who ask for them.
@@ -102,6 +106,8 @@ _BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multi
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
+_RECHECK_SPLIT_ROWS = 1 << 19  # ... and at most this many rows (its ranges' scratch)
+_RECHECK_RANGES = 8  # the compact rows' centres in up to this many ranges, a block row each
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
 _CUBLAS_OP_T = 1
@@ -241,26 +247,41 @@ def _assign(X, centers, labels, changed, exact: bool):
 
 
 @declares(_SOURCE, "gather_queued", _TYPES)
+@declares(_SOURCE, "assign_recheck_split", _TYPES, TILE_SIZES)
+@declares(_SOURCE, "recheck_merge", _TYPES)
 def _recheck(XT, centers, queue_size, queue, labels, changed):
-    """The queued rows' direct assignment: the first rows gathered into a compact buffer of
-    at most ``_RECHECK_GATHER_BYTES`` (gather_queued), then assign_recheck; fixed grids, so
-    no host read of the queue's length."""
+    """The queued rows' direct assignment, with fixed grids (no host read of the queue's
+    length): the first rows (at most ``_RECHECK_GATHER_BYTES`` and ``_RECHECK_SPLIT_ROWS``)
+    gathered into a compact buffer (gather_queued) and assigned against up to
+    ``_RECHECK_RANGES`` ranges of centres at once (assign_recheck_split: a few thousand
+    queued rows alone kept a block per multiprocessor busy), the ranges' answers merged
+    (recheck_merge); any further rows by assign_recheck from the scattered rows."""
     cp = cupy_module()
     d, n = XT.shape
     k = centers.shape[0]
     tile, dt = tiled_shape(k, d, XT.dtype.itemsize)
-    blocks = min(-(-n // _RECHECK_BLOCK),
-                 device_attribute("MultiProcessorCount") * _RECHECK_BLOCKS_PER_SM)
-    rows = max(1, _RECHECK_GATHER_BYTES // (d * XT.dtype.itemsize)) // _RECHECK_BLOCK
-    cap = min(-(-n // _RECHECK_BLOCK), max(1, rows)) * _RECHECK_BLOCK
+    shared = tile * dt * XT.dtype.itemsize
+    sms = device_attribute("MultiProcessorCount")
+    blocks = min(-(-n // _RECHECK_BLOCK), sms * _RECHECK_BLOCKS_PER_SM)
+    rows = min(max(1, _RECHECK_GATHER_BYTES // (d * XT.dtype.itemsize)), _RECHECK_SPLIT_ROWS)
+    cap = min(-(-n // _RECHECK_BLOCK), max(1, rows // _RECHECK_BLOCK)) * _RECHECK_BLOCK
+    chunk = -(-max(tile, -(-k // _RECHECK_RANGES)) // tile) * tile  # whole tiles a range
+    ranges = -(-k // chunk)
     compact = cp.empty((d, cap), dtype=XT.dtype)
-    launch(get_kernel(_SOURCE, "gather_queued", XT.dtype),
-           device_attribute("MultiProcessorCount") * 8, BLOCK,
+    best = cp.empty((ranges, cap), dtype=XT.dtype)
+    best_index = cp.empty((ranges, cap), dtype=cp.int32)
+    launch(get_kernel(_SOURCE, "gather_queued", XT.dtype), sms * 8, BLOCK,
            (XT, np.int64(n), np.int32(d), queue_size, queue, np.int64(cap), compact))
+    launch(get_kernel(_SOURCE, "assign_recheck_split", XT.dtype, tile),
+           (min(cap // _RECHECK_BLOCK, sms * _RECHECK_BLOCKS_PER_SM), ranges), _RECHECK_BLOCK,
+           (compact, np.int64(cap), centers, np.int32(d), np.int32(k), np.int32(dt),
+            np.int32(chunk), queue_size, best, best_index), shared_mem=shared)
+    launch(get_kernel(_SOURCE, "recheck_merge", XT.dtype), min(cap // BLOCK, sms * 8), BLOCK,
+           (np.int64(cap), np.int32(ranges), queue_size, queue, best, best_index, labels,
+            kernel_pointer(changed)))
     launch(get_kernel(_SOURCE, "assign_recheck", XT.dtype, tile), blocks, _RECHECK_BLOCK,
-           (XT, compact, np.int64(cap), centers, np.int64(n), np.int32(d), np.int32(k),
-            np.int32(dt), queue_size, queue, labels, kernel_pointer(changed)),
-           shared_mem=tile * dt * XT.dtype.itemsize)
+           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), np.int64(cap),
+            queue_size, queue, labels, kernel_pointer(changed)), shared_mem=shared)
 
 
 @declares(_SOURCE, "tc_gemm_epilogue")
