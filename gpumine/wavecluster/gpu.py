@@ -518,9 +518,10 @@ def grid_summaries(grids, weight):
         # grids and ndim: two int32 in one little-endian word
         words[at["grids"]] = len(part) | (grids[0].ndim << 32)
         plan = np.array(words, dtype=np.uint64).view(_SUMMARY_PLAN)[0]
+        host_weight = 0.0 if on_device else float(weight)  # sync: none, a host number
         launch(kernel, words[at["first_block"] + len(part)], _BLOCK,
                (plan, weight.astype(cp.float64, copy=False) if on_device else np.uint64(0),
-                np.float64(0.0 if on_device else float(weight)), buffer))
+                np.float64(host_weight), buffer))
     # sync: every grid's mass and profiles (and the weight), once for all the grids
     return np.asarray(get_backend("gpu").to_host(buffer[:head]))
 

@@ -151,7 +151,7 @@ def joint_tables(jobs, *, xp=np, weigh):
     """Several :func:`joint_table`'s, one after another in one flat array: ``jobs`` is a list
     of ``(components, upper, cluster_index, piece_index, density, width)``. The contract of
     the backend's ``joint`` (:func:`gpumine.wavecluster.gpu.joint_mass`: one upload of the
-    host tables and a launch a table).
+    host tables and one launch for up to four tables).
 
     Examples
     --------
