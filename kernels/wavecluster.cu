@@ -564,9 +564,14 @@ __global__ void stack_build(const StackPlan plan,           // IN  (by value)
     mask[out] = v >= plan.threshold[p];
 }
 
-// Cell t of a grid in a stack's plane (stack_plane, stack_paint): its flat index in the plane,
-// whose corner holds the box, or -1 outside the box. geometry: the grid's shape (8), the
-// plane's (8), the box's start (8) and extent (8).
+// A grid and a stack's plane (stack_plane, stack_paint), passed by value (gpu._GEOMETRY's
+// layout): the grid's shape (8), the plane's (8), the box's start (8) and extent (8).
+struct PlaneGeometry {
+    index_t v[4 * WC_MAX_DIMS];
+};
+
+// Cell t of a grid in a stack's plane: its flat index in the plane, whose corner holds the
+// box, or -1 outside the box.
 __device__ __forceinline__ index_t plane_cell(index_t t, const index_t* geometry) {
     index_t c[WC_MAX_DIMS];
     unflatten(t, geometry, c);
@@ -584,13 +589,13 @@ __device__ __forceinline__ index_t plane_cell(index_t t, const index_t* geometry
 // start + 1; its zeros stay 0) inside the box, 0 outside (geometry: plane_cell's). One
 // thread a cell.
 __global__ void stack_plane(const index_t* __restrict__ plane,     // IN  (plane cells)
-                            const index_t* __restrict__ geometry,  // IN  (4, 8)
+                            const PlaneGeometry geometry,          // IN  (by value)
                             index_t start, index_t cells,          // IN
                             index_t* __restrict__ out)             // OUT (cells)
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
-    const index_t f = plane_cell(t, geometry);
+    const index_t f = plane_cell(t, geometry.v);
     if (f < 0) {
         out[t] = 0;
         return;
@@ -607,13 +612,13 @@ __global__ void stack_plane(const index_t* __restrict__ plane,     // IN  (plane
 __global__ void stack_paint(const index_t* __restrict__ planes,    // IN  (count, plane cells)
                             int count, index_t plane_cells,        // IN
                             const index_t* __restrict__ table,     // IN  (numbers + 1)
-                            const index_t* __restrict__ geometry,  // IN  (4, 8)
+                            const PlaneGeometry geometry,          // IN  (by value)
                             index_t cells,                         // IN
                             index_t* __restrict__ out)             // OUT (cells)
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
-    const index_t f = plane_cell(t, geometry);
+    const index_t f = plane_cell(t, geometry.v);
     if (f < 0) {
         out[t] = 0;
         return;

@@ -53,6 +53,8 @@ _FLAGS = ("true", "false")  # a bool template argument
 #: WC_STACK_GRIDS and WC_STACK_PLANES in wavecluster.cu: the grids and planes of one
 #: ``stack_build`` launch (its parameter, ``StackPlan``, stays under 4 KB).
 _STACK_GRIDS, _STACK_PLANES = 4, 128
+#: ``PlaneGeometry``'s layout (stack_plane, stack_paint): 4 x 8 int64 extents.
+_GEOMETRY = np.dtype([("v", np.int64, (4 * _MAX_DIMS,))])
 #: WC_SUMMARY_GRIDS in wavecluster.cu: the grids of one ``grid_summary`` launch.
 _SUMMARY_GRIDS = 4
 #: ``SummaryPlan``'s layout, field for field: 57 int64 words, then two int32.
@@ -619,14 +621,13 @@ def stack_build(grids, boxes, counts, thresholds, common):
     return weights, mask
 
 
-def _stack_geometry(device, shape, plane_shape, box):
-    """stack_plane's and stack_paint's geometry: the grid's shape, the plane's, the box's
-    start and extent (4 x 8 extents on device ``device``, uploaded once per value)."""
-    ndim = len(shape)
-    return _constant(device, (_padded_shape(shape), _padded_shape(plane_shape),
-                              (0,) * (_MAX_DIMS - ndim)
-                              + tuple(int(sl.start) for sl in box),  # sync: none, host slices
-                              _padded_shape([sl.stop - sl.start for sl in box])), "int64")
+def _stack_geometry(shape, plane_shape, box):
+    """stack_plane's and stack_paint's geometry, passed by value (``PlaneGeometry``): the
+    grid's shape, the plane's, the box's start and extent, 8 extents each."""
+    words = (_padded_shape(shape) + _padded_shape(plane_shape)
+             + (0,) * (_MAX_DIMS - len(shape)) + tuple(sl.start for sl in box)
+             + _padded_shape([sl.stop - sl.start for sl in box]))
+    return np.array(words, dtype=np.int64).view(_GEOMETRY)[0]
 
 
 @declares(_SOURCE, "stack_paint")
@@ -651,7 +652,7 @@ def stack_paint(planes, table, shape, box):
     """
     cp = cupy_module()
     planes = cp.ascontiguousarray(planes, dtype=cp.int64)
-    geometry = _stack_geometry(cp.cuda.Device().id, shape, planes.shape[1:], box)
+    geometry = _stack_geometry(shape, planes.shape[1:], box)
     out = cp.empty(shape, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "stack_paint"), _blocks(out.size), _BLOCK,
            (planes, np.int32(planes.shape[0]), np.int64(planes[0].size),
@@ -679,7 +680,7 @@ def stack_plane(plane, shape, box, start):
     cupy.ndarray of int64
     """
     cp = cupy_module()
-    geometry = _stack_geometry(cp.cuda.Device().id, shape, plane.shape, box)
+    geometry = _stack_geometry(shape, plane.shape, box)
     out = cp.empty(shape, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "stack_plane"), _blocks(out.size), _BLOCK,
            (cp.ascontiguousarray(plane, dtype=cp.int64), geometry, np.int64(start),
