@@ -596,11 +596,7 @@ __global__ void stack_plane(const index_t* __restrict__ plane,     // IN  (plane
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
     const index_t f = plane_cell(t, geometry.v);
-    if (f < 0) {
-        out[t] = 0;
-        return;
-    }
-    const index_t v = plane[f];
+    const index_t v = f < 0 ? 0 : plane[f];  // outside the box: 0 (start >= 0)
     out[t] = v > start ? v - start : 0;
 }
 
@@ -619,12 +615,9 @@ __global__ void stack_paint(const index_t* __restrict__ planes,    // IN  (count
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells) return;
     const index_t f = plane_cell(t, geometry.v);
-    if (f < 0) {
-        out[t] = 0;
-        return;
-    }
-    index_t value = 0;
-    for (int p = 0; p < count && value == 0; ++p) value = table[planes[p * plane_cells + f]];
+    index_t value = 0;  // outside the box (f < 0): no plane is read
+    for (int p = 0; f >= 0 && p < count && value == 0; ++p)
+        value = table[planes[p * plane_cells + f]];
     out[t] = value;
 }
 

@@ -831,7 +831,8 @@ def _paint_kept(stack, path, ids, leaves, splits, connectivity, xp, to_host, spr
     for level in sorted({i for i, _ in splits}, reverse=True) if grow else ():
         mark = np.zeros(table.size, np.int64)  # sync: none, a host table
         mark[ids[level][[k for i, k in splits if i == level]] + starts[path[level]]] = 1
-        region = stack.paint(labels[path[level]:path[level] + 1], mark, shape, box)
+        planes = labels[path[level]:path[level] + 1]
+        region = stack.paint(planes, mark, shape, box)  # sync: none, mark's upload (n + 1 ints)
         region = region != 0  # sync: none, a comparison on the device
         out = grow_labels(out, region, connectivity, xp=xp, to_host=to_host, spread=spread)
     return out, next_id - 1

@@ -136,7 +136,7 @@ def joint_table(components, upper, cluster_index, piece_index, density, width, *
     --------
     >>> import numpy as np
     >>> table = joint_table(np.array([1, 1, 2, 0]), np.array([1, 2]), np.array([0, 1, 2]),
-    ...                     np.array([0, 1, 0]), np.ones(4), 2,
+    ...                     np.array([0, 1, 0]), np.ones(4), 2,  # sync: none, host
     ...                     weigh=lambda v, w, b: np.bincount(v, weights=w, minlength=b))
     >>> table.reshape(3, 2)[1:].tolist()  # cluster 1: 2 under piece 1; cluster 2: 1 under none
     [[0.0, 2.0], [1.0, 0.0]]
@@ -157,7 +157,7 @@ def joint_tables(jobs, *, xp=np, weigh):
     --------
     >>> import numpy as np
     >>> job = (np.array([1, 1, 2, 0]), np.array([1, 2]), np.array([0, 1, 2]),
-    ...        np.array([0, 1, 0]), np.ones(4), 2)
+    ...        np.array([0, 1, 0]), np.ones(4), 2)  # sync: none, host arrays
     >>> joint_tables([job, job], weigh=lambda v, w, b: np.bincount(v, weights=w,
     ...                                                             minlength=b)).size
     12
