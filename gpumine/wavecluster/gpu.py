@@ -88,6 +88,7 @@ _STACK_PLAN = np.dtype([("grid", np.uint64, (_STACK_GRIDS,)),
                         ("plane", np.int64, (_MAX_DIMS,)),
                         ("threshold", np.float64, (_STACK_PLANES,)),
                         ("grid_of", np.int32, (_STACK_PLANES,))], align=True)
+_STACK_WORD = {name: offset // 8 for name, (_, offset) in _STACK_PLAN.fields.items()}
 
 
 def _blocks(count):
@@ -592,7 +593,7 @@ def stack_build(grids, boxes, counts, thresholds, common):
     grids = [cp.ascontiguousarray(grid, dtype=cp.float64) for grid in grids]
     owner = np.repeat(np.arange(len(counts)), counts)  # each plane's grid
     ends = np.cumsum(counts).tolist()  # sync: none, host numbers: each grid's planes' end
-    at = {name: offset // 8 for name, (_, offset) in _STACK_PLAN.fields.items()}
+    at = _STACK_WORD
     kernel, first = get_kernel(_SOURCE, "stack_build"), 0
     while first < total:
         # the launch: the planes from `first` on, of at most _STACK_GRIDS grids

@@ -452,26 +452,30 @@ def _profile_boxes(projections, thresholds) -> list:
     profiles padded to one length with -inf, which no threshold reaches). Each is at most
     the peak: no box is empty."""
     thresholds = np.asarray(thresholds, dtype=np.float64)
-    width = max(profile.size for profile in projections)
-    padded = np.full((len(projections), width), -np.inf)
-    for axis, profile in enumerate(projections):
-        padded[axis, :profile.size] = profile
+    padded = _padded_profiles(projections)
+    width = padded.shape[1]
     above = padded[:, None, :] >= thresholds[None, :, None]  # (axes, levels, cells)
     first = np.argmax(above, axis=2).T.tolist()  # sync: none, host arrays
     last = (width - np.argmax(above[:, :, ::-1], axis=2)).T.tolist()  # sync: none, host
     return [tuple(map(slice, starts, stops)) for starts, stops in zip(first, last, strict=True)]
 
 
+def _padded_profiles(profiles):
+    """Axes' profiles (host arrays) as the rows of one array, padded to one length with
+    -inf, which no threshold reaches."""
+    padded = np.full((len(profiles), max(profile.size for profile in profiles)), -np.inf)
+    for row, profile in enumerate(profiles):
+        padded[row, :profile.size] = profile
+    return padded
+
+
 def _first_boxes(jobs) -> list:
     """Each job's (:func:`stack_levels`) first-level box, as :func:`_profile_boxes` finds it,
     every grid's axes at once (one row per axis, with its grid's threshold)."""
-    profiles = [profile for job in jobs for profile in job[2]]
     thresholds = np.repeat([(levels[0] - 0.5) * unit for _, levels, _, unit, _ in jobs],
                            [len(job[2]) for job in jobs])
-    width = max(profile.size for profile in profiles)
-    padded = np.full((len(profiles), width), -np.inf)
-    for row, profile in enumerate(profiles):
-        padded[row, :profile.size] = profile
+    padded = _padded_profiles([profile for job in jobs for profile in job[2]])
+    width = padded.shape[1]
     above = padded >= thresholds[:, None]
     first = np.argmax(above, axis=1).tolist()  # sync: none, host arrays
     last = (width - np.argmax(above[:, ::-1], axis=1)).tolist()  # sync: none, host arrays
