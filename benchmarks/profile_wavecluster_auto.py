@@ -33,7 +33,7 @@ def main():
     X = cp.asarray(np.concatenate([uniform, discs]))
     XT = cp.ascontiguousarray(X.T)
     bounds = np.array([X.min(0).get(), X.max(0).get()])
-    point_cell, grid = gpu.quantize_histogram(XT, None, bounds, (4096, 4096))
+    point_cell, grid, _ = gpu.quantize_histogram(XT, None, bounds, (4096, 4096))
     from gpumine import WaveCluster
 
     wavelet = WaveCluster().wavelet

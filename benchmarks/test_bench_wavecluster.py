@@ -23,7 +23,7 @@ def points():
 @pytest.fixture(scope="module")
 def mask(points):
     stages = pipeline.stages_for(get_backend("cpu"))
-    _, grid = stages.histogram(points, None, np.stack([points.min(0), points.max(0)]), GRID)
+    _, grid, _ = stages.histogram(points, None, np.stack([points.min(0), points.max(0)]), GRID)
     coarse = stages.lowpass(grid, "haar", 1)
     return coarse >= 0.1 * engine.mean_occupied_density(coarse)  # the benchmark's fixed rule
 

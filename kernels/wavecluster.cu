@@ -35,7 +35,10 @@ minmax_columns(const double* __restrict__ XT,  // IN  (d, n)
 // Quantize and histogram: cell = clip(floor((x - lo) / span * m), 0, m - 1) per feature,
 // exactly the CPU's arithmetic (no contraction: explicit round-to-nearest intrinsics).
 // Points outside [lo, hi] get cell -1 and add nothing. With SHARED the block accumulates
-// into a shared-memory copy of the histogram (it fits) and flushes it once.
+// into a shared-memory copy of the histogram (it fits) and flushes it once. The weight of
+// the points inside goes to *total as well (a block sum, one atomic a block): the grid's
+// sum, which the "auto" threshold counts points in, without a pass over the grid. Like the
+// bins, it is exact for unit weights and rounds in atomic order for others.
 // Block-private bins in shared memory (privatized atomics): zeroed before the block adds
 // into them, then flushed into the global bins with one atomic per non-empty bin.
 __device__ __forceinline__ void zero_shared_bins(double* bins, index_t count) {
@@ -59,10 +62,13 @@ __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d
                                    const index_t* __restrict__ m,      // IN  (d) cells per axis
                                    index_t cells,                      // IN  prod(m)
                                    index_t* __restrict__ point_cell,   // OUT (n) flat, or -1
-                                   double* __restrict__ histogram)     // INOUT (cells), zeroed
+                                   double* __restrict__ histogram,     // INOUT (cells), zeroed
+                                   double* __restrict__ total)         // INOUT (1), zeroed
 {
     extern __shared__ double s_hist[];
+    __shared__ double s_total[GPUMINE_BLOCK / kWarpSize];
     if (SHARED) zero_shared_bins(s_hist, cells);
+    double inside_weight = 0.0;
     for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (index_t)gridDim.x * blockDim.x) {
         index_t flat = 0;
@@ -79,11 +85,14 @@ __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d
         point_cell[i] = inside ? flat : -1;
         if (inside) {
             const double w = weight != nullptr ? weight[i] : 1.0;
+            inside_weight += w;
             if (SHARED) atomicAdd(&s_hist[flat], w);
             else atomicAdd(&histogram[flat], w);
         }
     }
     if (SHARED) flush_shared_bins(s_hist, histogram, cells);
+    inside_weight = block_all_reduce<GPUMINE_BLOCK>(inside_weight, s_total, Add());
+    if (threadIdx.x == 0 && inside_weight != 0.0) atomicAdd(total, inside_weight);
 }
 
 // One axis of one low-pass level: out[.., m, ..] = sum_j f[j] * in[.., 2m + 1 - j, ..]
@@ -352,6 +361,17 @@ struct JointPlan {
     int jobs, unused;
 };
 
+// out[bin] += value for every lane of a warp (all 32 lanes call it; bin 0 is not counted):
+// the lanes of one bin found by __match_any_sync and their values summed by shuffles, so a
+// warp makes one atomic per distinct bin (a few bins take most cells) instead of one a lane.
+__device__ __forceinline__ void warp_add(double* out, index_t bin, double value) {
+    const unsigned peers = __match_any_sync(0xffffffffu, (unsigned long long)bin);
+    double sum = 0.0;
+    for (unsigned rest = peers; rest; rest &= rest - 1)
+        sum += __shfl_sync(peers, value, __ffs(rest) - 1);
+    if (bin != 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&out[bin], sum);
+}
+
 // Each job's table: each finer cell's density added to bin (cluster_index[components[c]],
 // piece_index[upper[c / 2]]) of a (clusters + 1) x width table -- cell c of the finer grid
 // lies in cell c / 2 (per axis) of the next level. Bin 0 (outside every cluster and piece)
@@ -371,13 +391,17 @@ __global__ void joint_mass(const JointPlan plan,                // IN  (by value
     const index_t* piece_index = tables + plan.piece_at[j];
     const index_t cells = plan.cells[j], width = plan.width[j];
     double* out = mass + plan.mass_at[j];
-    for (index_t t = block * blockDim.x + threadIdx.x; t < cells; t += blocks * blockDim.x) {
-        index_t c[WC_MAX_DIMS];
-        unflatten(t, plan.shape[j], c);
-        index_t f = 0;
-        for (int a = 0; a < WC_MAX_DIMS; ++a) f = f * plan.upper_shape[j][a] + c[a] / 2;
-        const index_t bin = cluster_index[components[t]] * width + piece_index[upper[f]];
-        if (bin != 0) atomicAdd(&out[bin], density[t]);
+    for (index_t base = block * blockDim.x; base < cells; base += blocks * blockDim.x) {
+        const index_t t = base + threadIdx.x;  // whole warps step together (warp_add)
+        index_t bin = 0;
+        if (t < cells) {
+            index_t c[WC_MAX_DIMS];
+            unflatten(t, plan.shape[j], c);
+            index_t f = 0;
+            for (int a = 0; a < WC_MAX_DIMS; ++a) f = f * plan.upper_shape[j][a] + c[a] / 2;
+            bin = cluster_index[components[t]] * width + piece_index[upper[f]];
+        }
+        warp_add(out, bin, bin != 0 ? density[t] : 0.0);
     }
 }
 
@@ -410,7 +434,9 @@ struct SummaryPlan {
 
 // Each grid's mass and, per axis, the densest cell at each index (the axis's profile: the
 // grid's max over the other axes). The profiles are exact maxima, each kept as its
-// ordered_bits by atomicMax (warp-reduced where a whole warp shares the index) and turned
+// ordered_bits by atomicMax (warp-reduced where a whole warp shares the index; skipped where
+// the slot already holds as much: a stale read is never more than the slot's value, so the
+// skip is safe, and an axis of a few indices is not one atomic a cell) and turned
 // back into doubles by the grid's last block. The mass is deterministic: each block adds its
 // cells in a grid-stride loop over the grid's blocks and a block reduction into its partial;
 // the grid's last block to finish adds the partials in a fixed order. The first block of the
@@ -457,8 +483,8 @@ grid_summary(const SummaryPlan plan,               // IN  (by value)
                     const unsigned long long other = __shfl_xor_sync(0xffffffffu, m, o);
                     m = other > m ? other : m;
                 }
-                if (lane == 0) atomicMax(&keys[first], m);
-            } else if (live) {
+                if (lane == 0 && m > keys[first]) atomicMax(&keys[first], m);
+            } else if (live && key > keys[slot]) {
                 atomicMax(&keys[slot], key);
             }
         }

@@ -47,13 +47,24 @@ def test_bounds_and_quantize_equal_cpu(cp, grid_shape, rng):
     bounds = gpu.bounds(X_device)
     np.testing.assert_array_equal(bounds, np.stack([X.min(0), X.max(0)]))
     weight = rng.randint(1, 4, len(X)).astype(np.float64)
-    point_cell, hist = gpu.quantize_histogram(X_device, cp.asarray(weight), bounds, grid_shape)
+    point_cell, hist, total = gpu.quantize_histogram(X_device, cp.asarray(weight), bounds,
+                                                     grid_shape)
     cells, _ = engine.quantize(X, bounds, grid_shape)
     np.testing.assert_array_equal(cp.asnumpy(point_cell),
                                   np.ravel_multi_index(tuple(cells.T), grid_shape))
     expected = np.bincount(np.ravel_multi_index(tuple(cells.T), grid_shape), weights=weight,
                            minlength=int(np.prod(grid_shape))).reshape(grid_shape)
     np.testing.assert_array_equal(cp.asnumpy(hist), expected)
+    assert float(total) == weight.sum()  # integer weights: exact in any order
+    # narrower bounds: the points outside neither bin nor count, with or without weights
+    inner = np.stack([np.quantile(X, 0.2, axis=0), np.quantile(X, 0.8, axis=0)])
+    inside = ((X >= inner[0]) & (X <= inner[1])).all(axis=1)
+    for w in (weight, None):
+        point_cell, hist, total = gpu.quantize_histogram(
+            X_device, None if w is None else cp.asarray(w), inner, grid_shape)
+        assert int((cp.asnumpy(point_cell) >= 0).sum()) == int(inside.sum())
+        expected_total = inside.sum() if w is None else w[inside].sum()
+        assert float(total) == float(cp.asnumpy(hist).sum()) == expected_total
 
 
 

@@ -83,7 +83,7 @@ def _block_grid(block, wblock, bounds, grid_shape, device):
     backend, stages = _stages(device)
     if not block.shape[0]:
         return np.zeros(grid_shape)  # sync: none -- host NumPy, an empty partition's grid
-    _, grid = stages.histogram(_on_backend(backend, block), _weights_on(backend, wblock),
+    _, grid, _ = stages.histogram(_on_backend(backend, block), _weights_on(backend, wblock),
                                bounds, grid_shape)
     return stages.to_host(grid)  # sync: the grid, once a partition (the reduction's input)
 

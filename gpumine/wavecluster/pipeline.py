@@ -54,10 +54,11 @@ class Stages:
     xp : module
         ``numpy`` or ``cupy``: where the grids live.
     histogram : callable
-        ``histogram(X, weight, bounds, grid_shape) -> (point_cells, grid)``: each point's
-        fine cell, in a form only ``point_components`` reads, and the weighted fine grid
-        (float64); ``weight`` None weighs every point 1; points outside the bounds add
-        nothing.
+        ``histogram(X, weight, bounds, grid_shape) -> (point_cells, grid, total)``: each
+        point's fine cell, in a form only ``point_components`` reads, the weighted fine grid
+        (float64) and its sum as a 0-d array of ``xp`` where the binning gives it for free
+        (the GPU's), else None; ``weight`` None weighs every point 1; points outside the
+        bounds add nothing.
     lowpass : callable
         ``lowpass(grid, wavelet, levels) -> coarse``.
     point_components : callable
@@ -138,7 +139,7 @@ def _cpu_histogram(X, weight, bounds, grid_shape):
     flat = np.ravel_multi_index(tuple(cells[inside].T), grid_shape)
     grid = np.bincount(flat, weights=None if weight is None else weight[inside],
                        minlength=math.prod(grid_shape)).astype(np.float64, copy=False)
-    return (cells, inside), grid.reshape(grid_shape)
+    return (cells, inside), grid.reshape(grid_shape), None  # the sum: grid.sum() if asked
 
 
 def _cpu_point_components(point_cells, components, wavelet, levels, grid_shape):
@@ -175,15 +176,17 @@ def stages_for(backend, *, device_labels: bool = True) -> Stages:
 def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
                     min_cluster_size, label, coarser_levels=False):
     """Low-pass the fine grid, resolve the threshold and label the coarse foreground:
-    ``(threshold, components, n_components)``. ``fine`` is a one-element list holding the
-    fine grid; it is emptied, so the grid is freed before the labelling. ``coarser_levels``:
+    ``(threshold, components, n_components)``. ``fine`` is a list holding the fine grid and,
+    optionally, its sum (``Stages.histogram``'s ``total``; None or absent: summed here when
+    needed); it is emptied, so the grid is freed before the labelling. ``coarser_levels``:
     ``threshold="auto"`` consults the wavelet's coarser levels (``levels="auto"``)."""
-    grid = fine.pop()
+    grid, total = fine.pop(0), fine.pop() if fine else None
     coarse = stages.lowpass(grid, wavelet, levels)
-    # the grid's weight, that "auto" counts points in: on the GPU a device number, read back
-    # with the coarse grids' masses (engine.resolve_threshold)
-    grid_weight = grid.sum() if threshold == "auto" else 0.0
-    del grid
+    # the grid's weight, that "auto" counts points in: on the GPU a device number (the
+    # histogram's), read back with the coarse grids' masses (engine.resolve_threshold)
+    grid_weight = ((total if total is not None else grid.sum()) if threshold == "auto"
+                   else 0.0)
+    del grid, total
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
@@ -270,7 +273,7 @@ def chunk_components(stages, X, bounds, grid_shape, components, wavelet, levels)
     """Each point's component (``stages.point_components``' ids: 0 for background) in the
     labelled coarse grid ``components``; what the chunked and distributed fits' later passes
     compute per chunk."""
-    point_cells, _ = stages.histogram(X, None, bounds, grid_shape)
+    point_cells, _, _ = stages.histogram(X, None, bounds, grid_shape)
     return stages.point_components(point_cells, components, wavelet, levels, grid_shape)
 
 

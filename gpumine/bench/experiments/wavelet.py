@@ -117,7 +117,7 @@ def _wave_stages(backend, X, shape) -> dict:
     data = backend.to_device_columns(X)
     times["quantize"] = measure(lambda: stages.histogram(data, None, bounds, shape), backend,
                                 repeats=3).seconds
-    point_cells, grid = stages.histogram(data, None, bounds, shape)
+    point_cells, grid, _ = stages.histogram(data, None, bounds, shape)
     times["wavelet"] = measure(lambda: stages.lowpass(grid, "haar", 1), backend,
                                repeats=3).seconds
     coarse = stages.lowpass(grid, "haar", 1)
