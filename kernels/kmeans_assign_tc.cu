@@ -364,8 +364,8 @@ __device__ __forceinline__ void copy_async_wait() {
 // free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72).
 template <int DP, bool SPLIT>
 struct HalfTile {
-    static constexpr int BN = 64;
-    static constexpr bool HELD = true;
+    static constexpr int BN = DP >= 128 ? 32 : 64;
+    static constexpr bool HELD = DP <= 64;
     static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : 1;
 };
 
@@ -521,6 +521,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // accumulators are live (writing the next tile's products before this one's fold, or
     // the mma as volatile asm, did not change the compiled schedule on sm_90). At 128 features
     // the fragments are read from shared memory per feature step, over all n8 tiles.
+    static_assert(HELD == (KS <= 4), "fragments held up to 64 features");
     unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
     if constexpr (HELD) {
 #pragma unroll

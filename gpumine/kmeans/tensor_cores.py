@@ -177,10 +177,11 @@ def _has_mma(cp) -> bool:
 
 def half_shared_bytes(dp: int) -> int:
     """Dynamic shared memory of ``assign_tc_half<T, dp>`` (its comment's layout: centre
-    tiles of 64 in the area that staged the rows)."""
-    sw, bn = dp // 2 + 4, _BN
+    tiles of 64, 32 at dp = 128; one area for the rows and the centres up to dp = 64)."""
+    sw, bn = dp // 2 + 4, 32 if dp >= 128 else 64
     staging, centres = 2 * _BM * sw, 4 * bn * sw
-    return (max(staging, centres) + 2 * bn + _BM) * 4 + _BM * 8
+    areas = max(staging, centres) if dp <= 64 else staging + centres
+    return (areas + 2 * bn + _BM) * 4 + _BM * 8
 
 
 def _padded_width(d: int) -> int:
