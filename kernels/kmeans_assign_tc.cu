@@ -211,6 +211,98 @@ __global__ void recheck_merge(index_t cap, int ranges,                     // IN
     }
 }
 
+// The compact rows' float32 copy for the re-check's GEMM: the first `rows` of
+// gather_queued's rows shifted by `shift` and rounded to float32, as _assign_gemm rounds its
+// tiles, into a (d, rows) buffer (column-major rows x d, leading dimension rows), and their
+// squared norms in double. A thread a row, fixed grid striding over the rows.
+template <typename T>
+__global__ void recheck_rows(const T* __restrict__ compact,       // IN  (d, cap)
+                             index_t cap, index_t rows, int d,    // IN  rows <= cap
+                             const double* __restrict__ shift,    // IN  (d)
+                             float* __restrict__ block,           // OUT (d, rows)
+                             double* __restrict__ x_norm2)        // OUT (rows)
+{
+    for (index_t q = (index_t)blockIdx.x * blockDim.x + threadIdx.x; q < rows;
+         q += (index_t)gridDim.x * blockDim.x) {
+        double norm2 = 0.0;
+        for (int j = 0; j < d; ++j) {
+            const float value = (float)((double)compact[(index_t)j * cap + q] - shift[j]);
+            block[(index_t)j * rows + q] = value;
+            norm2 += (double)value * (double)value;
+        }
+        x_norm2[q] = norm2;
+    }
+}
+
+// The re-check of compact rows q0 .. q0 + rows - 1, filtered by their float32 scores: a
+// cuBLAS GEMM in exact float32 arithmetic of the recheck_rows copy against the padded
+// centres gives products[r * ldp + c] = x_r . c, and the score ||c||^2 - 2 x.c as in
+// tc_gemm_epilogue. A centre whose score exceeds the row's best score by more than
+// top2_decides' margin (that centre in the runner-up's place; the "sgemm" constants) holds
+// a larger exact distance than the best-scored centre, so it is not the label. The others
+// -- the best-scored centre and its near-ties, a few, or every centre whose score is NaN --
+// get their direct distance in T exactly as tiled_argmin_range computes it (features in
+// ascending order, diff * diff added to the sum), and the lowest index of the smallest
+// distance below max_value<T>() is the label (0 if none): assign_tiled's, bit for bit.
+// A warp a row; each lane walks its centres in increasing index.
+template <typename T>
+__global__ void recheck_candidates(const float* __restrict__ products,  // IN  (rows, ldp)
+                                   int ldp,                             // IN  row stride
+                                   const float* __restrict__ norms,     // IN  (k_pad)
+                                   const double* __restrict__ x_norm2,  // IN  (rows)
+                                   const unsigned* __restrict__ cmax,   // IN  (1) float bits
+                                   const double* __restrict__ bound,    // IN  (5) "sgemm"
+                                   index_t rows, index_t q0,            // IN
+                                   const T* __restrict__ compact,       // IN  (d, cap) raw
+                                   index_t cap,                         // IN
+                                   const T* __restrict__ centers,       // IN  (k, d)
+                                   int d, int k,                        // IN
+                                   const index_t* __restrict__ queue,   // IN  queued rows
+                                   int* __restrict__ labels,            // INOUT (n)
+                                   unsigned long long* changed)         // INOUT (1) or null
+{
+    const int lane = threadIdx.x & 31;
+    const index_t r = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;  // whole warps leave together
+    const float* p = products + r * ldp;
+    float best = max_value<float>();
+    for (int c = lane; c < k; c += 32) best = fminf(best, fmaf(-2.0f, p[c], norms[c]));
+    for (int mask = 16; mask > 0; mask >>= 1)
+        best = fminf(best, __shfl_xor_sync(0xffffffffu, best, mask));
+    const double cm = (double)__uint_as_float(*cmax), xn2 = x_norm2[r], xn = sqrt(xn2);
+    const double e = bound[0] * (2.0 * xn * cm + cm * cm) + bound[2] * (1.0 + xn + cm)
+                     + bound[4] * (xn + cm) * (xn + cm);
+    const index_t q = q0 + r;
+    constexpr int kNone = 0x7fffffff;  // no distance below max_value<T>() yet
+    T mine = max_value<T>();
+    int index = kNone;
+    for (int c = lane; c < k; c += 32) {
+        const float score = fmaf(-2.0f, p[c], norms[c]);
+        const double margin = (double)score - (double)best;
+        if (margin > 2.0 * e + bound[1] * (fabs(2.0 * xn2 + (double)best + (double)score)
+                                           + 2.0 * e))
+            continue;  // separated: not the label
+        T acc = T(0);
+        for (int j = 0; j < d; ++j) {
+            const T diff = compact[(index_t)j * cap + q] - centers[(index_t)c * d + j];
+            acc += diff * diff;
+        }
+        if (acc < mine) {
+            mine = acc;
+            index = c;
+        }
+    }
+    for (int mask = 16; mask > 0; mask >>= 1) {
+        const T other = __shfl_xor_sync(0xffffffffu, mine, mask);
+        const int other_index = __shfl_xor_sync(0xffffffffu, index, mask);
+        if (other < mine || (other == mine && other_index < index)) {
+            mine = other;
+            index = other_index;
+        }
+    }
+    store_label(labels, queue[q], lane == 0, index == kNone ? 0 : index, changed);
+}
+
 // The queued rows from slot `from` on (past the compact copy), a thread each, assigned by
 // tiled_argmin from the scattered rows of XT: assign_tiled's loop, so the same values and
 // the same label. The grid is fixed and strides over *queue_size in chunks of a block
