@@ -8,10 +8,8 @@
 //   bound[4] kappa_s: |distance error| from shifting to float32 <= kappa_s (|x| + cmax)^2
 // Points and centres are shifted by the centres' mean (`shift`) and rounded to float32
 // before the products; |x| and cmax are norms of the shifted values.
-// A row whose top-2 margin does not exceed the bound goes to a list; the re-check then
-// assigns it with the direct sum (x - c)^2 in T, exactly as assign_tiled does: against the
-// centres its float32 scores cannot rule out (recheck_candidates), or, past the compact
-// rows, against every centre (assign_recheck).
+// A row whose top-2 margin does not exceed the bound goes to a list; assign_recheck then
+// assigns it with the direct sum (x - c)^2 in T, exactly as assign_tiled does.
 #include "common.cuh"
 #include "kmeans_direct.cuh"
 
@@ -143,6 +141,73 @@ __global__ void gather_queued(const T* __restrict__ XT,                 // IN  (
          t += (index_t)gridDim.x * blockDim.x) {
         const index_t j = t / rows, q = t - j * rows;  // a warp reads consecutive queue slots
         compact[j * cap + q] = XT[j * n + queue[q]];
+    }
+}
+
+// The first `cap` queued rows (the compact copy gather_queued made), each against a range
+// of `chunk` centres: blockIdx.y picks the range, a thread a row, tiled_argmin_range's loop
+// (assign_tiled's arithmetic, so the same distances). A few thousand queued rows times all
+// k centres kept a block per SM busy; split over the centres they fill the device. Each
+// (range, row) writes its best distance and index; recheck_merge picks the label. The grid
+// is fixed and strides over min(*queue_size, cap) in chunks of a block (uniform across it).
+// Shared memory: KT * dt * sizeof(T) bytes (dynamic).
+template <typename T, int KT>
+__global__ void assign_recheck_split(const T* __restrict__ compact,            // IN  (d, cap)
+                                     index_t cap,                              // IN
+                                     const T* __restrict__ centers,            // IN  (k, d)
+                                     int d, int k, int dt, int chunk,          // IN
+                                     const unsigned* __restrict__ queue_size,  // IN  (1)
+                                     T* __restrict__ best,                     // OUT (ranges, cap)
+                                     int* __restrict__ best_index)             // OUT (ranges, cap)
+{
+    extern __shared__ __align__(16) unsigned char shared_raw[];
+    const index_t size = min((index_t)*queue_size, cap);
+    const int k_begin = blockIdx.y * chunk, k_end = min(k, k_begin + chunk);
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < size;
+         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the block
+        const index_t q = base + threadIdx.x;
+        const bool active = q < size;
+        T value;
+        const int index = tiled_argmin_range<T, KT>(compact, centers, cap, d, k_begin, k_end,
+                                                    dt, active ? q : 0, active,
+                                                    reinterpret_cast<T*>(shared_raw), value);
+        if (active) {
+            best[(index_t)blockIdx.y * cap + q] = value;
+            best_index[(index_t)blockIdx.y * cap + q] = index;
+        }
+    }
+}
+
+// The label of each of the first `cap` queued rows from assign_recheck_split's ranges, in
+// increasing order, an earlier range kept on equal distances: the lowest index of the
+// smallest distance, as tiled_argmin (index 0 where no distance is below max_value<T>()).
+template <typename T>
+__global__ void recheck_merge(index_t cap, int ranges,                     // IN
+                              const unsigned* __restrict__ queue_size,     // IN  (1)
+                              const index_t* __restrict__ queue,           // IN  queued rows
+                              const T* __restrict__ best,                  // IN  (ranges, cap)
+                              const int* __restrict__ best_index,          // IN  (ranges, cap)
+                              int* __restrict__ labels,                    // INOUT (n)
+                              unsigned long long* changed)                 // INOUT (1) or null
+{
+    const index_t size = min((index_t)*queue_size, cap);
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < size;
+         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the block
+        const index_t q = base + threadIdx.x;
+        const bool active = q < size;
+        int label = 0;
+        if (active) {
+            T value = best[q];
+            label = best_index[q];
+            for (int r = 1; r < ranges; ++r) {
+                const T other = best[(index_t)r * cap + q];
+                if (other < value) {
+                    value = other;
+                    label = best_index[(index_t)r * cap + q];
+                }
+            }
+        }
+        store_label(labels, active ? queue[q] : 0, active, label, changed);
     }
 }
 
