@@ -175,17 +175,15 @@ def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("d", "k"), [(16, 300), (40, 1000), (130, 97)])
-def test_re_check_past_its_compact_rows_and_over_gemm_chunks(cp, d, k, dtype, rng,
-                                                            monkeypatch):
-    """The re-check's compact rows cut to 256 and its GEMM to a few rows a chunk: the first
-    256 queued rows go through the float32 scores and their candidates' direct distances,
-    chunk by chunk, the rest through the scattered rows -- tiled's labels and changed count
-    either way, on near-ties (exact ties among them: the lowest index, also between the
-    first and the last centre)."""
+def test_re_check_past_its_compact_rows_and_over_centre_ranges(cp, d, k, dtype, rng,
+                                                             monkeypatch):
+    """The re-check's compact rows cut to one block: the first 256 queued rows go through
+    the centre ranges and their merge (ranges of whole tiles, the last one short), the rest
+    through the scattered rows -- tiled's labels and changed count either way, on near-ties
+    (exact ties among them: the lowest index, across ranges too)."""
     from gpumine.kmeans import tensor_cores
 
-    monkeypatch.setattr(tensor_cores, "_RECHECK_ROWS", 256)
-    monkeypatch.setattr(tensor_cores, "_GEMM_ELEMENTS", 50 * 1024)  # 50 rows a chunk or fewer
+    monkeypatch.setattr(tensor_cores, "_RECHECK_SPLIT_ROWS", 256)
     C = rng.randint(0, 3, size=(k, d)).astype(np.float64) + 50.0
     C[k - 1] = C[0]  # a duplicate centre: ties between the first and the last range
     a, b = rng.randint(0, k, size=(2, 6000))
@@ -196,26 +194,6 @@ def test_re_check_past_its_compact_rows_and_over_gemm_chunks(cp, d, k, dtype, rn
     _assert_same_as_tiled(cp, X, C.astype(dtype))
     previous = rng.randint(0, k, size=6000).astype(np.int32)
     _assert_same_as_tiled(cp, X, C.astype(dtype), previous)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_rows_with_nan_inf_or_huge_values_as_tiled(cp, dtype, rng):
-    """Rows the scores cannot decide because a value is NaN, infinite or past float32's
-    range: every centre is a candidate of the re-check, which then gives tiled's label (0
-    where no distance is below the largest finite one). tc-fast queues its non-finite rows
-    to the same re-check."""
-    X = rng.normal(size=(3000, 20)).astype(dtype)
-    C = rng.normal(size=(50, 20)).astype(dtype)
-    X[5, 3] = np.nan
-    X[6] = np.inf
-    X[7, 0] = -np.inf
-    X[8] *= dtype(1e30)  # squared: past float32's range
-    X[9] = np.finfo(np.float32).max / 2
-    _assert_same_as_tiled(cp, X, C)
-    got, _ = _labels(cp, "tc-fast", X, C)
-    expected, _ = _labels(cp, "tiled", X, C)
-    assert np.array_equal(got[5:8], expected[5:8])
 
 
 @pytest.mark.gpu

@@ -106,7 +106,8 @@ _BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multi
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
-_RECHECK_ROWS = 1 << 19  # ... and at most this many rows
+_RECHECK_SPLIT_ROWS = 1 << 19  # ... and at most this many rows (its ranges' scratch)
+_RECHECK_RANGES = 8  # the compact rows' centres in up to this many ranges, a block row each
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
 _CUBLAS_OP_T = 1
@@ -241,80 +242,46 @@ def _assign(X, centers, labels, changed, exact: bool):
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, exact)
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
-        _recheck(XT, centers, (shift, padded, norms, cmax), queue_size, queue, labels,
-                 changed)
+        _recheck(XT, centers, queue_size, queue, labels, changed)
     return queue_size
 
 
 @declares(_SOURCE, "gather_queued", _TYPES)
-@declares(_SOURCE, "recheck_rows", _TYPES)
-@declares(_SOURCE, "recheck_candidates", _TYPES)
-def _recheck(XT, centers, prepared, queue_size, queue, labels, changed):
-    """The queued rows' exact labels: the first rows (at most ``_RECHECK_GATHER_BYTES`` and
-    ``_RECHECK_ROWS``) gathered into a compact buffer (gather_queued), their float32 scores
-    against every centre by a cuBLAS GEMM in float32 arithmetic (recheck_rows' shifted copy,
-    in chunks of ``_GEMM_ELEMENTS`` products), and the direct distance only to the centres
-    those scores cannot rule out (recheck_candidates: the module docstring's test, centre by
-    centre); any further rows by assign_recheck from the scattered rows. ``prepared``: the
-    assignment's ``(shift, padded, norms, cmax)``."""
+@declares(_SOURCE, "assign_recheck_split", _TYPES, TILE_SIZES)
+@declares(_SOURCE, "recheck_merge", _TYPES)
+def _recheck(XT, centers, queue_size, queue, labels, changed):
+    """The queued rows' direct assignment, with fixed grids (no host read of the queue's
+    length): the first rows (at most ``_RECHECK_GATHER_BYTES`` and ``_RECHECK_SPLIT_ROWS``)
+    gathered into a compact buffer (gather_queued) and assigned against up to
+    ``_RECHECK_RANGES`` ranges of centres at once (assign_recheck_split: a few thousand
+    queued rows alone kept a block per multiprocessor busy), the ranges' answers merged
+    (recheck_merge); any further rows by assign_recheck from the scattered rows."""
     cp = cupy_module()
     d, n = XT.shape
     k = centers.shape[0]
-    shift, padded, norms, cmax = prepared
-    # sync: the queue's length sizes the GEMM (a fixed grid over every row that could be
-    # queued would multiply up to n rows); none queued: nothing more to launch
-    count = int(queue_size.get()[0])
-    if count == 0:
-        return
+    tile, dt = tiled_shape(k, d, XT.dtype.itemsize)
+    shared = tile * dt * XT.dtype.itemsize
     sms = device_attribute("MultiProcessorCount")
-    limit = min(max(1, _RECHECK_GATHER_BYTES // (d * XT.dtype.itemsize)), _RECHECK_ROWS)
-    cap = min(n, limit)
-    rows = min(count, cap)
+    blocks = min(-(-n // _RECHECK_BLOCK), sms * _RECHECK_BLOCKS_PER_SM)
+    rows = min(max(1, _RECHECK_GATHER_BYTES // (d * XT.dtype.itemsize)), _RECHECK_SPLIT_ROWS)
+    cap = min(-(-n // _RECHECK_BLOCK), max(1, rows // _RECHECK_BLOCK)) * _RECHECK_BLOCK
+    chunk = -(-max(tile, -(-k // _RECHECK_RANGES)) // tile) * tile  # whole tiles a range
+    ranges = -(-k // chunk)
     compact = cp.empty((d, cap), dtype=XT.dtype)
+    best = cp.empty((ranges, cap), dtype=XT.dtype)
+    best_index = cp.empty((ranges, cap), dtype=cp.int32)
     launch(get_kernel(_SOURCE, "gather_queued", XT.dtype), sms * 8, BLOCK,
            (XT, np.int64(n), np.int32(d), queue_size, queue, np.int64(cap), compact))
-    block = cp.empty((d, rows), dtype=cp.float32)  # column-major rows x d
-    x_norm2 = cp.empty(rows, dtype=cp.float64)
-    launch(get_kernel(_SOURCE, "recheck_rows", XT.dtype), min(-(-rows // BLOCK), sms * 8),
-           BLOCK, (compact, np.int64(cap), np.int64(rows), np.int32(d), shift, block, x_norm2))
-    k_pad = padded.shape[0]
-    chunk = max(1, min(rows, _GEMM_ELEMENTS // k_pad))
-    products = cp.empty((chunk, k_pad), dtype=cp.float32)
-    bound = _device_bound(cp, d, XT.dtype, "sgemm", True)
-    candidates = get_kernel(_SOURCE, "recheck_candidates", XT.dtype)
-    for start in range(0, rows, chunk):
-        stop = min(rows, start + chunk)
-        _products(cp, padded, block.data.ptr + 4 * start, rows, stop - start, d, products,
-                  _CUBLAS_COMPUTE_32F_PEDANTIC)
-        launch(candidates, -(-(stop - start) * 32 // BLOCK), BLOCK,
-               (products, np.int32(k_pad), norms, x_norm2[start:], cmax, bound,
-                np.int64(stop - start), np.int64(start), compact, np.int64(cap), centers,
-                np.int32(d), np.int32(k), queue, labels, kernel_pointer(changed)))
-    if count > cap:
-        tile, dt = tiled_shape(k, d, XT.dtype.itemsize)
-        blocks = min(-(-(count - cap) // _RECHECK_BLOCK), sms * _RECHECK_BLOCKS_PER_SM)
-        launch(get_kernel(_SOURCE, "assign_recheck", XT.dtype, tile), blocks, _RECHECK_BLOCK,
-               (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt),
-                np.int64(cap), queue_size, queue, labels, kernel_pointer(changed)),
-               shared_mem=tile * dt * XT.dtype.itemsize)
-
-
-def _products(cp, padded, rows_ptr, ld, rows, d, products, compute):
-    """cuBLAS: ``products`` (rows x k_pad, row-major) = the float32 rows (column-major
-    rows x d at ``rows_ptr``, leading dimension ``ld``) times the padded centres'
-    transpose, in ``compute`` arithmetic."""
-    from cupy_backends.cuda.libs import cublas
-
-    k_pad, dp = padded.shape
-    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
-    handle = cp.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
-    # products^T (k_pad x rows, column-major) = padded (d x k_pad)^T . rows (rows x d)^T
-    cublas.gemmEx(handle, _CUBLAS_OP_T, _CUBLAS_OP_T, k_pad, rows, d,
-                  one.ctypes.data, padded.data.ptr, _CUDA_R_32F, dp,
-                  rows_ptr, _CUDA_R_32F, ld,
-                  zero.ctypes.data, products.data.ptr, _CUDA_R_32F, k_pad,
-                  compute, _CUBLAS_GEMM_DEFAULT)
+    launch(get_kernel(_SOURCE, "assign_recheck_split", XT.dtype, tile),
+           (min(cap // _RECHECK_BLOCK, sms * _RECHECK_BLOCKS_PER_SM), ranges), _RECHECK_BLOCK,
+           (compact, np.int64(cap), centers, np.int32(d), np.int32(k), np.int32(dt),
+            np.int32(chunk), queue_size, best, best_index), shared_mem=shared)
+    launch(get_kernel(_SOURCE, "recheck_merge", XT.dtype), min(cap // BLOCK, sms * 8), BLOCK,
+           (np.int64(cap), np.int32(ranges), queue_size, queue, best, best_index, labels,
+            kernel_pointer(changed)))
+    launch(get_kernel(_SOURCE, "assign_recheck", XT.dtype, tile), blocks, _RECHECK_BLOCK,
+           (XT, centers, np.int64(n), np.int32(d), np.int32(k), np.int32(dt), np.int64(cap),
+            queue_size, queue, labels, kernel_pointer(changed)), shared_mem=shared)
 
 
 @declares(_SOURCE, "tc_gemm_epilogue")
@@ -322,11 +289,16 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
                  queue, exact):
     """d past the fused kernel: cuBLAS GEMM over row tiles (float32 arithmetic for tc-exact,
     TF32 for tc-fast) of the shifted points, then the top-2 epilogue."""
+    from cupy_backends.cuda.libs import cublas
+
     n, d = X.shape
-    k_pad = padded.shape[0]
+    k_pad, dp = padded.shape
     rows = max(1, min(n, _GEMM_ELEMENTS // k_pad, _GEMM_ELEMENTS // d))
     products = cp.empty((rows, k_pad), dtype=cp.float32)
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
     compute = _CUBLAS_COMPUTE_32F_PEDANTIC if exact else _CUBLAS_COMPUTE_32F_FAST_TF32
+    handle = cp.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     epilogue = get_kernel(_SOURCE, "tc_gemm_epilogue")
     for start in range(0, n, rows):
         stop = min(n, start + rows)
@@ -334,8 +306,12 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
         block = cp.asfortranarray((X[start:stop].astype(cp.float64) - shift)
                                   .astype(cp.float32))
         x_norm2 = (block.astype(cp.float64) ** 2).sum(axis=1)
-        _products(cp, padded, block.data.ptr, stop - start, stop - start, d, products,
-                  compute)
+        # products^T (k_pad x rows, column-major) = padded (d x k_pad)^T . block (rows x d)^T
+        cublas.gemmEx(handle, _CUBLAS_OP_T, _CUBLAS_OP_T, k_pad, stop - start, d,
+                      one.ctypes.data, padded.data.ptr, _CUDA_R_32F, dp,
+                      block.data.ptr, _CUDA_R_32F, stop - start,
+                      zero.ctypes.data, products.data.ptr, _CUDA_R_32F, k_pad,
+                      compute, _CUBLAS_GEMM_DEFAULT)
         launch(epilogue, -(-(stop - start) * 32 // BLOCK), BLOCK,
                (products, np.int32(k_pad), norms, x_norm2, cmax, bound,
                 np.int64(stop - start), np.int64(start), np.int32(k), labels,
