@@ -357,15 +357,18 @@ __device__ __forceinline__ void copy_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 }
 
-// Shape of assign_tc_half at DP features: centres a tile (64, or 32 at DP = 128: two
-// blocks an SM); whether the warps hold their fragments in registers (DP <= 64; the rows'
-// staging area is then reused for the centre tiles); blocks an SM asked of the register
+// Shape of assign_tc_half at DP features: centres a tile (64, or 32 for the split kernel at
+// DP = 128: two blocks an SM); whether the warps hold their fragments in registers (DP <=
+// 64, and tc-fast's hi fragments at 128 too: 160 registers, measured 2.38 -> 2.22 ms at
+// 1M x 128, k = 1024 on the H100, where the split kernel's hi and lo took 238 registers and
+// ran slower, 3.78 -> 3.97 ms; records tc-recheck-ab-h100-*-9eb2216; the rows' staging area
+// is then reused for the centre tiles); blocks an SM asked of the register
 // allocator at DP <= 32 (no spill on sm_90): six for the split kernel (80 registers; left
 // free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72).
 template <int DP, bool SPLIT>
 struct HalfTile {
-    static constexpr int BN = DP >= 128 ? 32 : 64;
-    static constexpr bool HELD = DP <= 64;
+    static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;
+    static constexpr bool HELD = DP <= 64 || !SPLIT;
     static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : 1;
 };
 
@@ -516,12 +519,13 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         mma_f16(acc[0], a0, bh);
         mma_f16(acc[1], a1, bh);
     };
-    // Up to 64 features the warp's fragments stay in registers for the whole kernel and
-    // each n8 tile is finished (all features) before the next, so only one tile's
+    // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
+    // kernel and each n8 tile is finished (all features) before the next, so only one tile's
     // accumulators are live (writing the next tile's products before this one's fold, or
-    // the mma as volatile asm, did not change the compiled schedule on sm_90). At 128 features
-    // the fragments are read from shared memory per feature step, over all n8 tiles.
-    static_assert(HELD == (KS <= 4), "fragments held up to 64 features");
+    // the mma as volatile asm, did not change the compiled schedule on sm_90). The split
+    // kernel at 128 features reads them from shared memory per feature step, over all n8
+    // tiles (the lo fragments unused by tc-fast are never read, so take no registers).
+    static_assert(HELD == (KS <= 4 || !SPLIT), "fragments held to 64 features, or hi alone");
     unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
     if constexpr (HELD) {
 #pragma unroll

@@ -197,6 +197,25 @@ def test_re_check_past_its_compact_rows_and_over_centre_ranges(cp, d, k, dtype, 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_with_nan_inf_or_huge_values_as_tiled(cp, dtype, rng):
+    """Rows the scores cannot decide because a value is NaN, infinite or past float32's
+    range go to the re-check, which gives tiled's label (0 where no distance is below the
+    largest finite one). tc-fast queues its non-finite rows to the same re-check."""
+    X = rng.normal(size=(3000, 20)).astype(dtype)
+    C = rng.normal(size=(50, 20)).astype(dtype)
+    X[5, 3] = np.nan
+    X[6] = np.inf
+    X[7, 0] = -np.inf
+    X[8] *= dtype(1e30)  # squared: past float32's range
+    X[9] = np.finfo(np.float32).max / 2
+    _assert_same_as_tiled(cp, X, C)
+    got, _ = _labels(cp, "tc-fast", X, C)
+    expected, _ = _labels(cp, "tiled", X, C)
+    assert np.array_equal(got[5:8], expected[5:8])
+
+
+@pytest.mark.gpu
 def test_float64_centres_on_float32_data_as_tiled(cp, rng):
     """The Dask loop passes float64 centres to float32 partitions: both assignments round
     them to the data's dtype first, so tc-exact still gives tiled's labels."""

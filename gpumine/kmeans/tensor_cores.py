@@ -175,12 +175,14 @@ def _has_mma(cp) -> bool:
     return _MMA_80[device]
 
 
-def half_shared_bytes(dp: int) -> int:
-    """Dynamic shared memory of ``assign_tc_half<T, dp>`` (its comment's layout: centre
-    tiles of 64, 32 at dp = 128; one area for the rows and the centres up to dp = 64)."""
-    sw, bn = dp // 2 + 4, 32 if dp >= 128 else 64
+def half_shared_bytes(dp: int, exact: bool = True) -> int:
+    """Dynamic shared memory of ``assign_tc_half<T, dp, exact>`` (its comment's layout:
+    centre tiles of 64, 32 for the split kernel at dp = 128; one area for the rows and the
+    centres where the fragments are held: up to dp = 64, and tc-fast's at 128)."""
+    held = dp <= 64 or not exact
+    sw, bn = dp // 2 + 4, 64 if held else 32
     staging, centres = 2 * _BM * sw, 4 * bn * sw
-    areas = max(staging, centres) if dp <= 64 else staging + centres
+    areas = max(staging, centres) if held else staging + centres
     return (areas + 2 * bn + _BM) * 4 + _BM * 8
 
 
@@ -231,7 +233,7 @@ def _assign(X, centers, labels, changed, exact: bool):
         launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
                (padded, np.int64(words), cmax, c_hi, c_lo))
         kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp, "true" if exact else "false")
-        shared = half_shared_bytes(dp)
+        shared = half_shared_bytes(dp, exact)
         if shared > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = shared
         launch(kernel, -(-n // _BM), _BM,
