@@ -435,32 +435,42 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     };
     if (!HELD) load_tile(0, 0);  // lands while the rows are staged
 
-    {   // Stage this block's rows: shifted into float32, scaled, split. Two passes over the
-        // row (the scale needs its largest value); the second reads from L1/L2.
+    {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
+        // the row (the scale needs its largest value). From 64 features the row is read once,
+        // every load issued before the first is used, and held in registers for both passes
+        // (the staging waited on memory: ncu-tc-step-h100-2026-11-27-ecfeeec-d128.txt);
+        // below, the second pass reads it again from L1/L2 (held, tc-fast's 32-feature
+        // kernel spilt at its 72 registers).
+        constexpr bool HOLD_ROW = DP >= 64;
         const index_t i = row0 + threadIdx.x;
+        auto load = [&](int j) {
+            return (i < n && j < d) ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
+        };
+        float row[HOLD_ROW ? DP : 1];
+        if constexpr (HOLD_ROW) {
+#pragma unroll
+            for (int j = 0; j < DP; ++j) row[j] = load(j);
+        }
+        auto value = [&](int j) {
+            if constexpr (HOLD_ROW) return row[j];
+            else return load(j);
+        };
         double norm2 = 0.0;
         float top = 0.0f;
         bool finite = true;
-#pragma unroll 16
+#pragma unroll(HOLD_ROW ? DP : 16)
         for (int j = 0; j < DP; ++j) {
-            const float value = (i < n && j < d)
-                ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
-            norm2 += (double)value * (double)value;
-            top = fmaxf(top, fabsf(value));
-            finite = finite && isfinite(value);
+            const float v = value(j);
+            norm2 += (double)v * (double)v;
+            top = fmaxf(top, fabsf(v));
+            finite = finite && isfinite(v);
         }
         const int r_scale = half_scale(top);
-#pragma unroll 8
+#pragma unroll(HOLD_ROW ? W : 8)
         for (int w = 0; w < W; ++w) {
-            float v[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int j = 2 * w + h;
-                v[h] = (i < n && j < d) ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
-            }
             unsigned short h0, l0, h1, l1;
-            half_split(ldexpf(v[0], r_scale), h0, l0);
-            half_split(ldexpf(v[1], r_scale), h1, l1);
+            half_split(ldexpf(value(2 * w), r_scale), h0, l0);
+            half_split(ldexpf(value(2 * w + 1), r_scale), h1, l1);
             xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
             xl[threadIdx.x * SW + w] = pack_halves(l0, l1);
         }
