@@ -306,6 +306,21 @@ __device__ __forceinline__ unsigned pack_halves(unsigned short low, unsigned sho
     return (unsigned)low | ((unsigned)high << 16);
 }
 
+// Four (two) 8 x 8 matrices of 16-bit values from shared memory, a 16-byte row address a
+// lane (lanes 0-7 the first matrix's rows, 8-15 the second's, ...): each lane receives row
+// lane / 4, values 2 (lane % 4) and + 1 of each matrix, mma.sync's fragment layout.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const unsigned* row) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address));
+}
+
+__device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const unsigned* row) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(address));
+}
+
 // D = A (16 x 16, row) * B (16 x 8, col) + D, FP16 inputs, FP32 accumulation.
 __device__ __forceinline__ void mma_f16(float (&acc)[4], const unsigned (&a)[4],
                                         const unsigned (&b)[2]) {
@@ -492,13 +507,12 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     }
     const unsigned* xhw = xh + warp * 32 * SW;
     const unsigned* xlw = xl + warp * 32 * SW;
-    // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs.
+    // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs, by one
+    // ldmatrix.x4: lanes 0-7 give rows 0-7 of features 0-7 (a[0]), lanes 8-15 rows 8-15
+    // (a[1]), lanes 16-31 the same rows' features 8-15 (a[2], a[3]). Rows SW = 68 words
+    // apart fall in 8 distinct 4-bank groups: no bank conflict.
     auto load_a = [&](unsigned (&a)[4], const unsigned* xs, int m, int s) {
-        const int base = (m * 16 + group) * SW + s * 8 + member;
-        a[0] = xs[base];
-        a[1] = xs[base + 8 * SW];
-        a[2] = xs[base + 4];
-        a[3] = xs[base + 8 * SW + 4];
+        ldmatrix_x4(a, xs + (m * 16 + (lane & 15)) * SW + s * 8 + (lane >> 4) * 4);
     };
     // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
     auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
@@ -517,10 +531,14 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     auto multiply = [&](float (&acc)[2][4], const unsigned (&a0)[4], const unsigned (&a1)[4],
                         const unsigned (&l0)[4], const unsigned (&l1)[4],
                         const unsigned* cht, const unsigned* clt, int t, int s) {
-        const int base = (t * 8 + group) * SW + s * 8 + member;
-        const unsigned bh[2] = {cht[base], cht[base + 4]};
+        // B fragments by ldmatrix.x2: lanes 0-7 give centres t * 8 .. + 7 at features 0-7,
+        // lanes 8-15 at features 8-15 (the others' addresses are not read)
+        const int at = (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
+        unsigned bh[2];
+        ldmatrix_x2(bh, cht + at);
         if (SPLIT) {  // the small products first, then the large ones
-            const unsigned bl[2] = {clt[base], clt[base + 4]};
+            unsigned bl[2];
+            ldmatrix_x2(bl, clt + at);
             mma_f16(acc[0], l0, bh);
             mma_f16(acc[1], l1, bh);
             mma_f16(acc[0], a0, bl);
