@@ -445,7 +445,8 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
     ``"auto"``, a table measured on this device (``gpumine bench calibrate``; see
     :mod:`gpumine.tuning`) gives the fastest pair of :data:`AUTO_CANDIDATES` at the
     nearest measured problem, consistent with a name the user fixed and with each
-    strategy's feature limit; without a usable table the fixed rule of
+    strategy's feature limit -- unless the fixed rule's pair measured within
+    :data:`gpumine.tuning.MARGIN` of it there; without a usable table the fixed rule of
     :func:`resolve_strategy` applies. Returns ``(assign, update, reasons)``, ``reasons``
     mapping ``"assign"`` and ``"update"`` to a sentence.
     """
@@ -476,10 +477,15 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
         if cached is not None and cached[0] is table:  # the table object keeps its id
             choice = cached[1]
         else:
+            # the fixed rule's pair, as the table names it (its 'tiled' runs as 'hamerly')
+            fixed = tuple(resolve_strategy(f"kmeans.{key}", names[key], backend, **sizes).name
+                          for key in ("assign", "update"))
             choice = tuning.choose(table, n=n_samples, d=n_features, k=n_clusters, dtype=dtype,
                                    assign=None if assign == "auto" else assign,
                                    update=None if update == "auto" else update,
-                                   allowed=allowed)
+                                   allowed=allowed,
+                                   prefer=("tiled" if fixed[0] == "hamerly" else fixed[0],
+                                           fixed[1]))
             if len(_CHOICES) > 1024:
                 _CHOICES.clear()
             _CHOICES[key] = (table, choice)

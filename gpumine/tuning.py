@@ -13,7 +13,9 @@ device name); the user's own table takes precedence.
 and, of its pairs consistent with what the user fixed, the fastest. This nearest-cell
 rule is the interpolation: the fastest pair changes where the work per point (d k) or
 the rows (n) cross a threshold, and the cell nearest in log space lies on the same
-side of it whenever the grid brackets the problem. Without a table, or with a problem
+side of it whenever the grid brackets the problem. Where the fixed rule's pair measured
+within :data:`MARGIN` (5 %) of the fastest, it is kept: the table departs from the rule only
+where the cell tells the pairs apart. Without a table, or with a problem
 outside the measured range by more than a factor of 4 in n, d or k, ``auto`` keeps its
 fixed rule (:func:`gpumine.registry.resolve_strategy`).
 
@@ -36,10 +38,17 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["cache_dir", "choose", "device_slug", "load_table", "shipped_dir", "table_path"]
+__all__ = ["MARGIN", "cache_dir", "choose", "device_slug", "load_table", "shipped_dir",
+           "table_path"]
 
 #: How far outside the measured grid (a factor in n, d or k) a table is still used.
 _MAX_EXTRAPOLATION = 4.0
+#: A measured pair replaces the fixed rule's pair only when faster by more than this factor:
+#: closer than that, the cell's fits do not tell the pairs apart (the H100 table of 90aa895
+#: put ``tc-exact`` 1 % ahead of ``tiled`` at 2M x 2 x 1024, and the nearest-cell rule then
+#: sent 1M x 4 x 400 to ``tc-exact``, 0.55 against ``tiled``'s 0.42 ms an iteration in
+#: ``tc-assign-h100-2026-11-27-98c00b1.json``).
+MARGIN = 1.05
 
 
 def cache_dir() -> Path:
@@ -102,13 +111,15 @@ def _pair_allowed(pair: str, assign: str | None, update: str | None) -> bool:
 
 
 def choose(table: dict, *, n: int, d: int, k: int, dtype: str, assign: str | None = None,
-           update: str | None = None,
-           allowed=None) -> tuple[tuple[str, str], str] | None:
+           update: str | None = None, allowed=None,
+           prefer: tuple[str, str] | None = None) -> tuple[tuple[str, str], str] | None:
     """``((assign, update), reason)``: the fastest measured pair for this problem, or None.
 
     ``assign`` / ``update``: a name the user fixed (only pairs with it count); None: free.
     ``allowed(assign, update)``: whether a pair may run this problem (None: all may).
-    None is returned when no cell is near enough (see the module) or no measured pair fits.
+    ``prefer``: the fixed rule's pair, kept where the cell measured it within :data:`MARGIN`
+    of the fastest. None is returned when no cell is near enough (see the module) or no
+    measured pair fits.
     """
     cells = [c for c in table.get("cells", []) if isinstance(c, dict) and c.get("dtype") == dtype]
     best, best_distance = None, math.inf
@@ -131,7 +142,12 @@ def choose(table: dict, *, n: int, d: int, k: int, dtype: str, assign: str | Non
     if not times:
         return None
     pair = min(times, key=times.get)
+    where = (f"measured on {table.get('device', 'this device')}: {{}} of {len(times)} pairs "
+             f"at n={best['n']}, d={best['d']}, k={best['k']}, {best.get('dtype')}")
+    reason = where.format("fastest")
+    kept = None if prefer is None else "/".join(prefer)
+    if kept is not None and kept != pair and times.get(kept, math.inf) <= MARGIN * times[pair]:
+        pair = kept
+        reason = where.format(f"the fixed rule's pair, within {MARGIN - 1:.0%} of the fastest")
     a, _, u = pair.partition("/")
-    reason = (f"measured on {table.get('device', 'this device')}: fastest of {len(times)} "
-              f"pairs at n={best['n']}, d={best['d']}, k={best['k']}, {best.get('dtype')}")
     return (a, u), reason

@@ -44,6 +44,36 @@ def test_choose_takes_the_nearest_cell_of_the_dtype_and_its_fastest_pair():
     assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32", update="y") is None
 
 
+def test_the_fixed_rules_pair_stays_unless_a_measured_pair_beats_it_by_the_margin():
+    table = _table((1000, 8, 16, "float32", {"a/x": 1.0, "b/x": 1.04, "c/x": 1.2}))
+    pick, why = tuning.choose(table, n=1000, d=8, k=16, dtype="float32", prefer=("b", "x"))
+    assert pick == ("b", "x")
+    assert "the fixed rule's pair, within 5% of the fastest of 3 pairs" in why
+    for prefer in (("c", "x"), ("z", "x"), None):  # 20 % slower, not measured, none
+        pick, why = tuning.choose(table, n=1000, d=8, k=16, dtype="float32", prefer=prefer)
+        assert pick == ("a", "x") and "fastest of 3 pairs" in why
+
+
+def test_the_resolver_keeps_the_fixed_rules_pair_within_the_margin(cache):
+    """Measured 3 % slower than the other CPU pair the fixed rule's pair is kept; 20 %
+    slower, the other pair runs (the CPU's pairs: numba's and NumPy's)."""
+    pytest.importorskip("numba")
+    fixed = tuple(registry.resolve_strategy(f"kmeans.{key}", "auto", "cpu", n_samples=3000,
+                                            n_features=4, n_clusters=5).name
+                  for key in ("assign", "update"))
+    assert fixed == ("numba", "numba")
+    other = ("numpy", "numpy")
+    sizes = dict(n_samples=3000, n_features=4, n_clusters=5, dtype="float64", device_name="cpu")
+    tuning.table_path("cpu").parent.mkdir(parents=True)
+    for slower, expected in ((1.03, fixed), (1.2, other)):
+        tuning.table_path("cpu").write_text(json.dumps(_table(
+            (3000, 4, 5, "float64", {"/".join(fixed): slower, "/".join(other): 1.0}))))
+        tuning._read.cache_clear()
+        assign, update, reasons = registry.resolve_kmeans_pair("auto", "auto", "cpu", **sizes)
+        assert (assign.name, update.name) == expected
+        assert ("fixed rule's pair" in reasons["assign"]) == (expected == fixed)
+
+
 def test_choose_does_not_extrapolate_far():
     table = _table((10_000, 8, 16, "float32", {"a/x": 1.0}))
     assert tuning.choose(table, n=39_000, d=8, k=16, dtype="float32") is not None
