@@ -374,10 +374,10 @@ __device__ __forceinline__ void copy_async_wait() {
 
 // Shape of assign_tc_half at DP features: centres a tile (64, or 32 for the split kernel at
 // DP = 128: two blocks an SM); whether the warps hold their fragments in registers (DP <=
-// 64, and tc-fast's hi fragments at 128 too: 160 registers, measured 2.38 -> 2.22 ms at
-// 1M x 128, k = 1024 on the H100, where the split kernel's hi and lo took 238 registers and
-// ran slower, 3.78 -> 3.97 ms; records tc-recheck-ab-h100-*-9eb2216; the rows' staging area
-// is then reused for the centre tiles); blocks an SM asked of the register
+// 64, and tc-fast's hi fragments at 128 too: 2.40 -> 2.25 ms at 1M x 128, k = 1024 on the
+// H100, where the split kernel's hi and lo took 238 registers and ran slower, 3.78 -> 3.97
+// ms; records tc-recheck-ab-h100-*-9eb2216 and -90aa895; the rows' staging area is then
+// reused for the centre tiles); blocks an SM asked of the register
 // allocator at DP <= 32 (no spill on sm_90): six for the split kernel (80 registers; left
 // free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72).
 template <int DP, bool SPLIT>

@@ -37,8 +37,9 @@ minmax_columns(const double* __restrict__ XT,  // IN  (d, n)
 // Points outside [lo, hi] get cell -1 and add nothing. With SHARED the block accumulates
 // into a shared-memory copy of the histogram (it fits) and flushes it once. The weight of
 // the points inside goes to *total as well (a block sum, one atomic a block): the grid's
-// sum, which the "auto" threshold counts points in, without a pass over the grid. Like the
-// bins, it is exact for unit weights and rounds in atomic order for others.
+// sum, which the "auto" threshold counts points in, without a pass over the grid (total null:
+// not wanted). Like the bins, it is exact for unit weights and rounds in atomic order for
+// others.
 // Block-private bins in shared memory (privatized atomics): zeroed before the block adds
 // into them, then flushed into the global bins with one atomic per non-empty bin.
 __device__ __forceinline__ void zero_shared_bins(double* bins, index_t count) {
@@ -63,7 +64,7 @@ __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d
                                    index_t cells,                      // IN  prod(m)
                                    index_t* __restrict__ point_cell,   // OUT (n) flat, or -1
                                    double* __restrict__ histogram,     // INOUT (cells), zeroed
-                                   double* __restrict__ total)         // INOUT (1), zeroed
+                                   double* __restrict__ total)         // INOUT (1) zeroed, or null
 {
     extern __shared__ double s_hist[];
     __shared__ double s_total[GPUMINE_BLOCK / kWarpSize];
@@ -91,6 +92,7 @@ __global__ void quantize_histogram(const double* __restrict__ XT,      // IN  (d
         }
     }
     if (SHARED) flush_shared_bins(s_hist, histogram, cells);
+    if (total == nullptr) return;  // uniform across the block
     inside_weight = block_all_reduce<GPUMINE_BLOCK>(inside_weight, s_total, Add());
     if (threadIdx.x == 0 && inside_weight != 0.0) atomicAdd(total, inside_weight);
 }

@@ -65,6 +65,12 @@ def test_bounds_and_quantize_equal_cpu(cp, grid_shape, rng):
         assert int((cp.asnumpy(point_cell) >= 0).sum()) == int(inside.sum())
         expected_total = inside.sum() if w is None else w[inside].sum()
         assert float(total) == float(cp.asnumpy(hist).sum()) == expected_total
+        # predict's lookup asks for no sum: the same cells and bins
+        cells_only, hist_only, none = gpu.quantize_histogram(
+            X_device, None if w is None else cp.asarray(w), inner, grid_shape, total=False)
+        assert none is None
+        np.testing.assert_array_equal(cp.asnumpy(cells_only), cp.asnumpy(point_cell))
+        np.testing.assert_array_equal(cp.asnumpy(hist_only), cp.asnumpy(hist))
 
 
 

@@ -132,10 +132,11 @@ def bounds(XT):
 
 
 @declares(_SOURCE, "quantize_histogram", _FLAGS)
-def quantize_histogram(XT, weight, grid_bounds, grid_shape):
+def quantize_histogram(XT, weight, grid_bounds, grid_shape, *, total=True):
     """Flat fine cell of every point (-1 outside), the weighted histogram and its sum (a 0-d
     array: the weight of the points inside, added up as the points are binned, so the
-    ``"auto"`` threshold needs no pass over the grid), on the device.
+    ``"auto"`` threshold needs no pass over the grid; None with ``total=False``), on the
+    device.
 
     ``weight`` None counts every point once (no array of ones).
     """
@@ -143,7 +144,8 @@ def quantize_histogram(XT, weight, grid_bounds, grid_shape):
     d, n = XT.shape
     cells = math.prod(grid_shape)
     histogram = cp.zeros(cells, dtype=cp.float64)
-    total = cp.zeros((), dtype=cp.float64)  # its own buffer: it outlives the grid
+    # the sum in its own buffer: it outlives the grid
+    total = cp.zeros((), dtype=cp.float64) if total else None
     point_cell = cp.empty(n, dtype=cp.int64)
     shared = cells * 8 <= _SHARED_HISTOGRAM
     kernel = get_kernel(_SOURCE, "quantize_histogram", "true" if shared else "false")
@@ -153,7 +155,7 @@ def quantize_histogram(XT, weight, grid_bounds, grid_shape):
     lo, hi = edges[0], edges[1]
     m = _constant(cp.cuda.Device().id, tuple(int(s) for s in grid_shape), "int64")
     launch(kernel, blocks, _BLOCK, (XT, _optional(weight), np.int64(n), np.int32(d), lo, hi, m,
-                                    np.int64(cells), point_cell, histogram, total),
+                                    np.int64(cells), point_cell, histogram, _optional(total)),
            shared_mem=cells * 8 if shared else 0)
     return point_cell, histogram.reshape(grid_shape), total
 
@@ -719,7 +721,7 @@ def lookup(X, grid_labels, bounds, grid_shape, wavelet, levels):
     """:func:`gpumine.wavecluster.engine.lookup` on the device: labels stay there."""
     cp = cupy_module()
     XT = X.T if X.T.flags.c_contiguous else cp.ascontiguousarray(X.T)
-    point_cell, _, _ = quantize_histogram(XT, None, bounds, grid_shape)
+    point_cell, _, _ = quantize_histogram(XT, None, bounds, grid_shape, total=False)
     return point_components(point_cell, cp.asarray(grid_labels), wavelet, levels, grid_shape,
                             outside=-1).astype(cp.int32)
 
