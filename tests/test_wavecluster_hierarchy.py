@@ -12,6 +12,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from gpumine import WaveCluster
+from gpumine.backend import get_backend
 from gpumine.datasets import make_shape_sets
 from gpumine.wavecluster import engine, hierarchy, pipeline
 from gpumine.wavecluster.labeling import label_scipy, label_union_find
@@ -391,6 +392,30 @@ def test_gpu_grow_labels_equals_cpu(on_device, rng):
         got = hierarchy.grow_labels(cp.asarray(labels), cp.asarray(region), connectivity,
                                     xp=cp, to_host=get_backend("gpu").to_host, spread=spread)
         np.testing.assert_array_equal(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("connectivity", [1, 2, 3])
+def test_compiled_growth_equals_the_numpy_steps(connectivity, rng):
+    """The CPU's compiled growth (cpu_fast.spread, the CPU stages' ``spread`` with Numba)
+    against grow_labels' NumPy steps: random regions and seeds in 3-d and 2-d, and a
+    serpentine corridor of thousands of steps from one seed."""
+    pytest.importorskip("numba")
+    from gpumine.wavecluster import cpu_fast, pipeline
+
+    assert pipeline.stages_for(get_backend("cpu")).spread is cpu_fast.spread
+    corridor = np.zeros((41, 501), dtype=bool)  # 21 rows joined at alternate ends
+    corridor[::2] = True
+    corridor[1::4, -1] = corridor[3::4, 0] = True
+    for region, share in ((rng.uniform(size=(20, 17, 9)) < 0.7, 0.02),
+                          (rng.uniform(size=(300, 280)) < 0.65, 0.001), (corridor, 0.0)):
+        labels = np.where(region & (rng.uniform(size=region.shape) < share),
+                          rng.randint(1, 6, region.shape), 0).astype(np.int64)
+        if not labels.any():
+            labels[(0,) * region.ndim] = 3  # the corridor's one seed, at its start
+        want = hierarchy.grow_labels(labels.copy(), region, connectivity)
+        assert (want[region] > 0).mean() > 0.5  # it grew
+        got = hierarchy.grow_labels(labels.copy(), region, connectivity, spread=cpu_fast.spread)
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("connectivity", [1, 2, 3])

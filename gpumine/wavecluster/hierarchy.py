@@ -177,7 +177,8 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray,
     neighbourhood of ``connectivity``, as in :mod:`gpumine.wavecluster.labeling`) takes
     the lowest label among those neighbours, until no cell of the region that a label can
     reach is left. The steps run on the region's bounding box, padded by one empty cell:
-    by ``spread`` on the backend (the GPU's one cooperative launch), or by NumPy on a
+    by ``spread`` on the backend (the GPU's one cooperative launch, the CPU's compiled loop
+    with Numba: :func:`gpumine.wavecluster.cpu_fast.spread`), or by NumPy on a
     host copy of the box; both follow this rule, so both backends agree.
 
     Parameters

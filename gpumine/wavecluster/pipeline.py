@@ -33,6 +33,7 @@ from types import ModuleType
 
 import numpy as np
 
+from gpumine.wavecluster import cpu_fast
 from gpumine.wavecluster.engine import (
     WaveClusterResult,
     cluster_ids,
@@ -82,7 +83,9 @@ class Stages:
     spread : callable, optional
         ``spread(labels, region, steps) -> labels``: the breadth-first growth of
         :func:`~gpumine.wavecluster.hierarchy.grow_labels` on a padded, flattened box of
-        ``xp`` arrays; None: NumPy's, on a host copy of the box.
+        ``xp`` arrays (the GPU's one launch; the CPU's compiled loop,
+        :func:`gpumine.wavecluster.cpu_fast.spread`, with Numba); None: NumPy's steps, on a
+        host copy of the box.
     nearest : callable, optional
         The ``"auto"`` rule's border and specks in one pass
         (:func:`~gpumine.wavecluster.engine.add_border_cells`); None: minima over shifted
@@ -157,7 +160,8 @@ def _cpu_results(remap, point_component, components, n_clusters, prepared):
 
 
 _CPU = Stages(xp=np, histogram=_cpu_histogram, lowpass=lowpass,
-              point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results)
+              point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results,
+              spread=cpu_fast.spread if cpu_fast.available() else None)
 
 
 def stages_for(backend, *, device_labels: bool = True) -> Stages:
