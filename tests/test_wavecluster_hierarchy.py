@@ -418,6 +418,35 @@ def test_compiled_growth_equals_the_numpy_steps(connectivity, rng):
         np.testing.assert_array_equal(got, want)
 
 
+def test_compiled_tree_equals_the_numpy_tree(rng):
+    """cpu_fast.stack_tree (the CPU stages' ``tree`` with Numba) against _tree_on's bincount,
+    scatter and maximum: the same tops, parents and masses to the bit (both add in flat
+    order), on a labelled stack of nested levels with weights broadcast from one plane and
+    with a full array."""
+    pytest.importorskip("numba")
+    from gpumine.wavecluster import cpu_fast
+    from gpumine.wavecluster.labeling import label_scipy
+
+    assert pipeline.stages_for(get_backend("cpu")).tree is cpu_fast.stack_tree
+    grid = rng.gamma(1.0, size=(40, 33))
+    padded = np.zeros((41, 33))
+    padded[:40] = grid
+    thresholds = np.array([0.2, 0.7, 1.5, 3.0, 9.0])  # the last level empty
+    mask = padded[None] >= thresholds[:, None, None]
+    labels, n = label_scipy(mask.reshape(-1, 33), 2)
+    labels = labels.reshape(mask.shape)
+    for weights in (np.broadcast_to(padded, labels.shape), rng.uniform(size=labels.shape)):
+        mass, up, tops = hierarchy._tree_on(labels, n, weights, np, np.bincount)
+        packed = cpu_fast.stack_tree(labels, n, weights)
+        m = labels.shape[0]
+        np.testing.assert_array_equal(packed[:m], tops)
+        np.testing.assert_array_equal(packed[m + 1:m + n + 1], mass[1:])
+        # parents: numbers of the planes after the first (the first's are not meaningful)
+        later = np.unique(labels[1:][labels[1:] > 0])
+        np.testing.assert_array_equal(packed[m + n + 1:][later], up[later])
+    assert packed[m - 1] == 0  # the empty level's top
+
+
 @pytest.mark.parametrize("connectivity", [1, 2, 3])
 def test_grow_labels_equals_a_grey_erosion_reference(connectivity, rng):
     """Against scipy: each step, an unlabelled region cell takes the minimum label over its

@@ -1,10 +1,13 @@
-"""Compiled CPU steps of WaveCluster (Numba): the breadth-first growth of split pieces.
+"""Compiled CPU steps of WaveCluster (Numba): the growth of split pieces, a stack's tree.
 
 The ``"auto"`` rule grows the pieces of a split component back over it, breadth first
 (:func:`gpumine.wavecluster.hierarchy.grow_labels`). In NumPy every step costs about a
 dozen calls on the cells just reached, and a spiral arm takes a hundred steps or more:
 most of a CPU fit of the spirals. :func:`spread` runs the same steps as one compiled loop
 (the CPU's ``Stages.spread``; the GPU has its own, one cooperative launch).
+:func:`stack_tree` reads a stack of labelled levels -- each plane's largest number, each
+component's mass and parent -- in one pass where NumPy takes a bincount, a scatter, a
+maximum and their copies (the CPU's ``Stages.tree``).
 
 Numba is optional (``pip install gpumine[fast]``, part of ``dev``); without it the NumPy
 steps run. The first call compiles (about a second), cached on disk afterwards.
@@ -25,7 +28,7 @@ import importlib.util
 
 import numpy as np
 
-__all__ = ["available", "spread"]
+__all__ = ["available", "spread", "stack_tree"]
 
 _KERNELS: dict = {}
 
@@ -77,7 +80,27 @@ def _kernels() -> dict:
             count = new
         return grown
 
+    @numba.njit(cache=True, nogil=True)
+    def tree(labels, weights, n, packed):
+        # IN labels (m, cells) int64: numbers 1..n, 0 background; IN weights (m, cells) f8
+        # (any strides: a broadcast plane too); IN n; OUT packed (m + 2 (n + 1)) f8, zeroed:
+        # each plane's largest number, each number's mass, its parent in the plane below
+        m, cells = labels.shape
+        for p in range(m):
+            top = 0
+            for c in range(cells):
+                v = labels[p, c]
+                if v != 0:
+                    packed[m + v] += weights[p, c]  # flat order, as bincount adds
+                    if p > 0:
+                        packed[m + n + 1 + v] = labels[p - 1, c]
+                    if v > top:
+                        top = v
+            packed[p] = top
+        return packed
+
     _KERNELS["grow"] = grow
+    _KERNELS["tree"] = tree
     return _KERNELS
 
 
@@ -103,3 +126,39 @@ def spread(labels, region, steps):
     grown = np.ascontiguousarray(labels, dtype=np.int64)
     return _kernels()["grow"](grown, np.ascontiguousarray(region, dtype=np.bool_),
                               np.ascontiguousarray(steps, dtype=np.int64))
+
+
+def stack_tree(labels, n, weights):
+    """:func:`~gpumine.wavecluster.hierarchy._read`'s small tree in one compiled pass
+    (``Stages.tree``'s contract, the GPU's :func:`gpumine.wavecluster.gpu.stack_tree`): ``[each
+    plane's largest number (m), each component's mass (n + 1), each one's parent in the
+    plane below (n + 1)]`` as one array of doubles (bin 0 and the first plane's parents are
+    not meaningful). The masses add the cells in flat order, as NumPy's ``bincount`` does,
+    so they are the same numbers.
+
+    Parameters
+    ----------
+    labels : numpy.ndarray of int64, (m, ...)   -- IN
+        A stack's labelling, numbers 1..n.
+    n : int
+    weights : numpy.ndarray of float64   -- IN
+        The densities, the shape of ``labels`` (a broadcast view of one plane is not copied).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine.wavecluster.cpu_fast import stack_tree
+    >>> labels = np.array([[1, 1, 0, 2], [0, 3, 0, 0]])  # two planes of four cells
+    >>> weights = np.broadcast_to(np.array([1.0, 2.0, 5.0, 4.0]), labels.shape)
+    >>> stack_tree(labels, 3, weights).tolist()  # tops, masses 0..3, parents 0..3
+    [2.0, 3.0, 0.0, 3.0, 4.0, 2.0, 0.0, 0.0, 0.0, 1.0]
+    """
+    m = labels.shape[0]
+    flat = np.ascontiguousarray(labels, dtype=np.int64).reshape(m, -1)
+    packed = np.zeros(m + 2 * (int(n) + 1))  # sync: none, host arrays
+    return _kernels()["tree"](flat, np.asarray(weights, dtype=np.float64).reshape(m, -1),
+                              int(n), packed)  # sync: none, host arrays

@@ -101,8 +101,9 @@ class Stages:
     tree : callable, optional
         ``tree(labels, n, weights) -> host array``: a stack's planes' largest numbers, and
         its components' masses and parents, in one transfer (the layout of
-        :func:`~gpumine.wavecluster.hierarchy._read`); None: a bincount, a scatter and a
-        reduction on ``xp``.
+        :func:`~gpumine.wavecluster.hierarchy._read`; the CPU's one compiled pass,
+        :func:`gpumine.wavecluster.cpu_fast.stack_tree`, with Numba); None: a bincount, a
+        scatter and a reduction on ``xp``.
     plane : callable, optional
         ``plane(plane, shape, box, start) -> labels``: one level of a stack as a labelling
         of the grid (:meth:`~gpumine.wavecluster.hierarchy._LevelStack.labelling`); None:
@@ -161,7 +162,8 @@ def _cpu_results(remap, point_component, components, n_clusters, prepared):
 
 _CPU = Stages(xp=np, histogram=_cpu_histogram, lowpass=lowpass,
               point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results,
-              spread=cpu_fast.spread if cpu_fast.available() else None)
+              spread=cpu_fast.spread if cpu_fast.available() else None,
+              tree=cpu_fast.stack_tree if cpu_fast.available() else None)
 
 
 def stages_for(backend, *, device_labels: bool = True) -> Stages:
