@@ -52,7 +52,8 @@ def _kernels() -> dict:
         cells = grown.size
         front = np.empty(cells, dtype=np.int64)
         reached = np.empty(cells, dtype=np.int64)
-        lowest = np.zeros(cells, dtype=np.int64)  # a reached cell's lowest label, this step
+        # a reached cell's lowest label, this step (sync: none, CPU memory in a Numba loop)
+        lowest = np.zeros(cells, dtype=np.int64)  # sync: none, host scratch
         count = 0
         for c in range(cells):
             if grown[c] != 0:
