@@ -392,8 +392,8 @@ struct HalfTile {
 // The block's rows are shifted into float32, scaled per row and split into FP16 hi and lo
 // in shared memory once; centre tiles (split by tc_split_centers) are double-buffered in
 // shared memory by asynchronous copies, the next tile landing while this one is
-// multiplied. SPLIT (tc-exact) accumulates lo.hi + hi.lo + hi.hi, otherwise hi.hi alone
-// (tc-fast). The score ||c||^2 - 2 x.c takes the product unscaled by the row's
+// multiplied. SPLIT (tc-exact) accumulates hi.hi and, apart, lo.hi + hi.lo, otherwise
+// hi.hi alone (tc-fast). The score ||c||^2 - 2 x.c takes the product unscaled by the row's
 // coefficient -2^(1 - s_row - s_centres) in its one FMA. Rows whose coefficient leaves
 // float's range, or with a non-finite value, are never decided.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
@@ -526,26 +526,38 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
         }
     };
-    // 16 features of n8 tile t: lo.hi + hi.lo (SPLIT), then hi.hi, in this order for every
-    // accumulator whichever loop order calls it.
-    auto multiply = [&](float (&acc)[2][4], const unsigned (&a0)[4], const unsigned (&a1)[4],
-                        const unsigned (&l0)[4], const unsigned (&l1)[4],
-                        const unsigned* cht, const unsigned* clt, int t, int s) {
+    // 16 features of n8 tile t: hi.hi into acc, and (SPLIT) lo.hi + hi.lo into their own
+    // accumulator `small`, added to acc once all features are in. The small products are
+    // 2^-10 of the large ones, so their chain's rounding is too: the large chain is d, not 3d,
+    // additions long, a third of the bound and of the rows re-checked (tensor_cores.py), and
+    // the two chains' mma do not wait on each other.
+    auto multiply = [&](float (&acc)[2][4], float (&small)[2][4], const unsigned (&a0)[4],
+                        const unsigned (&a1)[4], const unsigned (&l0)[4],
+                        const unsigned (&l1)[4], const unsigned* cht, const unsigned* clt,
+                        int t, int s) {
         // B fragments by ldmatrix.x2: lanes 0-7 give centres t * 8 .. + 7 at features 0-7,
         // lanes 8-15 at features 8-15 (the others' addresses are not read)
         const int at = (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
         unsigned bh[2];
         ldmatrix_x2(bh, cht + at);
-        if (SPLIT) {  // the small products first, then the large ones
+        if (SPLIT) {
             unsigned bl[2];
             ldmatrix_x2(bl, clt + at);
-            mma_f16(acc[0], l0, bh);
-            mma_f16(acc[1], l1, bh);
-            mma_f16(acc[0], a0, bl);
-            mma_f16(acc[1], a1, bl);
+            mma_f16(small[0], l0, bh);
+            mma_f16(small[1], l1, bh);
+            mma_f16(small[0], a0, bl);
+            mma_f16(small[1], a1, bl);
         }
         mma_f16(acc[0], a0, bh);
         mma_f16(acc[1], a1, bh);
+    };
+    // acc += small, once a tile's features are all in (tc-fast: nothing to add).
+    auto add_small = [&](float (&acc)[2][4], const float (&small)[2][4]) {
+        if (SPLIT)
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[m][e] += small[m][e];
     };
     // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
     // kernel and each n8 tile is finished (all features) before the next, so only one tile's
@@ -583,14 +595,16 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if constexpr (HELD) {
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                float acc[2][4] = {};
+                float acc[2][4] = {}, small[2][4] = {};
 #pragma unroll
                 for (int s = 0; s < KS; ++s)
-                    multiply(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht, clt, t, s);
+                    multiply(acc, small, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht,
+                             clt, t, s);
+                add_small(acc, small);
                 push_scores(acc, nst, c0, t);
             }
         } else {
-            float acc[NT][2][4] = {};
+            float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
                 load_a(a_hi[0][0], xhw, 0, s);
@@ -603,10 +617,14 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 }
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
-                    multiply(acc[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0], cht, clt, t, s);
+                    multiply(acc[t], small[SPLIT ? t : 0], a_hi[0][0], a_hi[1][0], a_lo[0][0],
+                             a_lo[1][0], cht, clt, t, s);
             }
 #pragma unroll
-            for (int t = 0; t < NT; ++t) push_scores(acc[t], nst, c0, t);
+            for (int t = 0; t < NT; ++t) {
+                add_small(acc[t], small[SPLIT ? t : 0]);
+                push_scores(acc[t], nst, c0, t);
+            }
         }
         __syncthreads();  // every warp is done with buffer b before it is refilled
     }

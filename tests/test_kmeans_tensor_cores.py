@@ -31,9 +31,10 @@ def _split(values: np.ndarray, exponent) -> tuple[np.ndarray, np.ndarray]:
 
 def _emulated_scores(X, C):
     """||c||^2 - 2 x.c as the fused kernel computes it: rows scaled by their own power of two
-    and centres by one from the largest norm, FP16 splits, FP32 accumulation of
-    lo.hi + hi.lo + hi.hi in feature order, unscaled exactly, the score by one rounding
-    from float64. Rows the kernel would not scale (factor outside float32) are NaN."""
+    and centres by one from the largest norm, FP16 splits, FP32 accumulation of hi.hi in
+    one chain and lo.hi + hi.lo in another, in feature order, the two added at the end,
+    unscaled exactly, the score by one rounding from float64. Rows the kernel would not
+    scale (factor outside float32) are NaN."""
     X, C = X.astype(np.float32), C.astype(np.float32)
     row_exp = _scale_exponent(np.abs(X).max(axis=1))[:, None]
     cmax = np.sqrt((C.astype(np.float64) ** 2).sum(1)).max()
@@ -41,9 +42,12 @@ def _emulated_scores(X, C):
     Xh, Xl = _split(X, row_exp)
     Ch, Cl = _split(C, c_exp)
     G = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
+    small = np.zeros_like(G)
     for j in range(X.shape[1]):  # products of FP16 numbers are exact in float32
-        for a, b in ((Xl, Ch), (Xh, Cl), (Xh, Ch)):
-            G = (G + np.outer(a[:, j], b[:, j])).astype(np.float32)
+        for a, b in ((Xl, Ch), (Xh, Cl)):
+            small = (small + np.outer(a[:, j], b[:, j])).astype(np.float32)
+        G = (G + np.outer(Xh[:, j], Ch[:, j])).astype(np.float32)
+    G = (G + small).astype(np.float32)
     factor = 1 - row_exp - c_exp
     G64 = np.ldexp(G.astype(np.float64), factor - 1)
     norms = (C.astype(np.float64) ** 2).sum(1).astype(np.float32)
