@@ -19,7 +19,8 @@ import platform
 from fit_timing import save  # the script's folder is on sys.path
 from gpu_check import device_time
 
-SHAPES = [(1_000_000, 128, 1024, "uniform"), (10_000_000, 32, 1024, "uniform"),
+SHAPES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 64, 1024, "uniform"),
+          (10_000_000, 32, 1024, "uniform"),
           (1_000_000, 32, 1024, "blobs"), (50_000, 32, 2048, "uniform"),
           (4_000_000, 8, 200, "uniform")]
 

@@ -526,38 +526,30 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
         }
     };
-    // 16 features of n8 tile t: hi.hi into acc, and (SPLIT) lo.hi + hi.lo into their own
-    // accumulator `small`, added to acc once all features are in. The small products are
-    // 2^-10 of the large ones, so their chain's rounding is too: the large chain is d, not 3d,
-    // additions long, a third of the bound and of the rows re-checked (tensor_cores.py), and
-    // the two chains' mma do not wait on each other.
-    auto multiply = [&](float (&acc)[2][4], float (&small)[2][4], const unsigned (&a0)[4],
-                        const unsigned (&a1)[4], const unsigned (&l0)[4],
-                        const unsigned (&l1)[4], const unsigned* cht, const unsigned* clt,
-                        int t, int s) {
-        // B fragments by ldmatrix.x2: lanes 0-7 give centres t * 8 .. + 7 at features 0-7,
-        // lanes 8-15 at features 8-15 (the others' addresses are not read)
-        const int at = (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
-        unsigned bh[2];
-        ldmatrix_x2(bh, cht + at);
-        if (SPLIT) {
-            unsigned bl[2];
-            ldmatrix_x2(bl, clt + at);
-            mma_f16(small[0], l0, bh);
-            mma_f16(small[1], l1, bh);
-            mma_f16(small[0], a0, bl);
-            mma_f16(small[1], a1, bl);
-        }
+    // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), so
+    // the rounding of a chain of additions through the accumulator matters only where the
+    // large ones are added: every small product goes in first, or into an accumulator of its
+    // own added at the end. Either way the long chain is d additions, not 3d: a third of the
+    // bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
+    // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
+    // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
+    // not read).
+    auto b_offset = [&](int t, int s) {
+        return (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
+    };
+    auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                              const unsigned (&a1)[4], const unsigned (&l0)[4],
+                              const unsigned (&l1)[4], const unsigned (&bh)[2],
+                              const unsigned (&bl)[2]) {
+        mma_f16(acc[0], l0, bh);
+        mma_f16(acc[1], l1, bh);
+        mma_f16(acc[0], a0, bl);
+        mma_f16(acc[1], a1, bl);
+    };
+    auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                              const unsigned (&a1)[4], const unsigned (&bh)[2]) {
         mma_f16(acc[0], a0, bh);
         mma_f16(acc[1], a1, bh);
-    };
-    // acc += small, once a tile's features are all in (tc-fast: nothing to add).
-    auto add_small = [&](float (&acc)[2][4], const float (&small)[2][4]) {
-        if (SPLIT)
-#pragma unroll
-            for (int m = 0; m < 2; ++m)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[m][e] += small[m][e];
     };
     // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
     // kernel and each n8 tile is finished (all features) before the next, so only one tile's
@@ -595,12 +587,21 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if constexpr (HELD) {
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                float acc[2][4] = {}, small[2][4] = {};
+                // one accumulator: every small product of the tile first, then the large ones
+                float acc[2][4] = {};
+                unsigned bh[KS][2];
 #pragma unroll
-                for (int s = 0; s < KS; ++s)
-                    multiply(acc, small, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s], cht,
-                             clt, t, s);
-                add_small(acc, small);
+                for (int s = 0; s < KS; ++s) {
+                    ldmatrix_x2(bh[s], cht + b_offset(t, s));
+                    if (SPLIT) {
+                        unsigned bl[2];
+                        ldmatrix_x2(bl, clt + b_offset(t, s));
+                        multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
+                                       bh[s], bl);
+                    }
+                }
+#pragma unroll
+                for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
                 push_scores(acc, nst, c0, t);
             }
         } else {
@@ -616,13 +617,25 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                     load_a(a_lo[1][0], xlw, 1, s);
                 }
 #pragma unroll
-                for (int t = 0; t < NT; ++t)
-                    multiply(acc[t], small[SPLIT ? t : 0], a_hi[0][0], a_hi[1][0], a_lo[0][0],
-                             a_lo[1][0], cht, clt, t, s);
+                for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
+                    unsigned bh[2];
+                    ldmatrix_x2(bh, cht + b_offset(t, s));
+                    if (SPLIT) {
+                        unsigned bl[2];
+                        ldmatrix_x2(bl, clt + b_offset(t, s));
+                        multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
+                                       bh, bl);
+                    }
+                    multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
+                }
             }
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                add_small(acc[t], small[SPLIT ? t : 0]);
+                if (SPLIT)
+#pragma unroll
+                    for (int m = 0; m < 2; ++m)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
                 push_scores(acc[t], nst, c0, t);
             }
         }

@@ -31,23 +31,26 @@ def _split(values: np.ndarray, exponent) -> tuple[np.ndarray, np.ndarray]:
 
 def _emulated_scores(X, C):
     """||c||^2 - 2 x.c as the fused kernel computes it: rows scaled by their own power of two
-    and centres by one from the largest norm, FP16 splits, FP32 accumulation of hi.hi in
-    one chain and lo.hi + hi.lo in another, in feature order, the two added at the end,
-    unscaled exactly, the score by one rounding from float64. Rows the kernel would not
-    scale (factor outside float32) are NaN."""
+    and centres by one from the largest norm, FP16 splits, FP32 accumulation in feature
+    order of lo.hi + hi.lo, then hi.hi in the same chain (up to 64 features), or of hi.hi
+    in one chain and lo.hi + hi.lo in another added at the end (past 64), unscaled
+    exactly, the score by one rounding from float64. Rows the kernel would not scale
+    (factor outside float32) are NaN."""
     X, C = X.astype(np.float32), C.astype(np.float32)
     row_exp = _scale_exponent(np.abs(X).max(axis=1))[:, None]
     cmax = np.sqrt((C.astype(np.float64) ** 2).sum(1)).max()
     c_exp = _scale_exponent(np.nextafter(np.float32(cmax), np.float32(np.inf)))
     Xh, Xl = _split(X, row_exp)
     Ch, Cl = _split(C, c_exp)
-    G = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
-    small = np.zeros_like(G)
+    small = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
     for j in range(X.shape[1]):  # products of FP16 numbers are exact in float32
         for a, b in ((Xl, Ch), (Xh, Cl)):
             small = (small + np.outer(a[:, j], b[:, j])).astype(np.float32)
+    G = small.copy() if X.shape[1] <= 64 else np.zeros_like(small)
+    for j in range(X.shape[1]):
         G = (G + np.outer(Xh[:, j], Ch[:, j])).astype(np.float32)
-    G = (G + small).astype(np.float32)
+    if X.shape[1] > 64:
+        G = (G + small).astype(np.float32)
     factor = 1 - row_exp - c_exp
     G64 = np.ldexp(G.astype(np.float64), factor - 1)
     norms = (C.astype(np.float64) ** 2).sum(1).astype(np.float32)
