@@ -573,15 +573,6 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         __syncthreads();  // every warp holds its fragments: the staging area takes centres
         load_tile(0, 0);
     }
-    // Not held (the split kernel at 128 features): the hi fragments are held all the same
-    // (64 registers), the lo ones read from shared memory per feature step.
-    unsigned a_keep[2][HELD ? 1 : KS][4];
-    if constexpr (!HELD) {
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-            for (int s = 0; s < KS; ++s) load_a(a_keep[m][s], xhw, m, s);
-    }
     for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
         if (c0 + BN < k_pad) {
             load_tile(c0 + BN, b ^ 1);
@@ -617,6 +608,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
+                load_a(a_hi[0][0], xhw, 0, s);
+                load_a(a_hi[1][0], xhw, 1, s);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
                 if (SPLIT) {
@@ -630,10 +623,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                     if (SPLIT) {
                         unsigned bl[2];
                         ldmatrix_x2(bl, clt + b_offset(t, s));
-                        multiply_small(small[t], a_keep[0][s], a_keep[1][s], a_lo[0][0],
-                                       a_lo[1][0], bh, bl);
+                        multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
+                                       bh, bl);
                     }
-                    multiply_large(acc[t], a_keep[0][s], a_keep[1][s], bh);
+                    multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
                 }
             }
 #pragma unroll
