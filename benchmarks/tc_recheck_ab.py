@@ -6,9 +6,11 @@ Usage (repository root, on a machine with a CUDA GPU)::
 
 For each shape (uniform data, MT19937 seed 5489, the first k points as centres; and, for
 1M x 32 x 1024, 64 Gaussian blobs, where many rows are near-ties): the device time of one
-tc-exact assignment (CUDA events around back-to-back calls), the rows it re-checked, and
-``tiled``'s time beside it. Run it once per installed version, in one call of the device,
-to compare versions of the re-check. Writes ``tc-recheck-ab-<date>-<commit>.json``.
+tc-exact assignment (CUDA events around back-to-back calls, each from the labels the last
+one left: late Lloyd iterations), the same from labels of -1 (a fit's first iteration), the
+rows it re-checked (from labels 0), and ``tiled``'s time beside it. Run it once per
+installed version, in one call of the device, to compare versions of the re-check.
+Writes ``tc-recheck-ab-<date>-<commit>.json``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,16 @@ def main() -> None:
             labels = cp.zeros(n, dtype=cp.int32)
             row[f"{name}_ms"] = device_time(
                 cp, lambda a=assign, lb=labels, x=X, c=centers: a(x, c, lb), 10) * 1e3
+        # from no previous labels (each call after filling them with -1), as a fit's first
+        # iteration; the calls above start from their own last labels, as late iterations
+        exact_assign = registry.load_strategy("kmeans.assign", "tc-exact")
+        scratch = cp.empty(n, dtype=cp.int32)
+
+        def unlabelled(a=exact_assign, lb=scratch, x=X, c=centers):
+            lb.fill(-1)
+            a(x, c, lb)
+
+        row["tc-exact_unlabelled_ms"] = device_time(cp, unlabelled, 10) * 1e3
         print(row, flush=True)
         rows.append(row)
         del X, centers

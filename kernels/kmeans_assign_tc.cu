@@ -6,6 +6,8 @@
 //   bound[2] absolute: |score error| from underflow <= bound[2] * (1 + |x| + cmax)
 //   bound[3] 1 for assign="tc-fast": every row is decided (FP16 labels, no re-check)
 //   bound[4] kappa_s: |distance error| from shifting to float32 <= kappa_s (|x| + cmax)^2
+//   bound[5] kappa_f: the small products (lo.hi + hi.lo) left out of a score move it by at
+//            most kappa_f * 2 |x| cmax (assign_tc_half's pruned centres)
 // Points and centres are shifted by the centres' mean (`shift`) and rounded to float32
 // before the products; |x| and cmax are norms of the shifted values.
 // A row whose top-2 margin does not exceed the bound goes to a list; assign_recheck then
@@ -52,13 +54,16 @@ __device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
 // True when the computed top-2 decides the exact label: the margin exceeds twice the score
 // error plus the direct computation's own error on the two distances (the docstring of
 // gpumine.kmeans.tensor_cores derives it). NaN margins are never decided.
+// The bound e on every computed score's error, for a row of norm x_norm.
+__device__ __forceinline__ double score_error(double x_norm, double cmax, const double* bound) {
+    return bound[0] * (2.0 * x_norm * cmax + cmax * cmax) + bound[2] * (1.0 + x_norm + cmax)
+           + bound[4] * (x_norm + cmax) * (x_norm + cmax);
+}
+
 __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, double cmax,
                                              const double* bound) {
     if (bound[3] != 0.0) return true;
-    const double x_norm = sqrt(x_norm2);
-    const double e_score = bound[0] * (2.0 * x_norm * cmax + cmax * cmax)
-                           + bound[2] * (1.0 + x_norm + cmax)
-                           + bound[4] * (x_norm + cmax) * (x_norm + cmax);
+    const double e_score = score_error(sqrt(x_norm2), cmax, bound);
     const double margin = (double)t.second - (double)t.best;
     const double distances = fabs(2.0 * x_norm2 + (double)t.best + (double)t.second)
                              + 2.0 * e_score;
@@ -378,13 +383,13 @@ __device__ __forceinline__ void copy_async_wait() {
 // H100, where the split kernel's hi and lo took 238 registers and ran slower, 3.78 -> 3.97
 // ms; records tc-recheck-ab-h100-*-9eb2216 and -90aa895; the rows' staging area is then
 // reused for the centre tiles); blocks an SM asked of the register
-// allocator at DP <= 32 (no spill on sm_90): six for the split kernel (80 registers; left
-// free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72).
+// allocator at DP <= 32 (no spill on sm_90): five for the split kernel (96 registers; with
+// the pruning it spilt at six's 80), seven for tc-fast's (72).
 template <int DP, bool SPLIT>
 struct HalfTile {
     static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;
     static constexpr bool HELD = DP <= 64 || !SPLIT;
-    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : 1;
+    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 5 : 7) : 1;
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
@@ -398,8 +403,9 @@ struct HalfTile {
 // float's range, or with a non-finite value, are never decided.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
-// the first centre tile is copied), then 2 * BN + 128 words and 128 doubles,
-// SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
+// the first centre tile is copied), then 2 * BN + 128 words, 128 doubles and 3 * 128 words
+// (the rows' pruning constants), SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.
+// half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
@@ -407,8 +413,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const unsigned* __restrict__ c_hi,   // IN  (k_pad, DP / 2) tc_split_centers
                const unsigned* __restrict__ c_lo,   // IN  (k_pad, DP / 2)
                const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, +inf past k
+               const float* __restrict__ centres,   // IN  (k_pad, DP) tc_prepare_centers'
+                                                    //     shifted float32 centres
                const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
-               const double* __restrict__ bound,    // IN  (5) see the top of this file
+               const double* __restrict__ bound,    // IN  (6) see the top of this file
                index_t n,                           // IN
                int d,                               // IN  d <= DP
                int k_pad,                           // IN  multiple of 64
@@ -431,6 +439,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         xh + (HELD ? (STAGING > CENTRES ? STAGING : CENTRES) : STAGING + CENTRES));  // 2 x BN
     float* coef = ns + 2 * BN;                                // BM
     double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
+    float* prune = reinterpret_cast<float*>(xn + BM);         // 3 x BM  (SPLIT) see below
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
     const index_t row0 = (index_t)blockIdx.x * BM;
@@ -491,19 +500,51 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         }
         xn[threadIdx.x] = norm2;
         const int e = 1 - r_scale - c_scale;  // coefficient -2^e
-        coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
-            ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
+        const bool scaled = finite && e >= -120 && e <= 120;
+        coef[threadIdx.x] = scaled ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN:
+                                                                                     // never decided
+        if constexpr (SPLIT) {
+            // The row's pruning constants (see the main loop), rounded up: the previous
+            // label's score plus 2 e (an upper bound on its computed score; +inf without a
+            // label in range), the score distance to prune at, and what a pruned score drops.
+            const double x_norm = sqrt(norm2), c_norm = (double)cmax_value;
+            const double e_row = score_error(x_norm, c_norm, bound);
+            const double drop = bound[5] * 2.0 * x_norm * c_norm;
+            const double margin = 2.0 * e_row
+                + 2.0 * bound[1] * ((x_norm + c_norm) * (x_norm + c_norm) + e_row);
+            const int previous = i < n ? labels[i] : -1;
+            double reference = positive_infinity();
+            if (previous >= 0 && previous < k_pad) {  // the centre's shifted float32 values:
+                const float* c = centres + (index_t)previous * DP;  // exact products in double
+                double dot = 0.0;
+#pragma unroll(HOLD_ROW ? DP : 16)
+                for (int j = 0; j < DP; ++j) dot = fma((double)value(j), (double)c[j], dot);
+                reference = (double)norms[previous] - 2.0 * dot + 2.0 * e_row;
+            }
+            const float off = __int_as_float(0x7f800000);  // +inf: never pruned
+            prune[threadIdx.x] = scaled ? __double2float_ru(reference) : off;
+            prune[BM + threadIdx.x] = scaled ? __double2float_ru(drop + margin) : off;
+            prune[2 * BM + threadIdx.x] = __double2float_ru(drop);
+        }
     }
     __syncthreads();
 
     Top2 top[2][2];  // [m tile][row group, row group + 8]
-    float row_coef[2][2];
+    float row_coef[2][2], prune_ref[2][2], prune_add[2][2], prune_drop[2][2];
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
         top2_init(top[m][0]);
         top2_init(top[m][1]);
-        row_coef[m][0] = coef[warp * 32 + m * 16 + group];
-        row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int local = warp * 32 + m * 16 + h * 8 + group;
+            row_coef[m][h] = coef[local];
+            if (SPLIT) {
+                prune_ref[m][h] = prune[local];
+                prune_add[m][h] = prune[BM + local];
+                prune_drop[m][h] = prune[2 * BM + local];
+            }
+        }
     }
     const unsigned* xhw = xh + warp * 32 * SW;
     const unsigned* xlw = xl + warp * 32 * SW;
@@ -514,37 +555,60 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     auto load_a = [&](unsigned (&a)[4], const unsigned* xs, int m, int s) {
         ldmatrix_x4(a, xs + (m * 16 + (lane & 15)) * SW + s * 8 + (lane >> 4) * 4);
     };
-    // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
-    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
+    // Pruning (SPLIT): the small products of an m16 x n8 tile are skipped when the large
+    // ones alone put every score of the tile above the threshold of its row,
+    //     s~ > min(running best, previous label's score + 2 e) + drop + margin,
+    // where s~ (the score without the small products) is within e_f = e + drop of the true
+    // score s (bound[5]; e: the full score's bound, score_error). Such a centre's pushed
+    // value is v = s~ - drop (rounded down), so s >= v - e: a lower bound of the kind the
+    // margin test needs of every centre but the best, and v exceeds the smaller of the
+    // running best and an upper bound on the previous label's computed score, by margin
+    // (the test's 2 e + kappa_d (...) at the largest scores). By induction every pruned v is
+    // above some fully computed score (the previous label's centre is never pruned: its s~
+    // is below its threshold), so the best is always a fully computed score and a pruned
+    // centre only ever enters the test as the second-best, with a valid bound: the decision
+    // and the labels are what the full products give, and a pruned centre can only make a
+    // row's margin smaller, never wrongly large. The running best is the lane's own (any
+    // computed score is a valid reference); from the previous labels, late Lloyd iterations
+    // skip nearly every small product.
+    auto prunable = [&](const float (&a)[4], float n0, float n1, int m) -> bool {
+        const float t0 = __fadd_ru(fminf(top[m][0].best, prune_ref[m][0]), prune_add[m][0]);
+        const float t1 = __fadd_ru(fminf(top[m][1].best, prune_ref[m][1]), prune_add[m][1]);
+        const bool mine = fmaf(a[0], row_coef[m][0], n0) > t0
+                          && fmaf(a[1], row_coef[m][0], n1) > t0
+                          && fmaf(a[2], row_coef[m][1], n0) > t1
+                          && fmaf(a[3], row_coef[m][1], n1) > t1;
+        return __all_sync(0xffffffffu, mine);
+    };
+    // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile); the m
+    // tiles not `full` (pruned) push s~ - drop.
+    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t,
+                           const bool (&full)[2]) {
         const int col = t * 8 + 2 * member;
         const float n0 = nst[col], n1 = nst[col + 1];
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
-            top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
-            top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
-            top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
-            top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
+            float v[4] = {fmaf(acc[m][0], row_coef[m][0], n0), fmaf(acc[m][1], row_coef[m][0], n1),
+                          fmaf(acc[m][2], row_coef[m][1], n0), fmaf(acc[m][3], row_coef[m][1], n1)};
+            if (SPLIT && !full[m])
+#pragma unroll
+                for (int e = 0; e < 4; ++e) v[e] = __fsub_rd(v[e], prune_drop[m][e >> 1]);
+            top2_push(top[m][0], v[0], c0 + col);
+            top2_push(top[m][0], v[1], c0 + col + 1);
+            top2_push(top[m][1], v[2], c0 + col);
+            top2_push(top[m][1], v[3], c0 + col + 1);
         }
     };
     // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), so
     // the rounding of a chain of additions through the accumulator matters only where the
-    // large ones are added: every small product goes in first, or into an accumulator of its
-    // own added at the end. Either way the long chain is d additions, not 3d: a third of the
-    // bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
+    // large ones are added: the small products go into an accumulator of their own, added at
+    // the end. The long chain is d additions, not 3d: a third of the bound and of the rows
+    // re-checked (gpumine/kmeans/tensor_cores.py).
     // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
     // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
     // not read).
     auto b_offset = [&](int t, int s) {
         return (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
-    };
-    auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
-                              const unsigned (&a1)[4], const unsigned (&l0)[4],
-                              const unsigned (&l1)[4], const unsigned (&bh)[2],
-                              const unsigned (&bl)[2]) {
-        mma_f16(acc[0], l0, bh);
-        mma_f16(acc[1], l1, bh);
-        mma_f16(acc[0], a0, bl);
-        mma_f16(acc[1], a1, bl);
     };
     auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
                               const unsigned (&a1)[4], const unsigned (&bh)[2]) {
@@ -587,57 +651,97 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if constexpr (HELD) {
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                // one accumulator: every small product of the tile first, then the large ones
                 float acc[2][4] = {};
                 unsigned bh[KS][2];
 #pragma unroll
                 for (int s = 0; s < KS; ++s) {
                     ldmatrix_x2(bh[s], cht + b_offset(t, s));
-                    if (SPLIT) {
-                        unsigned bl[2];
-                        ldmatrix_x2(bl, clt + b_offset(t, s));
-                        multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
-                                       bh[s], bl);
+                    multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
+                }
+                bool full[2] = {true, true};
+                if constexpr (SPLIT) {
+                    const int col = t * 8 + 2 * member;
+                    const float n0 = nst[col], n1 = nst[col + 1];
+                    full[0] = !prunable(acc[0], n0, n1, 0);  // warp-uniform
+                    full[1] = !prunable(acc[1], n0, n1, 1);
+                    if (full[0] || full[1]) {
+                        float small[2][4] = {};
+#pragma unroll
+                        for (int s = 0; s < KS; ++s) {
+                            unsigned bl[2];
+                            ldmatrix_x2(bl, clt + b_offset(t, s));
+#pragma unroll
+                            for (int m = 0; m < 2; ++m)
+                                if (full[m]) {
+                                    mma_f16(small[m], a_lo[m][s], bh[s]);
+                                    mma_f16(small[m], a_hi[m][s], bl);
+                                }
+                        }
+#pragma unroll
+                        for (int m = 0; m < 2; ++m)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) acc[m][e] += small[m][e];
                     }
                 }
-#pragma unroll
-                for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
-                push_scores(acc, nst, c0, t);
+                push_scores(acc, nst, c0, t, full);
             }
-        } else {
-            float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
+        } else {  // SPLIT at 128 features: the large products of the whole tile, then the small
+            static_assert(HELD || SPLIT, "only the split kernel reads its fragments per step");
+            float acc[NT][2][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
                 load_a(a_hi[0][0], xhw, 0, s);
                 load_a(a_hi[1][0], xhw, 1, s);
 #pragma unroll
-                for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
-                if (SPLIT) {
-                    load_a(a_lo[0][0], xlw, 0, s);
-                    load_a(a_lo[1][0], xlw, 1, s);
-                }
-#pragma unroll
-                for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
+                for (int t = 0; t < NT; ++t) {
                     unsigned bh[2];
                     ldmatrix_x2(bh, cht + b_offset(t, s));
-                    if (SPLIT) {
-                        unsigned bl[2];
-                        ldmatrix_x2(bl, clt + b_offset(t, s));
-                        multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
-                                       bh, bl);
-                    }
                     multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
                 }
             }
+            bool full[NT][2];
+            bool any = false;
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                if (SPLIT)
+                const int col = t * 8 + 2 * member;
+                const float n0 = nst[col], n1 = nst[col + 1];
+#pragma unroll
+                for (int m = 0; m < 2; ++m) {
+                    full[t][m] = !prunable(acc[t][m], n0, n1, m);  // warp-uniform
+                    any = any || full[t][m];
+                }
+            }
+            if (any) {
+                float small[NT][2][4] = {};
+#pragma unroll
+                for (int s = 0; s < KS; ++s) {
+                    load_a(a_hi[0][0], xhw, 0, s);
+                    load_a(a_hi[1][0], xhw, 1, s);
+                    load_a(a_lo[0][0], xlw, 0, s);
+                    load_a(a_lo[1][0], xlw, 1, s);
+#pragma unroll
+                    for (int t = 0; t < NT; ++t) {
+                        if (!full[t][0] && !full[t][1]) continue;
+                        unsigned bh[2], bl[2];
+                        ldmatrix_x2(bh, cht + b_offset(t, s));
+                        ldmatrix_x2(bl, clt + b_offset(t, s));
+#pragma unroll
+                        for (int m = 0; m < 2; ++m)
+                            if (full[t][m]) {
+                                mma_f16(small[t][m], a_lo[m][0], bh);
+                                mma_f16(small[t][m], a_hi[m][0], bl);
+                            }
+                    }
+                }
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int m = 0; m < 2; ++m)
 #pragma unroll
                         for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
-                push_scores(acc[t], nst, c0, t);
             }
+#pragma unroll
+            for (int t = 0; t < NT; ++t) push_scores(acc[t], nst, c0, t, full[t]);
         }
         __syncthreads();  // every warp is done with buffer b before it is refilled
     }
