@@ -198,7 +198,7 @@ def half_shared_bytes(dp: int, exact: bool = True) -> int:
     sw, bn = dp // 2 + 4, 64 if held else 32
     staging, centres = 2 * _BM * sw, 4 * bn * sw
     areas = max(staging, centres) if held else staging + centres
-    return (areas + 2 * bn + _BM + 3 * _BM) * 4 + _BM * 8
+    return (areas + 2 * bn + _BM + 5 * _BM) * 4 + _BM * 8
 
 
 def _padded_width(d: int) -> int:
