@@ -714,6 +714,16 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                     any = any || full[t][m];
                 }
             }
+#ifdef GPUMINE_TC_PROBE_COUNT
+            if (lane == 0 && changed != nullptr) {
+                unsigned count = 0;
+                for (int t = 0; t < NT; ++t) count += (unsigned)full[t][0] + (unsigned)full[t][1];
+                atomicAdd(changed, (unsigned long long)count);
+            }
+#endif
+#ifdef GPUMINE_TC_PROBE_NO_SMALL
+            any = false;
+#endif
             if (HELD && any) {  // the fragments in registers: a tile at a time
 #pragma unroll
                 for (int t = 0; t < NT; ++t) {
