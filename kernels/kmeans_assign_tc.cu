@@ -6,8 +6,6 @@
 //   bound[2] absolute: |score error| from underflow <= bound[2] * (1 + |x| + cmax)
 //   bound[3] 1 for assign="tc-fast": every row is decided (FP16 labels, no re-check)
 //   bound[4] kappa_s: |distance error| from shifting to float32 <= kappa_s (|x| + cmax)^2
-//   bound[5] kappa_f: the small products (lo.hi + hi.lo) left out of a score move it by at
-//            most kappa_f * 2 |x| cmax (assign_tc_half's pruned centres)
 // Points and centres are shifted by the centres' mean (`shift`) and rounded to float32
 // before the products; |x| and cmax are norms of the shifted values.
 // A row whose top-2 margin does not exceed the bound goes to a list; assign_recheck then
@@ -54,16 +52,13 @@ __device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
 // True when the computed top-2 decides the exact label: the margin exceeds twice the score
 // error plus the direct computation's own error on the two distances (the docstring of
 // gpumine.kmeans.tensor_cores derives it). NaN margins are never decided.
-// The bound e on every computed score's error, for a row of norm x_norm.
-__device__ __forceinline__ double score_error(double x_norm, double cmax, const double* bound) {
-    return bound[0] * (2.0 * x_norm * cmax + cmax * cmax) + bound[2] * (1.0 + x_norm + cmax)
-           + bound[4] * (x_norm + cmax) * (x_norm + cmax);
-}
-
 __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, double cmax,
                                              const double* bound) {
     if (bound[3] != 0.0) return true;
-    const double e_score = score_error(sqrt(x_norm2), cmax, bound);
+    const double x_norm = sqrt(x_norm2);
+    const double e_score = bound[0] * (2.0 * x_norm * cmax + cmax * cmax)
+                           + bound[2] * (1.0 + x_norm + cmax)
+                           + bound[4] * (x_norm + cmax) * (x_norm + cmax);
     const double margin = (double)t.second - (double)t.best;
     const double distances = fabs(2.0 * x_norm2 + (double)t.best + (double)t.second)
                              + 2.0 * e_score;
@@ -403,9 +398,8 @@ struct HalfTile {
 // float's range, or with a non-finite value, are never decided.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
-// the first centre tile is copied), then 2 * BN + 128 words, 128 doubles and 5 * 128 words
-// (the rows' pruning constants), SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.
-// half_shared_bytes).
+// the first centre tile is copied), then 2 * BN + 128 words and 128 doubles,
+// SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
@@ -413,10 +407,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const unsigned* __restrict__ c_hi,   // IN  (k_pad, DP / 2) tc_split_centers
                const unsigned* __restrict__ c_lo,   // IN  (k_pad, DP / 2)
                const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, +inf past k
-               const float* __restrict__ centres,   // IN  (k_pad, DP) tc_prepare_centers'
-                                                    //     shifted float32 centres
                const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
-               const double* __restrict__ bound,    // IN  (6) see the top of this file
+               const double* __restrict__ bound,    // IN  (5) see the top of this file
                index_t n,                           // IN
                int d,                               // IN  d <= DP
                int k_pad,                           // IN  multiple of 64
@@ -439,11 +431,6 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         xh + (HELD ? (STAGING > CENTRES ? STAGING : CENTRES) : STAGING + CENTRES));  // 2 x BN
     float* coef = ns + 2 * BN;                                // BM
     double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
-    float* prune = reinterpret_cast<float*>(xn + BM);         // 4 x BM  (PRUNE) see below
-    int* prune_label = reinterpret_cast<int*>(prune + 4 * BM);  // BM  (PRUNE)
-    // From 64 features (where the tensor cores, not the top-2, bound the split kernel) the
-    // small products of a tile are skipped where they cannot matter (see the main loop).
-    constexpr bool PRUNE = SPLIT && DP >= 64;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
     const index_t row0 = (index_t)blockIdx.x * BM;
@@ -504,59 +491,19 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         }
         xn[threadIdx.x] = norm2;
         const int e = 1 - r_scale - c_scale;  // coefficient -2^e
-        const bool scaled = finite && e >= -120 && e <= 120;
-        coef[threadIdx.x] = scaled ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN:
-                                                                                     // never decided
-        if constexpr (PRUNE) {
-            // The row's pruning constants (see the main loop): its previous label (-1 if out
-            // of range), that centre's score computed in double from the shifted float32
-            // values (exact products), the score plus 2 e rounded up (an upper bound on any
-            // computed score of that centre; +inf without a label), the score distance to
-            // prune at, and what a pruned score drops, rounded up.
-            const double x_norm = sqrt(norm2), c_norm = (double)cmax_value;
-            const double e_row = score_error(x_norm, c_norm, bound);
-            const double drop = bound[5] * 2.0 * x_norm * c_norm;
-            const double margin = 2.0 * e_row
-                + 2.0 * bound[1] * ((x_norm + c_norm) * (x_norm + c_norm) + e_row);
-            int previous = i < n ? labels[i] : -1;
-            double score = positive_infinity();
-            if (scaled && previous >= 0 && previous < k_pad) {
-                const float* c = centres + (index_t)previous * DP;
-                double dot = 0.0;
-#pragma unroll(HOLD_ROW ? DP : 16)
-                for (int j = 0; j < DP; ++j) dot = fma((double)value(j), (double)c[j], dot);
-                score = (double)norms[previous] - 2.0 * dot;
-            }
-            if (!(score < positive_infinity())) previous = -1;  // padded centre, or none
-            const float off = __int_as_float(0x7f800000);  // +inf: never pruned
-            prune[threadIdx.x] = previous >= 0 ? __double2float_ru(score + 2.0 * e_row) : off;
-            prune[BM + threadIdx.x] = scaled ? __double2float_ru(drop + margin) : off;
-            prune[2 * BM + threadIdx.x] = __double2float_ru(drop);
-            prune[3 * BM + threadIdx.x] = (float)score;
-            prune_label[threadIdx.x] = previous;
-        }
+        coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
+            ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
     }
     __syncthreads();
 
     Top2 top[2][2];  // [m tile][row group, row group + 8]
-    float row_coef[2][2], prune_ref[2][2], prune_add[2][2], prune_drop[2][2], prev_score[2][2];
-    int prev_label[2][2];
+    float row_coef[2][2];
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
         top2_init(top[m][0]);
         top2_init(top[m][1]);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int local = warp * 32 + m * 16 + h * 8 + group;
-            row_coef[m][h] = coef[local];
-            if (PRUNE) {
-                prune_ref[m][h] = prune[local];
-                prune_add[m][h] = prune[BM + local];
-                prune_drop[m][h] = prune[2 * BM + local];
-                prev_score[m][h] = prune[3 * BM + local];
-                prev_label[m][h] = prune_label[local];
-            }
-        }
+        row_coef[m][0] = coef[warp * 32 + m * 16 + group];
+        row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
     }
     const unsigned* xhw = xh + warp * 32 * SW;
     const unsigned* xlw = xl + warp * 32 * SW;
@@ -567,64 +514,37 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     auto load_a = [&](unsigned (&a)[4], const unsigned* xs, int m, int s) {
         ldmatrix_x4(a, xs + (m * 16 + (lane & 15)) * SW + s * 8 + (lane >> 4) * 4);
     };
-    // Pruning (PRUNE): the small products of an m16 x n8 tile are skipped when the large
-    // ones alone put every score of the tile above the threshold of its row,
-    //     s~ > min(running best, previous label's score + 2 e) + drop + margin,
-    // the previous label's own centre excepted. s~ (the score without the small products) is
-    // within e_f = e + drop of the true score s (bound[5]; e: a full score's bound,
-    // score_error). A skipped centre's pushed value is v = s~ - drop (rounded down), so
-    // s >= v - e: a lower bound of the kind the margin test needs of every centre but the
-    // best, and v exceeds, by margin (the test's 2 e + kappa_d (...) at the largest scores),
-    // the smaller of the running best and an upper bound on the previous label's computed
-    // score. The previous label's centre, when its tile is skipped, pushes its score computed
-    // in double at staging (error below e, a full score). By induction every v is above some
-    // full score, so the best is always a full score and a skipped centre only ever enters
-    // the test as a second-best with a valid bound: a row decided is decided rightly, and a
-    // skipped centre can make a row's margin smaller, never wrongly large. The running best is
-    // the lane's own (any computed score is a valid reference). From the previous labels, late
-    // Lloyd iterations skip nearly every small product (about 88 % of the tiles of uniform
-    // data before the previous label's centre is excepted).
-    auto prunable = [&](const float (&a)[4], float n0, float n1, int m, int c) -> bool {
-        const float t0 = __fadd_ru(fminf(top[m][0].best, prune_ref[m][0]), prune_add[m][0]);
-        const float t1 = __fadd_ru(fminf(top[m][1].best, prune_ref[m][1]), prune_add[m][1]);
-        const bool mine = (fmaf(a[0], row_coef[m][0], n0) > t0 || c == prev_label[m][0])
-                          && (fmaf(a[1], row_coef[m][0], n1) > t0 || c + 1 == prev_label[m][0])
-                          && (fmaf(a[2], row_coef[m][1], n0) > t1 || c == prev_label[m][1])
-                          && (fmaf(a[3], row_coef[m][1], n1) > t1 || c + 1 == prev_label[m][1]);
-        return __all_sync(0xffffffffu, mine);
-    };
-    // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile); the m
-    // tiles not `full` (skipped) push s~ - drop, or the previous label's own score.
-    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t,
-                           const bool (&full)[2]) {
+    // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
+    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
         const int col = t * 8 + 2 * member;
         const float n0 = nst[col], n1 = nst[col + 1];
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
-            float v[4] = {fmaf(acc[m][0], row_coef[m][0], n0), fmaf(acc[m][1], row_coef[m][0], n1),
-                          fmaf(acc[m][2], row_coef[m][1], n0), fmaf(acc[m][3], row_coef[m][1], n1)};
-            if (PRUNE && !full[m])
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    v[e] = c0 + col + (e & 1) == prev_label[m][e >> 1]
-                        ? prev_score[m][e >> 1] : __fsub_rd(v[e], prune_drop[m][e >> 1]);
-            top2_push(top[m][0], v[0], c0 + col);
-            top2_push(top[m][0], v[1], c0 + col + 1);
-            top2_push(top[m][1], v[2], c0 + col);
-            top2_push(top[m][1], v[3], c0 + col + 1);
+            top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
+            top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
+            top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
+            top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
         }
     };
     // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), so
     // the rounding of a chain of additions through the accumulator matters only where the
-    // large ones are added: every small product of a tile goes in first (up to 32 features),
-    // or into an accumulator of its own added at the end (PRUNE). The long chain is d
-    // additions, not 3d: a third of the bound and of the rows re-checked
-    // (gpumine/kmeans/tensor_cores.py).
+    // large ones are added: every small product goes in first, or into an accumulator of its
+    // own added at the end. Either way the long chain is d additions, not 3d: a third of the
+    // bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
     // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
     // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
     // not read).
     auto b_offset = [&](int t, int s) {
         return (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
+    };
+    auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                              const unsigned (&a1)[4], const unsigned (&l0)[4],
+                              const unsigned (&l1)[4], const unsigned (&bh)[2],
+                              const unsigned (&bl)[2]) {
+        mma_f16(acc[0], l0, bh);
+        mma_f16(acc[1], l1, bh);
+        mma_f16(acc[0], a0, bl);
+        mma_f16(acc[1], a1, bl);
     };
     auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
                               const unsigned (&a1)[4], const unsigned (&bh)[2]) {
@@ -664,7 +584,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         const unsigned* cht = ch + b * BN * SW;
         const unsigned* clt = cl + b * BN * SW;
         const float* nst = ns + b * BN;
-        if constexpr (HELD && !PRUNE) {  // up to 32 features, or tc-fast
+        if constexpr (HELD) {
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 // one accumulator: every small product of the tile first, then the large ones
@@ -676,107 +596,48 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                     if (SPLIT) {
                         unsigned bl[2];
                         ldmatrix_x2(bl, clt + b_offset(t, s));
-                        mma_f16(acc[0], a_lo[0][s], bh[s]);
-                        mma_f16(acc[1], a_lo[1][s], bh[s]);
-                        mma_f16(acc[0], a_hi[0][s], bl);
-                        mma_f16(acc[1], a_hi[1][s], bl);
+                        multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
+                                       bh[s], bl);
                     }
                 }
 #pragma unroll
                 for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
-                const bool full[2] = {true, true};
-                push_scores(acc, nst, c0, t, full);
+                push_scores(acc, nst, c0, t);
             }
-        } else {  // PRUNE: the large products of the whole centre tile, the votes, the small
-            float acc[NT][2][4] = {};
+        } else {
+            float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
-                if (!HELD) {
-                    load_a(a_hi[0][0], xhw, 0, s);
-                    load_a(a_hi[1][0], xhw, 1, s);
-                }
+                load_a(a_hi[0][0], xhw, 0, s);
+                load_a(a_hi[1][0], xhw, 1, s);
 #pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    unsigned bh[2];
-                    ldmatrix_x2(bh, cht + b_offset(t, s));
-                    multiply_large(acc[t], a_hi[0][HELD ? s : 0], a_hi[1][HELD ? s : 0], bh);
-                }
-            }
-            bool full[NT][2];
-            bool any = false;
-#pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                const int col = t * 8 + 2 * member;
-                const float n0 = nst[col], n1 = nst[col + 1];
-#pragma unroll
-                for (int m = 0; m < 2; ++m) {
-                    full[t][m] = !prunable(acc[t][m], n0, n1, m, c0 + col);  // warp-uniform
-                    any = any || full[t][m];
-                }
-            }
-#ifdef GPUMINE_TC_PROBE_COUNT
-            if (lane == 0 && changed != nullptr) {
-                unsigned count = 0;
-                for (int t = 0; t < NT; ++t) count += (unsigned)full[t][0] + (unsigned)full[t][1];
-                atomicAdd(changed, (unsigned long long)count);
-            }
-#endif
-#ifdef GPUMINE_TC_PROBE_NO_SMALL
-            any = false;
-#endif
-            if (HELD && any) {  // the fragments in registers: a tile at a time
-#pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    if (!full[t][0] && !full[t][1]) continue;
-                    float small[2][4] = {};
-#pragma unroll
-                    for (int s = 0; s < KS; ++s) {
-                        unsigned bh[2], bl[2];
-                        ldmatrix_x2(bh, cht + b_offset(t, s));
-                        ldmatrix_x2(bl, clt + b_offset(t, s));
-#pragma unroll
-                        for (int m = 0; m < 2; ++m)
-                            if (full[t][m]) {
-                                mma_f16(small[m], a_lo[m][s], bh);
-                                mma_f16(small[m], a_hi[m][s], bl);
-                            }
-                    }
-#pragma unroll
-                    for (int m = 0; m < 2; ++m)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) acc[t][m][e] += small[m][e];
-                }
-            } else if (any) {  // from shared memory: a feature step at a time
-                float small[NT][2][4] = {};
-#pragma unroll
-                for (int s = 0; s < KS; ++s) {
-                    load_a(a_hi[0][0], xhw, 0, s);
-                    load_a(a_hi[1][0], xhw, 1, s);
+                for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
+                if (SPLIT) {
                     load_a(a_lo[0][0], xlw, 0, s);
                     load_a(a_lo[1][0], xlw, 1, s);
-#pragma unroll
-                    for (int t = 0; t < NT; ++t) {
-                        if (!full[t][0] && !full[t][1]) continue;
-                        unsigned bh[2], bl[2];
-                        ldmatrix_x2(bh, cht + b_offset(t, s));
-                        ldmatrix_x2(bl, clt + b_offset(t, s));
-#pragma unroll
-                        for (int m = 0; m < 2; ++m)
-                            if (full[t][m]) {
-                                mma_f16(small[t][m], a_lo[m][0], bh);
-                                mma_f16(small[t][m], a_hi[m][0], bl);
-                            }
-                    }
                 }
 #pragma unroll
-                for (int t = 0; t < NT; ++t)
+                for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
+                    unsigned bh[2];
+                    ldmatrix_x2(bh, cht + b_offset(t, s));
+                    if (SPLIT) {
+                        unsigned bl[2];
+                        ldmatrix_x2(bl, clt + b_offset(t, s));
+                        multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
+                                       bh, bl);
+                    }
+                    multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                if (SPLIT)
 #pragma unroll
                     for (int m = 0; m < 2; ++m)
 #pragma unroll
                         for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
+                push_scores(acc[t], nst, c0, t);
             }
-#pragma unroll
-            for (int t = 0; t < NT; ++t) push_scores(acc[t], nst, c0, t, full[t]);
         }
         __syncthreads();  // every warp is done with buffer b before it is refilled
     }

@@ -29,14 +29,13 @@ def _split(values: np.ndarray, exponent) -> tuple[np.ndarray, np.ndarray]:
     return hi, (scaled - hi).astype(np.float16).astype(np.float32)
 
 
-def _emulated_scores(X, C, with_small=True):
+def _emulated_scores(X, C):
     """||c||^2 - 2 x.c as the fused kernel computes it: rows scaled by their own power of two
     and centres by one from the largest norm, FP16 splits, FP32 accumulation in feature
     order of lo.hi + hi.lo, then hi.hi in the same chain (up to 64 features), or of hi.hi
     in one chain and lo.hi + hi.lo in another added at the end (past 64), unscaled
     exactly, the score by one rounding from float64. Rows the kernel would not scale
-    (factor outside float32) are NaN. ``with_small=False``: hi.hi alone, the score of a pruned
-    centre before its drop."""
+    (factor outside float32) are NaN."""
     X, C = X.astype(np.float32), C.astype(np.float32)
     row_exp = _scale_exponent(np.abs(X).max(axis=1))[:, None]
     cmax = np.sqrt((C.astype(np.float64) ** 2).sum(1)).max()
@@ -44,7 +43,7 @@ def _emulated_scores(X, C, with_small=True):
     Xh, Xl = _split(X, row_exp)
     Ch, Cl = _split(C, c_exp)
     small = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
-    for j in range(X.shape[1] if with_small else 0):  # FP16 products: exact in float32
+    for j in range(X.shape[1]):  # products of FP16 numbers are exact in float32
         for a, b in ((Xl, Ch), (Xh, Cl)):
             small = (small + np.outer(a[:, j], b[:, j])).astype(np.float32)
     G = small.copy() if X.shape[1] <= 64 else np.zeros_like(small)
@@ -77,17 +76,11 @@ def test_score_bound_holds_on_emulated_half_splits(n, d, k, scale, offset, rng):
     # rows near float32's underflow are the ones whose unscaling factor leaves its range
     assert scaled.all() if scale >= 1e-20 else not scaled.any()
     X64, exact, got = X64[scaled], exact[scaled], got[scaled]
-    kappa_g, _, absolute, _, _, kappa_f = error_bound(d, np.float32)
+    kappa_g, _, absolute, _, _ = error_bound(d, np.float32)
     x_norm = np.sqrt((X64**2).sum(1))[:, None]
     cmax = np.sqrt((C64**2).sum(1)).max()
     e = kappa_g * (2 * x_norm * cmax + cmax**2) + absolute * (1 + x_norm + cmax)
     assert np.all(np.abs(got - exact) <= e)
-    # without the small products (a pruned centre): within e + kappa_f 2 |x| cmax, and
-    # further from the exact scores than with them
-    large = _emulated_scores(X, C, with_small=False).astype(np.float64)[scaled]
-    assert np.all(np.abs(large - exact) <= e + kappa_f * 2 * x_norm * cmax)
-    if scale >= 1e-3:
-        assert np.abs(large - exact).max() > np.abs(got - exact).max()
     # and the bound is not vacuous: within 2**16 of the error seen where the error is real
     # (the accumulation model is a worst case, the emulation rounds to nearest; on data
     # near float32's underflow the absolute floor dominates, by design)
@@ -189,12 +182,11 @@ def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [8, 32, 64, 128])
-def test_pruning_from_previous_labels_keeps_the_labels_exact(cp, d, dtype, rng):
-    """The fused kernel skips a tile's small products where the row's previous label (or its
-    running best) rules the tile's centres out. From tiled's own labels, from each row's
-    second-nearest centre, from labels out of range (-1, k + 3, 2^31 - 1) and from random
-    ones, on blobs and on near-ties far from the origin, the labels and the changed count
-    are tiled's."""
+def test_labels_from_any_previous_labels_are_tiled_s(cp, d, dtype, rng):
+    """Whatever the previous labels -- tiled's own, each row's second-nearest centre, out of
+    range (-1, k + 3, 2^31 - 1), random -- on blobs and on near-ties far from the origin, the
+    labels and the changed count are tiled's (a pruning from the previous labels was tried
+    against this test; record tc-prune-probe-h100-2026-11-27-57fb8e9.txt)."""
     k = 200
     C = rng.normal(scale=3.0, size=(k, d)) + 1e3
     blobs = C[rng.randint(0, k, size=6000)] + rng.normal(size=(6000, d))

@@ -136,14 +136,14 @@ def _gamma(m: int, u: float) -> float:
 
 
 def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
-    """``[kappa_g, kappa_d, a, 0, kappa_s, kappa_f]`` of the module docstring.
+    """``[kappa_g, kappa_d, a, 0, kappa_s]`` of the module docstring.
 
     ``path`` is ``"half"`` (the fused split-FP16 kernel, d <= 128) or ``"sgemm"`` (cuBLAS
     float32 GEMM beyond).
 
     Examples
     --------
-    >>> kappa_g, kappa_d, a, fast, kappa_s, kappa_f = error_bound(128, np.float32)
+    >>> kappa_g, kappa_d, a, fast, kappa_s = error_bound(128, np.float32)
     >>> bool(1e-5 < kappa_g < 1e-4 and kappa_d < 1e-5 and fast == 0)
     True
     """
@@ -159,10 +159,7 @@ def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
     kappa_g = (kappa_p + 3 * u) * (1 + 2.0 ** -20)
     kappa_d = (2 * u_data + u_data**2 + _gamma(d + 1, u_data) * (1 + u_data) ** 2) \
         * (1 + 2.0 ** -20)
-    # the small products left out of a pruned score: 2 |x_hi.c_lo + x_lo.c_hi| <=
-    # 2 * 2**-10 (1 + 2**-11) sum |x_l c_l| <= 1.001 * 2**-10 * 2 |x| cmax
-    kappa_f = 1.01 * 2.0 ** -10
-    return np.array([kappa_g, kappa_d, 8.0 * d * 2.0 ** -126, 0.0, 2.01 * u, kappa_f],
+    return np.array([kappa_g, kappa_d, 8.0 * d * 2.0 ** -126, 0.0, 2.01 * u],
                     dtype=np.float64)
 
 
@@ -198,7 +195,7 @@ def half_shared_bytes(dp: int, exact: bool = True) -> int:
     sw, bn = dp // 2 + 4, 64 if held else 32
     staging, centres = 2 * _BM * sw, 4 * bn * sw
     areas = max(staging, centres) if held else staging + centres
-    return (areas + 2 * bn + _BM + 5 * _BM) * 4 + _BM * 8
+    return (areas + 2 * bn + _BM) * 4 + _BM * 8
 
 
 def _padded_width(d: int) -> int:
@@ -252,7 +249,7 @@ def _assign(X, centers, labels, changed, exact: bool):
         if shared > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = shared
         launch(kernel, -(-n // _BM), _BM,
-               (XT, shift, c_hi, c_lo, norms, padded, cmax, bound, np.int64(n), np.int32(d),
+               (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                 np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue),
                shared_mem=shared)
     else:
