@@ -3,14 +3,20 @@
 #include "common.cuh"
 #include "kmeans_relocate.cuh"
 
-// M-step end, one block: new centres sums / weights (multiplied by the reciprocal, as the
-// CPU reference), the total squared centre shift, the number of empty clusters and the
+// M-step end: new centres sums / weights (multiplied by the reciprocal, as the CPU
+// reference), the total squared centre shift, the number of empty clusters and the
 // changed-labels count of the E-step, written to `status` for the one readback:
 //   status[0] = sum over clusters and features of (new - old)^2   (double)
 //   status[1] = clusters of zero weight                            (before relocation)
 //   status[2] = labels changed in this iteration (from *changed, which is reset to 0)
 // A cluster still empty is placed on the centre of the heaviest cluster (the first on ties),
-// as scikit-learn does. Deterministic: fixed-order block reductions, no atomics.
+// as scikit-learn does. A grid strides over the k * d centre values (one block took 0.33 ms
+// at k = 1024, d = 128 on the H100, 7 % of a tc-exact iteration); every block finds the
+// heaviest cluster and counts the empty ones itself, writes its share of the shift to
+// partial[blockIdx.x], and the block that finishes last (a ticket taken after a fence) adds
+// the shares in block order and writes the status, then zeroes the ticket for the next
+// launch (a captured graph's too). Deterministic: fixed-order reductions, the one atomic
+// only elects the last block.
 template <typename C, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 finish_centers(const double* __restrict__ sums,       // IN  (k, d)
@@ -19,12 +25,15 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
                int k, int d,                          // IN
                C* __restrict__ centers_new,           // OUT (k, d)
                unsigned long long* changed,           // INOUT (1) read, then zeroed; may be null
-               double* __restrict__ status)           // OUT (3)
+               double* __restrict__ status,           // OUT (3)
+               double* __restrict__ partial,          // OUT (gridDim.x) the blocks' shifts
+               unsigned* __restrict__ ticket)         // INOUT (1) 0 before, 0 after
 {
     constexpr int kWarps = BLOCK / kWarpSize;
     __shared__ ValueIndex reduce_pair[kWarps];
     __shared__ double reduce_value[kWarps];
     __shared__ int reduce_count[kWarps];
+    __shared__ bool last;
     // Heaviest cluster: the first maximum of the weights.
     ValueIndex heaviest = {-1.0, 0};
     int empty = 0;
@@ -36,7 +45,8 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
     const int h = block_all_reduce<BLOCK>(heaviest, reduce_pair, ArgMax()).index;
     const double reciprocal_h = weights[h] > 0.0 ? 1.0 / weights[h] : 1.0;
     double shift = 0.0;
-    for (index_t e = threadIdx.x; e < (index_t)k * d; e += BLOCK) {
+    for (index_t e = (index_t)blockIdx.x * BLOCK + threadIdx.x; e < (index_t)k * d;
+         e += (index_t)gridDim.x * BLOCK) {
         const int c = (int)(e / d), j = (int)(e - (index_t)c * d);
         const double w = weights[c];
         const C value = w > 0.0 ? (C)(sums[e] * (1.0 / w))
@@ -46,14 +56,25 @@ finish_centers(const double* __restrict__ sums,       // IN  (k, d)
         centers_new[e] = value;
     }
     shift = block_all_reduce<BLOCK>(shift, reduce_value, Add());
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = shift;
+        __threadfence();  // the share is visible before the ticket is taken
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;  // uniform across the block
+    double total = 0.0;
+    for (int b = threadIdx.x; b < (int)gridDim.x; b += BLOCK) total += __ldcg(partial + b);
+    total = block_all_reduce<BLOCK>(total, reduce_value, Add());
     empty = block_all_reduce<BLOCK>(empty, reduce_count, Add());
     if (threadIdx.x == 0) {
-        status[0] = shift;
+        status[0] = total;
         status[1] = (double)empty;
         if (changed != nullptr) {
             status[2] = (double)*changed;
             *changed = 0ull;
         }
+        *ticket = 0u;
     }
 }
 

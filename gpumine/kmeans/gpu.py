@@ -65,6 +65,8 @@ __all__ = [
 ]
 
 _BLOCK = BLOCK
+#: :func:`finish_centers`' blocks, at most (a block per _BLOCK centre values below that).
+_FINISH_BLOCKS = 256
 _DEFAULT_SHARED = 48 * 1024
 _MAX_GRID_Y = 65535
 TILE_SIZES = _TILE_SIZES = (1, 2, 4, 8, 16, 32)
@@ -552,6 +554,9 @@ class LoopBuffers:
         reads and zeroes it).
     status : cupy.ndarray (3,), float64
         What an iteration reads back: centre shift, empty clusters, labels changed.
+    partial, ticket : cupy.ndarray
+        :func:`finish_centers`' per-block shifts and its last-block ticket (zero between
+        launches).
     """
 
     def __init__(self):
@@ -560,6 +565,8 @@ class LoopBuffers:
         cp = cupy_module()
         self.changed = cp.zeros(1, dtype=cp.uint64)
         self.status = cp.zeros(3, dtype=cp.float64)
+        self.partial = cp.empty(_FINISH_BLOCKS, dtype=cp.float64)
+        self.ticket = cp.zeros(1, dtype=cp.uint32)
         self._status_host = cupyx.zeros_pinned(3, dtype=np.float64)
 
     def read_status(self) -> tuple[float, int, int]:
@@ -731,7 +738,8 @@ class FusedLoop:
 
 @declares(_STEP, "finish_centers", _TYPES, (_BLOCK,))
 def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=True):
-    """Averaging, centre shift, empty-cluster count and changed count in one kernel.
+    """Averaging, centre shift, empty-cluster count and changed count in one kernel (a grid
+    over the k * d values, the last block adding the blocks' shifts in order).
 
     ``centers_new`` = ``sums / weights`` (a cluster still empty takes the heaviest
     cluster's centre); ``buffers.status`` gets (shift, n_empty, n_changed), the
@@ -739,9 +747,11 @@ def finish_centers(sums, weights, centers_old, centers_new, buffers, *, count=Tr
     """
     k, d = centers_old.shape
     kernel = get_kernel(_STEP, "finish_centers", centers_old.dtype, _BLOCK)
-    launch(kernel, 1, _BLOCK,
+    blocks = max(1, min(-(-k * d // _BLOCK), _FINISH_BLOCKS))
+    launch(kernel, blocks, _BLOCK,
            (sums, weights, centers_old, np.int32(k), np.int32(d), centers_new,
-            buffers.changed if count else _null(), buffers.status))
+            buffers.changed if count else _null(), buffers.status, buffers.partial,
+            buffers.ticket))
 
 
 @declares(_STEP, "point_distances", _TYPES)
