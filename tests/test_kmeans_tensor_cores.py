@@ -182,7 +182,7 @@ def test_tc_exact_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [8, 32, 64, 128])
-def test_labels_from_any_previous_labels_are_tiled_s(cp, d, dtype, rng):
+def test_labels_do_not_depend_on_the_previous_labels(cp, d, dtype, rng):
     """Whatever the previous labels -- tiled's own, each row's second-nearest centre, out of
     range (-1, k + 3, 2^31 - 1), random -- on blobs and on near-ties far from the origin, the
     labels and the changed count are tiled's (a pruning from the previous labels was tried
