@@ -26,6 +26,29 @@ def test_lowpass_equals_pywavelets(wavelet, shape, levels, rng):
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(1,), (2,), (7,), (8, 5), (5, 8, 3)])
+def test_haar_level_equals_the_filter_loop_bit_for_bit(shape, rng):
+    """Two equal taps (haar) skip the padded copy: the same products summed in the same
+    order as the general filter loop, so the same bits, odd lengths included."""
+    from gpumine.wavecluster.wavelet import HAAR, _lowpass_axis
+
+    grid = rng.gamma(0.5, size=shape) * (rng.random_sample(shape) < 0.7)
+    tap_a, tap_b = HAAR.dec_lo
+    for axis in range(len(shape)):
+        out_len = (shape[axis] + 1) // 2
+        padded = np.pad(grid, [(1, 1) if a == axis else (0, 0) for a in range(len(shape))])
+
+        def taken(start, padded=padded, axis=axis, out_len=out_len):
+            index = [slice(None)] * len(shape)
+            index[axis] = slice(start, start + 2 * out_len - 1, 2)
+            return padded[tuple(index)]
+
+        expected = tap_a * taken(2) + tap_b * taken(1)  # the loop's j = 0 term, then j = 1
+        got = _lowpass_axis(grid, HAAR.dec_lo, axis, np)
+        assert got.shape == expected.shape
+        assert np.array_equal(got.view(np.int64), expected.view(np.int64))
+
+
 @pytest.mark.parametrize("wavelet", ["haar", "bior2.2"])
 @pytest.mark.parametrize("levels", [1, 2])
 def test_cell_to_coarse_cell_alignment(wavelet, levels):

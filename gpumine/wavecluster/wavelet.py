@@ -67,7 +67,26 @@ def coarse_shape(shape, wavelet, levels: int) -> tuple:
     return shape
 
 
+def _haar_axis(grid, tap, axis, xp):
+    """:func:`_lowpass_axis` for two equal taps without the padded copy: ``out[m] = tap *
+    x[2m + 1] + tap * x[2m]`` (the same products and sum, so the same values), the last of an
+    odd length ``tap * x[2m] + 0``."""
+    length = grid.shape[axis]
+    even = [slice(None)] * grid.ndim
+    odd = [slice(None)] * grid.ndim
+    even[axis], odd[axis] = slice(0, None, 2), slice(1, None, 2)
+    out = tap * grid[tuple(odd)]
+    if length % 2:  # the last output's odd input is the zero past the grid
+        pad = [(0, 0)] * grid.ndim
+        pad[axis] = (0, 1)
+        out = xp.pad(out, pad)
+    out += tap * grid[tuple(even)]
+    return out
+
+
 def _lowpass_axis(grid, taps, axis, xp):
+    if len(taps) == 2 and taps[0] == taps[1]:
+        return _haar_axis(grid, taps[0], axis, xp)
     n_taps = len(taps)
     length = grid.shape[axis]
     out_len = (length + n_taps - 1) // 2
