@@ -49,6 +49,32 @@ def test_haar_level_equals_the_filter_loop_bit_for_bit(shape, rng):
         assert np.array_equal(got.view(np.int64), expected.view(np.int64))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 2, 5])
+def test_compiled_histogram_equals_the_numpy_steps(d, dtype, rng):
+    """cpu_fast.histogram (the CPU stages' ``histogram`` with Numba) against quantize,
+    ravel_multi_index and bincount: the same cells, inside mask and grid to the bit, with
+    points outside the bounds and on them, weighted and not."""
+    pytest.importorskip("numba")
+    from gpumine.backend import get_backend
+    from gpumine.wavecluster import cpu_fast, pipeline
+
+    assert pipeline.stages_for(get_backend("cpu")).histogram is cpu_fast.histogram
+    X = rng.normal(size=(3000, d)).astype(dtype)
+    bounds = np.quantile(X.astype(np.float64), [0.05, 0.95], axis=0)
+    X[:5], X[5:10] = bounds[0], bounds[1]
+    bounds = np.stack([X[0], X[5]]).astype(np.float64)  # exactly on the first and last cells
+    shape = (7, 5, 4, 6, 3)[:d]
+    for weight in (None, rng.uniform(0.1, 3.0, size=3000).astype(dtype)):
+        (cells, inside), grid, total = cpu_fast.histogram(X, weight, bounds, shape)
+        (want_cells, want_inside), want_grid, _ = pipeline._cpu_histogram(X, weight, bounds,
+                                                                          shape)
+        assert 0 < inside.sum() < len(X) and inside[:10].all()
+        assert np.array_equal(cells, want_cells) and np.array_equal(inside, want_inside)
+        assert grid.shape == shape and total is None
+        assert np.array_equal(grid.view(np.int64), want_grid.view(np.int64))
+
+
 @pytest.mark.parametrize("wavelet", ["haar", "bior2.2"])
 @pytest.mark.parametrize("levels", [1, 2])
 def test_cell_to_coarse_cell_alignment(wavelet, levels):

@@ -1,4 +1,5 @@
-"""Compiled CPU steps of WaveCluster (Numba): the growth of split pieces, a stack's tree.
+"""Compiled CPU steps of WaveCluster (Numba): the histogram, the growth of split pieces, a
+stack's tree.
 
 The ``"auto"`` rule grows the pieces of a split component back over it, breadth first
 (:func:`gpumine.wavecluster.hierarchy.grow_labels`). In NumPy every step costs about a
@@ -7,7 +8,9 @@ most of a CPU fit of the spirals. :func:`spread` runs the same steps as one comp
 (the CPU's ``Stages.spread``; the GPU has its own, one cooperative launch).
 :func:`stack_tree` reads a stack of labelled levels -- each plane's largest number, each
 component's mass and parent -- in one pass where NumPy takes a bincount, a scatter, a
-maximum and their copies (the CPU's ``Stages.tree``).
+maximum and their copies (the CPU's ``Stages.tree``). :func:`histogram` quantizes the points
+and counts them into the fine grid in one pass where NumPy makes a dozen arrays of n rows
+(the CPU's ``Stages.histogram``).
 
 Numba is optional (``pip install gpumine[fast]``, part of ``dev``); without it the NumPy
 steps run. The first call compiles (about a second), cached on disk afterwards.
@@ -28,7 +31,7 @@ import importlib.util
 
 import numpy as np
 
-__all__ = ["available", "spread", "stack_tree"]
+__all__ = ["available", "histogram", "spread", "stack_tree"]
 
 _KERNELS: dict = {}
 
@@ -100,8 +103,31 @@ def _kernels() -> dict:
             packed[p] = top
         return packed
 
+    @numba.njit(cache=True, nogil=True)
+    def quantize_histogram(X, weight, weighted, lo, hi, shape, cells, inside, grid):
+        # IN X (n, d) float32/64; IN weight (n) float32/64, read when weighted; IN lo, hi (d)
+        # float64; IN shape (d) int64; OUT cells (n, d) int64; OUT inside (n) bool;
+        # INOUT grid (prod(shape)) float64, zeros in
+        n, d = X.shape
+        for i in range(n):
+            ok = True
+            flat = 0
+            for j in range(d):
+                x = np.float64(X[i, j])
+                ok = ok and x >= lo[j] and x <= hi[j]
+                v = np.floor((x - lo[j]) / (hi[j] - lo[j]) * np.float64(shape[j]))
+                top = np.float64(shape[j] - 1)
+                v = 0.0 if v < 0.0 else (top if v > top else v)
+                cells[i, j] = np.int64(v)
+                flat = flat * shape[j] + cells[i, j]
+            inside[i] = ok
+            if ok:
+                grid[flat] += np.float64(weight[i]) if weighted else 1.0
+        return grid
+
     _KERNELS["grow"] = grow
     _KERNELS["tree"] = tree
+    _KERNELS["histogram"] = quantize_histogram
     return _KERNELS
 
 
@@ -163,3 +189,46 @@ def stack_tree(labels, n, weights):
     packed = np.zeros(m + 2 * (int(n) + 1))  # sync: none, host arrays
     return _kernels()["tree"](flat, np.asarray(weights, dtype=np.float64).reshape(m, -1),
                               int(n), packed)  # sync: none, host arrays
+
+
+def histogram(X, weight, bounds, grid_shape):
+    """``Stages.histogram`` on the CPU in one compiled pass: :func:`gpumine.wavecluster.engine.
+    quantize`'s cells and inside mask, and the fine grid those points count into (their
+    weights, when given, added in row order as NumPy's ``bincount`` adds them: the same
+    numbers as the NumPy steps, :func:`gpumine.wavecluster.pipeline._cpu_histogram`).
+
+    Parameters
+    ----------
+    X : numpy.ndarray (n, d), float32 or float64   -- IN
+    weight : numpy.ndarray (n,) or None   -- IN
+    bounds : numpy.ndarray (2, d), float64
+        The grid's lower and upper bounds per feature.
+    grid_shape : tuple of int
+
+    Returns
+    -------
+    ((cells, inside), grid, None)
+        ``cells`` (n, d) int64 and ``inside`` (n,) bool of every point, the grid (float64,
+        ``grid_shape``); no sum (the contract's third item).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine.wavecluster.cpu_fast import histogram
+    >>> X = np.array([[0.0, 0.0], [1.0, 1.0], [0.4, 0.9], [2.0, 0.5]])
+    >>> (cells, inside), grid, _ = histogram(X, None, np.array([[0.0, 0.0], [1.0, 1.0]]), (2, 2))
+    >>> inside.tolist(), grid.tolist()
+    ([True, True, True, False], [[1.0, 1.0], [0.0, 1.0]])
+    """
+    X = np.ascontiguousarray(X)
+    n, d = X.shape
+    lo = np.ascontiguousarray(bounds[0], dtype=np.float64)
+    hi = np.ascontiguousarray(bounds[1], dtype=np.float64)
+    shape = np.asarray(grid_shape, dtype=np.int64)
+    cells = np.empty((n, d), dtype=np.int64)
+    inside = np.empty(n, dtype=np.bool_)
+    grid = np.zeros(int(np.prod(shape)))  # sync: none, host arrays
+    weighted = weight is not None
+    weights = np.ascontiguousarray(weight) if weighted else np.empty(0, dtype=X.dtype)
+    _kernels()["histogram"](X, weights, weighted, lo, hi, shape, cells, inside, grid)
+    return (cells, inside), grid.reshape(tuple(int(s) for s in grid_shape)), None

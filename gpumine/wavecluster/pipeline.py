@@ -160,7 +160,8 @@ def _cpu_results(remap, point_component, components, n_clusters, prepared):
     return remap[point_component], remap[components]
 
 
-_CPU = Stages(xp=np, histogram=_cpu_histogram, lowpass=lowpass,
+_CPU = Stages(xp=np, histogram=cpu_fast.histogram if cpu_fast.available() else _cpu_histogram,
+              lowpass=lowpass,
               point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results,
               spread=cpu_fast.spread if cpu_fast.available() else None,
               tree=cpu_fast.stack_tree if cpu_fast.available() else None)
