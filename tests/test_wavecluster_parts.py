@@ -54,7 +54,7 @@ def test_haar_level_equals_the_filter_loop_bit_for_bit(shape, rng):
 def test_compiled_histogram_equals_the_numpy_steps(d, dtype, rng):
     """cpu_fast.histogram (the CPU stages' ``histogram`` with Numba) against quantize,
     ravel_multi_index and bincount: the same cells, inside mask and grid to the bit, with
-    points outside the bounds and on them, weighted and not."""
+    points outside the bounds and on them, weighted and not, rows and columns in memory."""
     pytest.importorskip("numba")
     from gpumine.backend import get_backend
     from gpumine.wavecluster import cpu_fast, pipeline
@@ -65,8 +65,9 @@ def test_compiled_histogram_equals_the_numpy_steps(d, dtype, rng):
     X[:5], X[5:10] = bounds[0], bounds[1]
     bounds = np.stack([X[0], X[5]]).astype(np.float64)  # exactly on the first and last cells
     shape = (7, 5, 4, 6, 3)[:d]
-    for weight in (None, rng.uniform(0.1, 3.0, size=3000).astype(dtype)):
-        (cells, inside), grid, total = cpu_fast.histogram(X, weight, bounds, shape)
+    for weight, layout in ((None, X), (rng.uniform(0.1, 3.0, size=3000).astype(dtype),
+                                       np.asfortranarray(X))):  # a fit's columns: F order
+        (cells, inside), grid, total = cpu_fast.histogram(layout, weight, bounds, shape)
         (want_cells, want_inside), want_grid, _ = pipeline._cpu_histogram(X, weight, bounds,
                                                                           shape)
         assert 0 < inside.sum() < len(X) and inside[:10].all()

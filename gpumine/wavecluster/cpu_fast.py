@@ -220,7 +220,7 @@ def histogram(X, weight, bounds, grid_shape):
     >>> inside.tolist(), grid.tolist()
     ([True, True, True, False], [[1.0, 1.0], [0.0, 1.0]])
     """
-    X = np.ascontiguousarray(X)
+    X = np.asarray(X)  # any layout: a fit's columns are column-major (compiled for each)
     n, d = X.shape
     lo = np.ascontiguousarray(bounds[0], dtype=np.float64)
     hi = np.ascontiguousarray(bounds[1], dtype=np.float64)
