@@ -192,10 +192,10 @@ def stack_tree(labels, n, weights):
 
 
 def histogram(X, weight, bounds, grid_shape):
-    """``Stages.histogram`` on the CPU in one compiled pass: :func:`gpumine.wavecluster.engine.
-    quantize`'s cells and inside mask, and the fine grid those points count into (their
-    weights, when given, added in row order as NumPy's ``bincount`` adds them: the same
-    numbers as the NumPy steps, :func:`gpumine.wavecluster.pipeline._cpu_histogram`).
+    """``Stages.histogram`` on the CPU in one compiled pass: the cells and inside mask of
+    :func:`~gpumine.wavecluster.engine.quantize`, and the fine grid those points count into
+    (their weights, when given, added in row order as NumPy's ``bincount`` adds them: the
+    same numbers as the NumPy steps, ``pipeline._cpu_histogram``).
 
     Parameters
     ----------
