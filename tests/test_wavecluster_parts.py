@@ -76,6 +76,24 @@ def test_compiled_histogram_equals_the_numpy_steps(d, dtype, rng):
         assert np.array_equal(grid.view(np.int64), want_grid.view(np.int64))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 4), (5000, 2), (777, 6)])
+def test_compiled_bounds_equal_numpy_min_and_max(shape, dtype, rng):
+    """cpu_fast.bounds (a CPU fit's data bounds with Numba) equals NumPy's min and max over
+    rows, for rows and columns in memory; a fit's bounds_ are those of its data."""
+    pytest.importorskip("numba")
+    from gpumine.wavecluster import WaveCluster, cpu_fast
+
+    X = (rng.normal(size=shape) * 10.0 ** rng.randint(-3, 4, size=shape[1])).astype(dtype)
+    want = np.stack([X.min(axis=0), X.max(axis=0)])
+    for layout in (X, np.asfortranarray(X)):
+        got = cpu_fast.bounds(layout)
+        assert got.dtype == X.dtype and np.array_equal(got, want)
+    if shape[0] >= 100:
+        fitted = WaveCluster(device="cpu", threshold=1.0).fit(X)
+        np.testing.assert_array_equal(fitted.bounds_, want.astype(np.float64))
+
+
 @pytest.mark.parametrize("wavelet", ["haar", "bior2.2"])
 @pytest.mark.parametrize("levels", [1, 2])
 def test_cell_to_coarse_cell_alignment(wavelet, levels):

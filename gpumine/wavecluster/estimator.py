@@ -16,7 +16,7 @@ from gpumine.adapters.estimator import GpumineEstimator
 from gpumine.backend import get_backend
 from gpumine.exceptions import InsufficientMemoryError, InvalidInputError, InvalidParameterError
 from gpumine.validation import check_sample_weight, is_device_array
-from gpumine.wavecluster import engine, pipeline
+from gpumine.wavecluster import cpu_fast, engine, pipeline
 from gpumine.wavecluster.wavelet import coarse_shape
 
 __all__ = ["WaveCluster"]
@@ -316,6 +316,10 @@ class WaveCluster(GpumineEstimator):
             from gpumine.wavecluster import gpu
 
             bounds = self._check_bounds(gpu.bounds(X.T))  # one fused pass
+        elif not backend.is_gpu and self.bounds is None and cpu_fast.available():
+            kept = X if weight is None else X[weight > 0]
+            bounds = (self._check_bounds(cpu_fast.bounds(kept)) if len(kept)
+                      else self._bounds(X, weight, backend))  # none kept: NumPy's error
         else:
             bounds = self._bounds(X, weight, backend)
         params = dict(bounds=bounds, grid_shape=plan["grid_shape"], levels=self._levels(),
