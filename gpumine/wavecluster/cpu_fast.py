@@ -249,7 +249,8 @@ def histogram(X, weight, bounds, grid_shape):
     weighted = weight is not None
     weights = np.ascontiguousarray(weight) if weighted else np.empty(0, dtype=X.dtype)
     _kernels()["histogram"](X, weights, weighted, lo, hi, shape, cells, inside, grid)
-    return (cells, inside), grid.reshape(tuple(int(s) for s in grid_shape)), None
+    shape_out = tuple(int(s) for s in grid_shape)  # sync: none, host numbers
+    return (cells, inside), grid.reshape(shape_out), None
 
 
 def bounds(X):
