@@ -316,10 +316,6 @@ class WaveCluster(GpumineEstimator):
             from gpumine.wavecluster import gpu
 
             bounds = self._check_bounds(gpu.bounds(X.T))  # one fused pass
-        elif not backend.is_gpu and self.bounds is None and cpu_fast.available():
-            kept = X if weight is None else X[weight > 0]
-            bounds = (self._check_bounds(cpu_fast.bounds(kept)) if len(kept)
-                      else self._bounds(X, weight, backend))  # none kept: NumPy's error
         else:
             bounds = self._bounds(X, weight, backend)
         params = dict(bounds=bounds, grid_shape=plan["grid_shape"], levels=self._levels(),
@@ -390,8 +386,11 @@ class WaveCluster(GpumineEstimator):
                 raise InvalidParameterError("bounds must be finite; they hold NaN or infinity")
         else:
             weighted = X if weight is None else X[backend.to_device(weight > 0)]
-            bounds = backend.to_host(backend.xp.stack([weighted.min(axis=0),
-                                                       weighted.max(axis=0)]))
+            if not backend.is_gpu and cpu_fast.available() and len(weighted):
+                bounds = cpu_fast.bounds(weighted)  # one pass, any layout (no rows: NumPy's error)
+            else:
+                bounds = backend.to_host(backend.xp.stack([weighted.min(axis=0),
+                                                           weighted.max(axis=0)]))
         return self._check_bounds(bounds)
 
     def _check_bounds(self, bounds):
