@@ -184,3 +184,23 @@ def fit_killing_a_worker():
         return result["value"]
 
     return run
+
+
+@pytest.fixture
+def levels_tree(monkeypatch):
+    """``levels_tree(on)``: whether the CPU's WaveCluster stages take the ``"auto"`` rule's
+    levels from the compiled component tree (``Stages.levels_tree``, with Numba: the CPU's
+    default) or, as without Numba, from stacks of labelled levels (or level by level)."""
+    import dataclasses
+
+    from gpumine.wavecluster import cpu_fast, pipeline
+
+    default = pipeline._CPU
+
+    def use(on: bool) -> None:
+        if on and not cpu_fast.available():
+            pytest.skip("the component tree needs Numba (the fast extra)")
+        monkeypatch.setattr(pipeline, "_CPU", dataclasses.replace(
+            default, levels_tree=cpu_fast.levels_tree if on else None))
+
+    return use

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy import ndimage
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
@@ -175,14 +176,18 @@ def test_weighted_fit_equals_repetition_with_the_split():
 
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons", "tori-3d"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
+def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch, levels_tree):
     """The ways to build the tree -- every level in one stacked labelling (small grids, and
     the GPU's way), in stacks cut where the levels' bounding box halves (``CROP_CELLS`` 0;
     with ``SMALL_TREE`` 0, only the significant components read back), in stacks of two
-    levels each (``STACK_CELLS`` 1: the pieces then labelled anew), or level by level
-    inside the boxes of the previous level's components (large CPU grids) -- give the same
+    levels each (``STACK_CELLS`` 1: the pieces then labelled anew), level by level
+    inside the boxes of the previous level's components (large CPU grids without Numba),
+    or one component tree of every level (the CPU's with Numba) -- give the same
     clusters, split or not."""
     X, _ = make_shape_sets(random_state=seed)[name]
+    levels_tree(True)
+    tree = WaveCluster(device="cpu").fit(X)
+    levels_tree(False)
     whole = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(hierarchy, "CROP_CELLS", 0)  # a new stack where the box halves
     monkeypatch.setattr(hierarchy, "SMALL_TREE", 0)  # the significant components alone read
@@ -191,7 +196,7 @@ def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
     chunked = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", 0)
     cropped = WaveCluster(device="cpu").fit(X)
-    for other in (boxed, chunked, cropped):
+    for other in (boxed, chunked, cropped, tree):
         assert other.n_clusters_ == whole.n_clusters_
         assert other.threshold_ == whole.threshold_
         np.testing.assert_array_equal(other.labels_, whole.labels_)
@@ -200,7 +205,7 @@ def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch):
 
 @pytest.mark.parametrize("name", ["spirals", "tori-3d", "moons", "density-10x", "bridge",
                                   "touching-blobs"])
-def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch):
+def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch, levels_tree):
     """The GPU's way -- the coarse grid's and the coarser levels' thresholds labelled in one
     stack and read back at once (``stack_levels``), every grid in the corner of a common
     plane -- gives the clusters of a stack per grid, also where the common planes would
@@ -219,6 +224,7 @@ def test_one_stack_for_every_level_gives_the_same_clusters(name, monkeypatch):
         return calls[-1]
 
     monkeypatch.setattr(hierarchy._LevelStack, "shared", counted)
+    levels_tree(False)  # stacks, as without Numba
     apart = WaveCluster(device="cpu").fit(X)
     assert not calls  # the CPU's default: a stack per grid
     monkeypatch.setattr(engine, "SHARE_HOST_STACKS", True)
@@ -317,7 +323,8 @@ def test_the_gpu_hooks_give_the_same_clusters(name, monkeypatch):
 
     monkeypatch.setattr(engine, "_joint_tables", read_together)
     monkeypatch.setattr(engine, "SHARE_HOST_STACKS", True)
-    monkeypatch.setattr(pipeline, "_CPU", dataclasses.replace(pipeline._CPU, **hooks))
+    monkeypatch.setattr(pipeline, "_CPU", dataclasses.replace(pipeline._CPU, **hooks,
+                                                              levels_tree=None))
     hooked = WaveCluster(device="cpu").fit(X)
     if name in ("spirals", "blobs-noise20-d5"):
         assert painted  # the split painted through the hook
@@ -445,6 +452,120 @@ def test_compiled_tree_equals_the_numpy_tree(rng):
         later = np.unique(labels[1:][labels[1:] > 0])
         np.testing.assert_array_equal(packed[m + n + 1:][later], up[later])
     assert packed[m - 1] == 0  # the empty level's top
+
+
+def _levels_reference(grid, thresholds, connectivity):
+    """Each level labelled on its own with SciPy: (labels, n, masses by number, each
+    number's number one level down)."""
+    out = []
+    for j, t in enumerate(thresholds):
+        labels, n = label_scipy(grid.astype(np.float64) >= t, connectivity)
+        mass = np.bincount(labels.ravel(), weights=grid.ravel().astype(np.float64),
+                           minlength=n + 1)[1:]
+        numbers, first = np.unique(labels.ravel(), return_index=True)
+        first = first[numbers > 0]  # a cell of each component
+        down = out[j - 1][0].ravel()[first] if j else np.zeros(n, np.int64)
+        out.append((labels, n, mass, down))
+    return out
+
+
+@pytest.mark.parametrize("trial", range(40))
+def test_component_tree_equals_labelling_every_level(trial):
+    """cpu_fast.levels_tree (the CPU's ``Stages.levels_tree``) against SciPy labelling each
+    level on its own, on fresh random grids (d = 1..4, every connectivity, float32 and
+    float64, smooth and speckled, thresholds between values and equal to cell values,
+    levels above the peak): the same labelling of every level (numbers in raster order),
+    the same count, masses to rounding, and each component's parent one level down."""
+    pytest.importorskip("numba")
+    from gpumine.wavecluster import cpu_fast
+
+    rng = np.random.default_rng(trial)
+    d = int(rng.integers(1, 5))
+    shape = tuple(int(s) for s in rng.integers(1, 40 if d <= 2 else 10, size=d))
+    grid = rng.poisson(rng.uniform(0.2, 4.0), size=shape).astype(np.float64)
+    if trial % 2:
+        grid = ndimage.uniform_filter(grid, 3)
+    if trial % 3 == 0:
+        grid = grid.astype(np.float32)
+    connectivity = int(rng.integers(1, d + 1))
+    m = int(rng.integers(1, 12))
+    values = np.unique(grid.astype(np.float64))
+    thresholds = np.sort(rng.choice(values, m) if trial % 4 == 0
+                         else rng.uniform(0.0, values[-1] + 1.0, m))
+    tree = cpu_fast.levels_tree(grid, thresholds, connectivity)
+    ends = [*tree.ends.tolist(), 0]
+    for j, (labels, n, mass, down) in enumerate(_levels_reference(grid, thresholds,
+                                                                  connectivity)):
+        got, count = tree.labels(j)
+        assert count == n == tree.count(j)
+        np.testing.assert_array_equal(got, labels)
+        here = slice(ends[j + 1], ends[j])
+        np.testing.assert_array_equal(tree.level[here], j)
+        np.testing.assert_array_equal(tree.number[here], np.arange(1, n + 1))
+        np.testing.assert_allclose(tree.mass[here], mass, rtol=1e-12, atol=1e-9)
+        if j:
+            np.testing.assert_array_equal(tree.number[tree.parent[here]], down)
+        else:
+            np.testing.assert_array_equal(tree.parent[here], -1)
+
+
+def test_component_tree_with_more_components_than_cells():
+    """Ten apart cells in nine levels: 90 components, more than the padded grid's cells
+    (the room levels_tree starts with): the node arrays grow, and every level is still
+    right."""
+    pytest.importorskip("numba")
+    from gpumine.wavecluster import cpu_fast
+
+    grid = np.tile([10.0, 0.0], 10)
+    thresholds = np.arange(1.0, 10.0)
+    tree = cpu_fast.levels_tree(grid, thresholds, 1)
+    assert tree.level.size == 90 > grid.size + 2
+    for j, (labels, n, mass, down) in enumerate(_levels_reference(grid, thresholds, 1)):
+        np.testing.assert_array_equal(tree.labels(j)[0], labels)
+        assert n == 10
+
+
+@pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons"])
+def test_tree_levels_give_a_stacks_tree(name, monkeypatch, levels_tree):
+    """_TreeLevels (from the component tree) holds the tree _LevelStack builds from a stack
+    of labelled levels -- the same significant numbers and parents at every level, masses
+    to rounding, the same end -- and the same labelling of every level, on each grid a fit
+    looks at (the coarse grid and the coarser levels)."""
+    pytest.importorskip("numba")
+    from gpumine.wavecluster import cpu_fast
+
+    X, _ = make_shape_sets(random_state=0)[name]
+    seen = []
+    resolve = hierarchy.resolve_stacked
+
+    def kept(coarse, projections, **kwargs):
+        seen.append((coarse, projections, kwargs))
+        return resolve(coarse, projections, **kwargs)
+
+    monkeypatch.setattr(hierarchy, "resolve_stacked", kept)
+    monkeypatch.setattr(engine, "resolve_stacked", kept)
+    levels_tree(False)
+    monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", 2 ** 62)  # every grid stacked
+    WaveCluster(device="cpu").fit(X)
+    assert len(seen) >= 2
+    for coarse, projections, kwargs in seen:
+        levels, _ = hierarchy.plan_levels(projections, unit=kwargs["unit"],
+                                          base_levels=kwargs["base_levels"])
+        options = {key: kwargs[key] for key in ("unit", "minimum", "label", "connectivity",
+                                                "xp")}
+        stack = hierarchy._LevelStack(coarse, levels, projections, weigh=_weigh,
+                                      to_host=np.asarray, **options)
+        tree = hierarchy._TreeLevels(coarse, levels, levels_tree=cpu_fast.levels_tree,
+                                     **options)
+        assert len(tree.tree) == len(stack.tree) >= 1
+        for (numbers, mass, parents), (want_numbers, want_mass, want_parents) in zip(
+                tree.tree, stack.tree, strict=True):
+            np.testing.assert_array_equal(numbers, want_numbers)
+            np.testing.assert_array_equal(parents, want_parents)
+            np.testing.assert_allclose(mass, want_mass, rtol=1e-12)
+        for j in range(len(levels)):
+            np.testing.assert_array_equal(tree.labelling(j)[0], stack.labelling(j)[0])
+            assert tree.labelling(j)[1] == stack.labelling(j)[1]
 
 
 @pytest.mark.parametrize("connectivity", [1, 2, 3])

@@ -91,14 +91,17 @@ def test_next_level_cells_cover_odd_shapes():
                                   upper[np.arange(3)[:, None] // 2, np.arange(5) // 2])
 
 
-@pytest.mark.parametrize("host_tree_work", [hierarchy.HOST_TREE_WORK, 0])
-def test_touching_blobs_come_apart_at_the_next_level(host_tree_work, monkeypatch):
+@pytest.mark.parametrize("host_tree_work", [hierarchy.HOST_TREE_WORK, 0, "tree"])
+def test_touching_blobs_come_apart_at_the_next_level(host_tree_work, monkeypatch,
+                                                     levels_tree):
     """Four Gaussian blobs of 250 points, two pairs touching: at about two cells per point
     the coarse grid's cells hold a point or two and the split step keeps each pair whole
     (2 clusters); the next level's cells hold four times as many and separate them. No
-    point changes between cluster and noise, and the stacked and level-by-level CPU paths
-    agree."""
-    monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
+    point changes between cluster and noise, and the stacked, level-by-level and
+    component-tree CPU paths agree."""
+    levels_tree(host_tree_work == "tree")
+    if host_tree_work != "tree":
+        monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
     X, y = make_blobs(1000, centers=4, cluster_std=1.0, center_box=(-6, 6), random_state=2)
     model = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(engine, "AUTO_COARSER_LEVELS", 0)
@@ -107,7 +110,7 @@ def test_touching_blobs_come_apart_at_the_next_level(host_tree_work, monkeypatch
     assert adjusted_rand_score(y, model.labels_) > adjusted_rand_score(y, finer.labels_) + 0.3
     np.testing.assert_array_equal(model.labels_ >= 0, finer.labels_ >= 0)
     monkeypatch.undo()
-    other = WaveCluster(device="cpu").fit(X)  # the default HOST_TREE_WORK
+    other = WaveCluster(device="cpu").fit(X)  # the defaults
     np.testing.assert_array_equal(model.labels_, other.labels_)
 
 
@@ -165,16 +168,17 @@ def test_bad_levels_name_the_choices(levels):
         WaveCluster(device="cpu", levels=levels).fit(np.random.RandomState(0).rand(50, 2))
 
 
-@pytest.mark.parametrize("host_tree_work", [None, 0])
-def test_coarser_levels_without_their_split_step(host_tree_work):
+@pytest.mark.parametrize("host_tree_work", [None, 0, "tree"])
+def test_coarser_levels_without_their_split_step(host_tree_work, levels_tree):
     """``AUTO_COARSER_SPLIT = False`` (the coarser levels' clusters are their base level
     alone): the five blobs still come apart at the coarser levels' base, the same on the
-    stacked labelling and on the CPU's level-by-level one."""
+    stacked labelling, on the CPU's level-by-level one and on the component tree."""
     X, _ = make_blobs(1000, centers=5, cluster_std=1.0, center_box=(-8, 8), random_state=94)
     default = WaveCluster(device="cpu").fit(X)
+    levels_tree(host_tree_work == "tree")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(engine, "AUTO_COARSER_SPLIT", False)
-        if host_tree_work is not None:
+        if host_tree_work not in (None, "tree"):
             patch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
         base_only = WaveCluster(device="cpu").fit(X)
     assert base_only.n_clusters_ == 4

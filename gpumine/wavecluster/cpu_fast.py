@@ -12,6 +12,9 @@ maximum and their copies (the CPU's ``Stages.tree``). :func:`histogram` quantize
 and counts them into the fine grid in one pass where NumPy makes a dozen arrays of n rows
 (the CPU's ``Stages.histogram``); :func:`bounds` finds every feature's range in one pass (NumPy's
 ``min(axis=0)`` over rows of two features takes a hundred times longer than over columns).
+:func:`levels_tree` finds the connected components of every density level of a grid at once,
+a component tree (the CPU's ``Stages.levels_tree``): the ``"auto"`` rule's levels without
+labelling each one.
 
 Numba is optional (``pip install gpumine[fast]``, part of ``dev``); without it the NumPy
 steps run. The first call compiles (about a second), cached on disk afterwards.
@@ -32,7 +35,10 @@ import importlib.util
 
 import numpy as np
 
-__all__ = ["available", "bounds", "histogram", "spread", "stack_tree"]
+from gpumine.wavecluster.labeling import neighbour_offsets
+
+__all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "spread",
+           "stack_tree"]
 
 _KERNELS: dict = {}
 
@@ -142,10 +148,166 @@ def _kernels() -> dict:
                     out[1, j] = x
         return out
 
+    @numba.njit(cache=True, nogil=True)
+    def find(parent, c):
+        # IN/OUT parent (cells) int64: union-find links (halved on the way up)
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    @numba.njit(cache=True, nogil=True)
+    def grown(array, size):
+        # IN array (any) int64/float64: a copy at least twice as long, the first values kept
+        out = np.empty(max(2 * array.size, size), dtype=array.dtype)
+        out[:array.size] = array
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def levels_tree(values, thresholds, steps, level, parent, mass, root_node, cell_node,
+                    order, roots, merged, node_level, node_number, node_mass, node_parent,
+                    node_root):
+        # IN values (cells) f8: the densities, -inf on a padding of one cell all round (so
+        # that a neighbour's flat index stays inside); IN thresholds (m) f8, ascending; IN
+        # steps (s) int64: the neighbours' flat offsets, both signs. Scratch, contents not
+        # read (NumPy's allocations: a fresh Numba array costs more in page faults than
+        # this pass): level, parent, root_node, order, roots, merged (cells) int64, mass (cells)
+        # f8; OUT cell_node (cells) int64: each cell's component at its own level, -1 none;
+        # OUT node_* (capacity): the nodes -- every component of every level, the top
+        # level's first, each level's in raster order of its first cell: their level,
+        # number (1.. within the level), mass and parent node (the component holding it one
+        # level down; -1 at level 0) -- grown where they need more. Returns the node
+        # arrays (cut to the nodes) and level_end (m): one past each level's last node.
+        cells = values.size
+        m = thresholds.size
+        # each cell's highest level (binary search), and the cells of each level in raster
+        # order (a counting sort)
+        start = np.zeros(m + 1, dtype=np.int64)  # sync: none, host scratch
+        for c in range(cells):
+            v = values[c]
+            j = -1
+            if v >= thresholds[0]:
+                lo, hi = 0, m - 1  # the last threshold at most v
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if thresholds[mid] <= v:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                j = lo
+                start[j + 1] += 1
+            level[c] = j
+            parent[c] = -1  # -1: not yet in any level's foreground
+            cell_node[c] = -1
+        for j in range(m):
+            start[j + 1] += start[j]
+        fill = start[:m].copy()
+        for c in range(cells):
+            j = level[c]
+            if j >= 0:
+                order[fill[j]] = c
+                fill[j] += 1
+        level_end = np.empty(m, dtype=np.int64)
+        n_roots = n_old = nodes = above = 0  # above: the level above's first node
+        for j in range(m - 1, -1, -1):
+            for a in range(start[j], start[j + 1]):
+                c = order[a]
+                parent[c] = c
+                mass[c] = values[c]
+                roots[n_roots] = c
+                n_roots += 1
+            for a in range(start[j], start[j + 1]):
+                c = order[a]
+                rc = find(parent, c)
+                for step in steps:
+                    other = c + step
+                    if parent[other] < 0:
+                        continue
+                    ro = find(parent, other)
+                    if ro == rc:
+                        continue
+                    # the lower index is the root: the component's first cell
+                    if ro < rc:
+                        parent[rc] = ro
+                        mass[ro] += mass[rc]
+                        rc = ro
+                    else:
+                        parent[ro] = rc
+                        mass[rc] += mass[ro]
+            # the components' first cells in raster order: the level above's (sorted) and
+            # this level's new cells (raster order) that are still roots, merged
+            old = 0
+            for a in range(n_old):
+                r = roots[a]
+                if parent[r] == r:
+                    roots[old] = r
+                    old += 1
+            new = old
+            for a in range(n_old, n_roots):
+                r = roots[a]
+                if parent[r] == r:
+                    roots[new] = r
+                    new += 1
+            a, b, n_roots = 0, old, 0
+            while a < old or b < new:
+                if b >= new or (a < old and roots[a] < roots[b]):
+                    merged[n_roots] = roots[a]
+                    a += 1
+                else:
+                    merged[n_roots] = roots[b]
+                    b += 1
+                n_roots += 1
+            roots, merged = merged, roots
+            n_old = n_roots
+            if nodes + n_roots > node_level.size:
+                capacity = nodes + n_roots
+                node_level = grown(node_level, capacity)
+                node_number = grown(node_number, capacity)
+                node_mass = grown(node_mass, capacity)
+                node_parent = grown(node_parent, capacity)
+                node_root = grown(node_root, capacity)
+            for i in range(n_roots):
+                r = roots[i]
+                k = nodes + i
+                node_level[k] = j
+                node_number[k] = i + 1
+                node_mass[k] = mass[r]
+                node_parent[k] = -1
+                node_root[k] = r
+                root_node[r] = k
+            for k in range(above, nodes):  # the level above's components: their parents
+                node_parent[k] = root_node[find(parent, node_root[k])]
+            for a in range(start[j], start[j + 1]):
+                c = order[a]
+                cell_node[c] = root_node[find(parent, c)]
+            above = nodes
+            nodes += n_roots
+            level_end[j] = nodes
+        return (node_level[:nodes], node_number[:nodes], node_mass[:nodes],
+                node_parent[:nodes], level_end)
+
+    @numba.njit(cache=True, nogil=True)
+    def level_labels(cell_node, node_level, node_number, node_parent, end, j, out):
+        # IN cell_node (cells) int64, node_level/number/parent (nodes) int64: levels_tree's;
+        # IN end: one past level j's last node; OUT out (cells) int64: each cell's number at
+        # level j, 0 where the cell is below it
+        number = np.zeros(end, dtype=np.int64)  # sync: none, host scratch
+        for k in range(end - 1, -1, -1):  # a node's parent comes after it: filled first
+            if node_level[k] == j:
+                number[k] = node_number[k]
+            else:
+                number[k] = number[node_parent[k]]
+        for c in range(cell_node.size):
+            k = cell_node[c]
+            out[c] = number[k] if 0 <= k < end else 0
+        return out
+
     _KERNELS["grow"] = grow
     _KERNELS["tree"] = tree
     _KERNELS["histogram"] = quantize_histogram
     _KERNELS["minmax"] = minmax
+    _KERNELS["levels_tree"] = levels_tree
+    _KERNELS["level_labels"] = level_labels
     return _KERNELS
 
 
@@ -275,3 +437,91 @@ def bounds(X):
     X = np.asarray(X)
     out = np.empty((2, X.shape[1]), dtype=X.dtype)
     return _kernels()["minmax"](X, out)
+
+
+class LevelsTree:
+    """The connected components of every level of a grid (:func:`levels_tree`'s result).
+
+    ``level``, ``number``, ``mass``, ``parent`` : numpy.ndarray
+        One entry per component of every level, the top level's first, each level's in
+        raster order of its first cell: its level (0 the lowest), its number in that level's
+        labelling (1..), its mass (the sum of its cells' densities) and the index of its
+        parent, the component holding it one level down (-1 at level 0).
+    ends : numpy.ndarray
+        One past each level's last entry (level j's are ``ends[j + 1]:ends[j]``, the top
+        level's from 0).
+    """
+
+    def __init__(self, shape, cell_node, level, number, mass, parent, ends):
+        self.shape, self._cell_node = shape, cell_node
+        self.level, self.number, self.mass, self.parent, self.ends = (level, number, mass,
+                                                                     parent, ends)
+
+    def count(self, j: int) -> int:
+        """How many components level j holds."""
+        begin = int(self.ends[j + 1]) if j + 1 < self.ends.size else 0  # sync: none, host
+        return int(self.ends[j]) - begin  # sync: none, host numbers
+
+    def labels(self, j: int):
+        """Level j's labelling ``(labels, n)``, as a labelling strategy gives it: int64, 0
+        below the level, 1..n in raster order of each component's first cell."""
+        padded = np.empty(self._cell_node.size, dtype=np.int64)
+        _kernels()["level_labels"](self._cell_node, self.level, self.number, self.parent,
+                                   int(self.ends[j]), j, padded)  # sync: none, host numbers
+        inner = tuple(slice(1, s + 1) for s in self.shape)
+        labels = np.ascontiguousarray(padded.reshape([s + 2 for s in self.shape])[inner])
+        return labels, self.count(j)
+
+
+def levels_tree(coarse, thresholds, connectivity: int):
+    """Every level's connected components in one compiled pass: a component tree.
+
+    Level j is the foreground ``coarse >= thresholds[j]`` (compared in float64). The cells
+    join a union-find by decreasing level, the top level's first: after level j's cells have
+    joined their neighbours in the levels at or above, the sets are level j's components,
+    each with its mass and first cell; each component of level j + 1 lies in one of them,
+    its parent. Where labelling each level (or a stack of them) visits every cell of every
+    level it lies in, this visits each cell once and each neighbour pair once, plus a sort
+    of each level's components by first cell.
+
+    Parameters
+    ----------
+    coarse : numpy.ndarray   -- IN
+        The densities (any real dtype, any layout).
+    thresholds : sequence of float
+        The levels' thresholds, ascending.
+    connectivity : int
+        As in :mod:`gpumine.wavecluster.labeling` (1: neighbours that share a face).
+
+    Returns
+    -------
+    LevelsTree
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine.wavecluster.cpu_fast import levels_tree
+    >>> tree = levels_tree(np.array([3.0, 1.0, 2.0, 0.0, 5.0]), [1.0, 2.5], 1)
+    >>> tree.labels(0), tree.labels(1)
+    ((array([1, 1, 1, 0, 2]), 2), (array([1, 0, 0, 0, 2]), 2))
+    >>> tree.mass.tolist(), tree.parent.tolist()  # level 1's two, then level 0's two
+    ([3.0, 5.0, 6.0, 5.0], [2, 3, -1, -1])
+    """
+    coarse = np.asarray(coarse)
+    shape = coarse.shape
+    values = np.full([s + 2 for s in shape], -np.inf)
+    values[tuple(slice(1, s + 1) for s in shape)] = coarse
+    strides = np.cumprod((1, *values.shape[:0:-1]))[::-1]
+    half = np.array(neighbour_offsets(coarse.ndim, connectivity), dtype=np.int64)
+    steps = np.concatenate([half @ strides, -(half @ strides)])
+    cells = values.size
+    # scratch and outputs from NumPy (untouched pages cost nothing): the cells' arrays, and
+    # room for as many nodes as cells (more are grown inside)
+    level, parent, root_node, cell_node, order, roots, merged = (
+        np.empty(cells, dtype=np.int64) for _ in range(7))
+    nodes = [np.empty(cells, dtype=dtype) for dtype in (np.int64, np.int64, np.float64,
+                                                        np.int64, np.int64)]
+    *nodes, ends = _kernels()["levels_tree"](
+        values.ravel(), np.asarray(thresholds, dtype=np.float64), steps, level, parent,
+        np.empty(cells), root_node, cell_node, order, roots, merged, *nodes)
+    return LevelsTree(shape, cell_node, *nodes, ends)

@@ -237,7 +237,8 @@ def auto_connectivity(n_features: int) -> int:
 def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label,
                       connectivity, xp=np, weigh=None, to_host=np.asarray, spread=None,
                       coarser=None, nearest=None, joint=None, summaries=None, tree=None,
-                      plane=None, paint=None, planes=None) -> tuple[float, tuple]:
+                      plane=None, paint=None, planes=None,
+                      levels_tree=None) -> tuple[float, tuple]:
     """The threshold (``"auto"``: the rule of the module docstring) and its foreground labelled.
 
     Parameters
@@ -282,6 +283,10 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         transfer, a stack's level as a grid's labelling, its levels painted at once, and
         several grids' levels stacked at once (:class:`~gpumine.wavecluster.pipeline.Stages`);
         None: CuPy or NumPy calls on ``xp``.
+    levels_tree : callable, optional
+        The backend's component tree of a grid's levels in one pass (``Stages.levels_tree``:
+        the CPU's, with Numba); where given, every CPU grid's levels come from it
+        (:func:`_base_and_split`) in place of stacks or a level at a time.
 
     Returns
     -------
@@ -290,10 +295,11 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
         ``coarse > 0`` when it is 0).
     labelled : tuple
         ``(components, n_components)``: ``label``'s labelling of that foreground (the
-        rule's own labelling of the level it chose, not done twice); with ``"auto"``, the
-        components that split replaced by their pieces (:mod:`gpumine.wavecluster.hierarchy`:
-        all levels labelled in stacks, or, for a large CPU grid, level by level and the split
-        inside the components' boxes).
+        rule's own labelling of the level it chose, not done twice; with ``levels_tree``,
+        the tree's, the same numbers); with ``"auto"``, the components that split replaced
+        by their pieces (:mod:`gpumine.wavecluster.hierarchy`: all levels labelled in stacks,
+        or, for a large CPU grid without Numba, level by level and the split inside the
+        components' boxes, or taken from one component tree).
     """
 
     def foreground(value):
@@ -307,8 +313,9 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
     kwargs = {"grid_weight": grid_weight, "min_cluster_size": min_cluster_size, "label": label,
               "connectivity": connectivity, "xp": xp, "weigh": weigh, "to_host": to_host,
               "spread": spread, "summaries": summaries, "tree": tree, "plane": plane,
-              "paint": paint}
-    if xp is not np or (SHARE_HOST_STACKS and stack_is_faster(coarse.shape, connectivity)):
+              "paint": paint, "levels_tree": levels_tree}
+    if xp is not np or (SHARE_HOST_STACKS and levels_tree is None
+                        and stack_is_faster(coarse.shape, connectivity)):
         found = _base_and_opinions(coarse, coarser if AUTO_COARSER_LEVELS else None, kwargs,
                                    joint, planes)
     else:
@@ -482,14 +489,20 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None, planes=None):
 
 def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivity, xp, weigh,
                     to_host, spread, grow=True, split=True, summaries=None, tree=None,
-                    plane=None, paint=None):
+                    plane=None, paint=None, levels_tree=None):
     """The ``"auto"`` rule's base level and split step on one grid: ``(base points, unit,
     minimum, (components, n_components), significant)``, or None for an empty grid (module
     docstring); ``significant``: the numbers of the significant components (host), where
-    the levels were stacked, else None. Without ``grow`` the split's pieces keep only their
-    own cells (the next level's second opinion needs no more)."""
-    stacked = xp is not np or stack_is_faster(coarse.shape, connectivity)
-    if stacked:
+    the levels were stacked or taken from ``levels_tree``, else None. Without ``grow`` the
+    split's pieces keep only their own cells (the next level's second opinion needs no
+    more)."""
+    stacked = (xp is not np or levels_tree is not None
+               or stack_is_faster(coarse.shape, connectivity))
+    if levels_tree is not None:
+        # a tree (the CPU's) needs no boxes, so no profiles: the mass and the peak
+        mass = float(coarse.sum())  # sync: none, the CPU path
+        projections = [np.asarray([coarse.max()], dtype=np.float64)]  # plan_levels' peak
+    elif stacked:
         _, ((mass, projections),) = _summaries([coarse], xp, to_host, summaries=summaries)
     else:
         mass = float(coarse.sum())  # sync: none, the CPU path
@@ -502,7 +515,7 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
             coarse, projections, unit=unit, minimum=minimum, base_levels=AUTO_THRESHOLD_LEVELS,
             choose_base=choose_base, label=label, connectivity=connectivity, xp=xp,
             weigh=weigh, to_host=to_host, spread=spread, grow=grow, split=split, tree=tree,
-            plane=plane, paint=paint)
+            plane=plane, paint=paint, levels_tree=levels_tree)
         return points, unit, minimum, labelled, significant
     # a large CPU grid: level by level, the split inside the components' boxes
     labelled = {}

@@ -45,10 +45,13 @@ draws each) the step never lowered the index.
 Cost: the levels -- the base rule's and the sqrt(2) levels up to the densest cell's (about
 three per doubling of the peak density) -- are labelled together, stacked, in one call of
 the fit's labelling strategy (:func:`resolve_stacked`; on the GPU, a handful of syncs in
-all rather than a labelling, a count and a transfer per level), on the GPU and for small
-CPU grids (:data:`HOST_TREE_WORK`); a large CPU grid is labelled level by level, the split
-step's levels only inside the previous level's component boxes
-(:func:`split_persistent`). Where a component splits, the pieces are grown back over it
+all rather than a labelling, a count and a transfer per level), on the GPU and, without
+Numba, for small CPU grids (:data:`HOST_TREE_WORK`); a large CPU grid is then labelled
+level by level, the split step's levels only inside the previous level's component boxes
+(:func:`split_persistent`). With Numba the CPU takes every grid's levels from one
+component tree (:class:`_TreeLevels`, :func:`gpumine.wavecluster.cpu_fast.levels_tree`:
+a union-find over the cells by decreasing level visits each cell once, where a stack
+labels each cell once for every level it lies in; the same components, test). Where a component splits, the pieces are grown back over it
 (:func:`grow_labels`). On the GPU the coarse grid's levels and those of the wavelet's coarser
 levels (:mod:`gpumine.wavecluster.levels`) share one stack where they fit
 (:func:`stack_levels`), and the steps around the labelling are a launch each, through the
@@ -252,7 +255,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
                     choose_base, label, connectivity: int, xp=np, weigh, to_host,
                     spread=None, grow: bool = True, split: bool = True,
                     stack=None, halves=None, tree=None, plane=None,
-                    paint=None) -> tuple[float, tuple, np.ndarray]:
+                    paint=None, levels_tree=None) -> tuple[float, tuple, np.ndarray]:
     """The whole ``"auto"`` rule (base level, then the split) from the levels stacked.
 
     Every level either step may look at -- the base rule's ``base_levels`` and the split
@@ -304,6 +307,9 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     tree, plane, paint : callable, optional
         The backend's stack reading, level slicing and painting
         (:class:`~gpumine.wavecluster.pipeline.Stages`), where ``stack`` is None.
+    levels_tree : callable, optional
+        The backend's component tree of every level in one pass (``Stages.levels_tree``, the
+        CPU's with Numba): used in place of a stack where ``stack`` is None.
 
     Returns
     -------
@@ -319,7 +325,11 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     if stack is None or halves is None:
         levels, halves = plan_levels(projections, unit=unit, base_levels=base_levels,
                                      split=split)
-    if stack is None:
+    if stack is None and levels_tree is not None:
+        stack = _TreeLevels(coarse, levels, unit=unit, minimum=minimum,
+                            levels_tree=levels_tree, label=label, connectivity=connectivity,
+                            xp=xp)
+    elif stack is None:
         stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
                             label=label, connectivity=connectivity, xp=xp, weigh=weigh,
                             to_host=to_host, tree=tree, plane=plane, paint=paint)
@@ -681,6 +691,37 @@ class _LevelStack:
         # the plane's numbers run from starts[j] + 1; less starts[j], its 0s go below 0
         out[box] = xp.maximum(part - int(starts[j]), 0)  # sync: none, host numbers
         return out, int(ends[j] - starts[j])  # sync: none, host numbers
+
+
+class _TreeLevels(_LevelStack):
+    """:class:`_LevelStack`'s ``tree`` and labellings from one component tree of the levels
+    (the backend's ``levels_tree``: the CPU's compiled union-find,
+    :func:`gpumine.wavecluster.cpu_fast.levels_tree`), where a stack labels every level
+    whole: the same components, numbers and parents (test), each level's labelling read off
+    the tree. The tree stops, as a stack's does, at the first level that holds nothing
+    significant."""
+
+    def __init__(self, coarse, levels, *, unit, minimum, levels_tree, label, connectivity,
+                 xp):
+        self.coarse, self.levels, self.unit = coarse, levels, unit
+        self.label, self.connectivity, self.xp = label, connectivity, xp
+        self.plane = self.paint = self.kept = None
+        self.components = levels_tree(coarse, [(p - 0.5) * unit for p in levels], connectivity)
+        found = self.components
+        ends = [*found.ends.tolist(), 0]  # sync: none, host arrays
+        self.tree = []
+        for j in range(len(levels)):
+            here = slice(ends[j + 1], ends[j])
+            keep = found.mass[here] >= minimum
+            if not keep.any():
+                break
+            parents = (found.number[found.parent[here][keep]] if j
+                       else np.zeros(int(keep.sum()), np.int64))  # sync: none, host arrays
+            self.tree.append((found.number[here][keep], found.mass[here][keep], parents))
+
+    def labelling(self, j):
+        """Level j's labelling ``(labels, n)``, off the tree."""
+        return self.components.labels(j)
 
 
 def split_persistent(coarse, components, n_components, *, base_points: float, unit: float,

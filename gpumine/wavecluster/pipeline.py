@@ -118,6 +118,11 @@ class Stages:
         grids' levels as the planes of one stack, in one pass
         (:meth:`~gpumine.wavecluster.hierarchy._LevelStack.shared`); None: a copy a grid
         and a comparison on ``xp``.
+    levels_tree : callable, optional
+        ``levels_tree(grid, thresholds, connectivity) -> LevelsTree``: the components of
+        every level of a grid in one pass, a component tree (the CPU's compiled union-find,
+        :func:`gpumine.wavecluster.cpu_fast.levels_tree`, with Numba): the ``"auto"`` rule's
+        levels come from it in place of stacks of labelled levels; None: stacks.
     """
 
     xp: ModuleType
@@ -136,6 +141,7 @@ class Stages:
     plane: Callable | None = None
     paint: Callable | None = None
     planes: Callable | None = None
+    levels_tree: Callable | None = None
 
 
 def _cpu_histogram(X, weight, bounds, grid_shape):
@@ -164,7 +170,8 @@ _CPU = Stages(xp=np, histogram=cpu_fast.histogram if cpu_fast.available() else _
               lowpass=lowpass,
               point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results,
               spread=cpu_fast.spread if cpu_fast.available() else None,
-              tree=cpu_fast.stack_tree if cpu_fast.available() else None)
+              tree=cpu_fast.stack_tree if cpu_fast.available() else None,
+              levels_tree=cpu_fast.levels_tree if cpu_fast.available() else None)
 
 
 def stages_for(backend, *, device_labels: bool = True) -> Stages:
@@ -199,7 +206,7 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
         to_host=stages.to_host, spread=stages.spread, nearest=stages.nearest,
         joint=stages.joint, summaries=stages.summaries, tree=stages.tree, plane=stages.plane,
-        paint=stages.paint, planes=stages.planes,
+        paint=stages.paint, planes=stages.planes, levels_tree=stages.levels_tree,
         coarser=(_next_level(stages, wavelet) if threshold == "auto" and coarser_levels
                  else None))
     return threshold, components, n_components
