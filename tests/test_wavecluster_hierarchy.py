@@ -520,9 +520,9 @@ def test_component_tree_with_more_components_than_cells():
     thresholds = np.arange(1.0, 10.0)
     tree = cpu_fast.levels_tree(grid, thresholds, 1)
     assert tree.level.size == 90 > grid.size + 2
-    for j, (labels, n, mass, down) in enumerate(_levels_reference(grid, thresholds, 1)):
+    for j, (labels, n, _, _) in enumerate(_levels_reference(grid, thresholds, 1)):
         np.testing.assert_array_equal(tree.labels(j)[0], labels)
-        assert n == 10
+        assert n == tree.count(j) == 10
 
 
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons"])

@@ -51,7 +51,8 @@ level by level, the split step's levels only inside the previous level's compone
 (:func:`split_persistent`). With Numba the CPU takes every grid's levels from one
 component tree (:class:`_TreeLevels`, :func:`gpumine.wavecluster.cpu_fast.levels_tree`:
 a union-find over the cells by decreasing level visits each cell once, where a stack
-labels each cell once for every level it lies in; the same components, test). Where a component splits, the pieces are grown back over it
+labels each cell once for every level it lies in; the same components, test).
+Where a component splits, the pieces are grown back over it
 (:func:`grow_labels`). On the GPU the coarse grid's levels and those of the wavelet's coarser
 levels (:mod:`gpumine.wavecluster.levels`) share one stack where they fit
 (:func:`stack_levels`), and the steps around the labelling are a launch each, through the
