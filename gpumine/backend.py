@@ -113,11 +113,9 @@ class Backend:
             X_device = _staged_copy(cp, X)
         else:
             X_device = cp.asarray(X)
-        if X_device.T.flags.c_contiguous:
-            return X_device
-        columns = cp.ascontiguousarray(X_device.T)
-        del X_device
-        return columns.T
+        from gpumine.adapters.column_stats import column_major
+
+        return column_major(X_device)  # X_device itself, or its transpose by tiles
 
     def to_host(self, array, out: HostBuffer | None = None):
         """Return ``array`` as a NumPy array (copied from the device if needed).

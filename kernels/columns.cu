@@ -35,3 +35,28 @@ __global__ void divided_row_sums(const double* __restrict__ partial,  // IN  (ro
     for (int b = 0; b < columns; ++b) total += row[b];
     out[j] = total / divisor;
 }
+
+// out = in transposed: (rows, cols) -> (cols, rows), both C-contiguous, through 32 x 32 tiles
+// in shared memory, so that a warp reads 32 consecutive elements of an input row and writes 32
+// consecutive elements of an output row (a copy that reads or writes across rows reads 32
+// cache lines a warp). Block (32, 8); block (x, y) holds rows 32x.. and columns 32y.. (rows in
+// grid.x: up to 2^31 - 1 blocks). The tile's row is padded by one element: a column of it
+// falls on 32 banks.
+template <typename T>
+__global__ void __launch_bounds__(256)
+transpose_tiles(const T* __restrict__ in,      // IN  (rows, cols)
+                index_t rows, index_t cols,    // IN
+                T* __restrict__ out)           // OUT (cols, rows)
+{
+    __shared__ T tile[32][33];
+    const index_t r0 = (index_t)blockIdx.x * 32, c0 = (index_t)blockIdx.y * 32;
+    for (int y = threadIdx.y; y < 32; y += 8) {
+        const index_t r = r0 + y, c = c0 + threadIdx.x;
+        if (r < rows && c < cols) tile[y][threadIdx.x] = in[r * cols + c];
+    }
+    __syncthreads();
+    for (int y = threadIdx.y; y < 32; y += 8) {
+        const index_t c = c0 + y, r = r0 + threadIdx.x;
+        if (c < cols && r < rows) out[c * rows + r] = tile[threadIdx.x][y];
+    }
+}

@@ -129,6 +129,55 @@ def test_column_means_equal_numpy(cp, n, d, offset, dtype, rng):
         assert np.array_equal(cp.asnumpy(column_means(layout)), got)  # the same bits again
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n", "d"), [(1, 16), (1, 100), (33, 17), (1000, 128), (100_003, 33),
+                                      (65, 5), (31, 1), (4097, 16)])
+def test_column_major_equals_the_transposed_copy(cp, n, d, dtype, rng):
+    """column_major: a row-major X of 16 features or more through the tiles (n and d not
+    multiples of 32, one row), fewer by CuPy's copy: X's values in a (d, n) C-contiguous
+    buffer; a column-major X comes back as it is, any other layout copied."""
+    from gpumine.adapters.column_stats import column_major
+
+    X = cp.asarray(rng.normal(size=(n, d)).astype(dtype))
+    got = column_major(X)
+    assert got.shape == (n, d) and got.T.flags.c_contiguous and got.dtype == X.dtype
+    assert bool(cp.array_equal(got, X))
+    assert column_major(got) is got
+    strided = X[::2]
+    assert bool(cp.array_equal(column_major(strided), strided))
+
+
+@pytest.mark.slow
+def test_column_major_past_two_to_the_31_elements(cp):
+    """The tiles' indices in 64 bits: a float32 X of 67,108,897 x 33 (2.2e9 elements; 8.9 GB,
+    twice over), every element compared."""
+    n, d = 67_108_897, 33
+    if cp.cuda.Device().mem_info[0] < 2.2 * n * d * 4:
+        pytest.skip("not enough free GPU memory for two copies of X")
+    from gpumine.adapters.column_stats import column_major
+
+    X = cp.random.default_rng(0).random((n, d), dtype=cp.float32)
+    got = column_major(X)
+    assert bool(cp.array_equal(got, X))
+    assert float(got[-1, -1]) == float(X[-1, -1])  # sync: a test's check
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_shift_rows_equals_the_broadcast(cp, order, rng):
+    """shift_rows (the fit's centring) through the (d, n) buffer of a column-major X: the
+    broadcast's bits, both ways round."""
+    from gpumine.kmeans.lloyd import shift_rows
+
+    X = cp.asarray(np.asarray(rng.normal(size=(1001, 37)).astype(np.float32) * 1e3,
+                              order=order))
+    by = cp.asarray(rng.normal(size=37).astype(np.float32))
+    want = X - by
+    shift_rows(X, by, -1)
+    assert bool(cp.array_equal(X, want))
+    shift_rows(X, by, +1)
+    assert bool(cp.array_equal(X, want + by))
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_the_column_means_check_rejects_nan_and_inf_and_not_overflow(cp, bad):
     """A NaN/inf anywhere (one value in the last row of the last feature, past a block) is

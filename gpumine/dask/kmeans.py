@@ -49,7 +49,7 @@ from gpumine.dask.blocks import (
 )
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kmeans.chunked import merge_moments, relocate_found
-from gpumine.kmeans.lloyd import average_centers, stopping_rule
+from gpumine.kmeans.lloyd import average_centers, shift_rows, stopping_rule
 
 __all__ = ["GPUKMeans", "ResidentPartition"]
 
@@ -212,7 +212,7 @@ def _centred_columns(backend, block, x_mean):
     a copy of its own (the persisted partition is never written)."""
     block = np.asarray(block)
     X = backend.to_device_columns(block.copy() if not backend.is_gpu else block)
-    X -= backend.to_device(x_mean.astype(block.dtype))
+    shift_rows(X, backend.to_device(x_mean.astype(block.dtype)), -1)
     return X
 
 

@@ -145,9 +145,9 @@ def _blocks(count: int, block: int = _BLOCK) -> int:
 
 def column_buffer(X):
     """The (d, n) C-contiguous buffer behind X (a copy only if X is not a view of one)."""
-    cp = cupy_module()
-    XT = X.T
-    return XT if XT.flags.c_contiguous else cp.ascontiguousarray(XT)
+    from gpumine.adapters.column_stats import column_major
+
+    return column_major(X).T
 
 
 def _shared_budget() -> int:
