@@ -131,9 +131,9 @@ def test_column_means_equal_numpy(cp, n, d, offset, dtype, rng):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("n", "d"), [(1, 16), (1, 100), (33, 17), (1000, 128), (100_003, 33),
-                                      (65, 5), (31, 1), (4097, 16)])
+                                      (65, 5), (31, 1), (4097, 16), (1001, 8), (70, 12)])
 def test_column_major_equals_the_transposed_copy(cp, n, d, dtype, rng):
-    """column_major: a row-major X of 16 features or more through the tiles (n and d not
+    """column_major: a row-major X of 8 features or more through the tiles (n and d not
     multiples of 32, one row), fewer by CuPy's copy: X's values in a (d, n) C-contiguous
     buffer; a column-major X comes back as it is, any other layout copied."""
     from gpumine.adapters.column_stats import column_major

@@ -709,16 +709,20 @@ class _TreeLevels(_LevelStack):
         self.plane = self.paint = self.kept = None
         self.components = levels_tree(coarse, [(p - 0.5) * unit for p in levels], connectivity)
         found = self.components
-        ends = [*found.ends.tolist(), 0]  # sync: none, host arrays
-        self.tree = []
-        for j in range(len(levels)):
-            here = slice(ends[j + 1], ends[j])
-            keep = found.mass[here] >= minimum
-            if not keep.any():
-                break
-            parents = (found.number[found.parent[here][keep]] if j
-                       else np.zeros(int(keep.sum()), np.int64))  # sync: none, host arrays
-            self.tree.append((found.number[here][keep], found.mass[here][keep], parents))
+        m = len(levels)
+        keep = found.mass >= minimum
+        held = np.zeros(m + 1, dtype=bool)  # sync: none, host arrays
+        held[found.level[keep]] = True
+        top = int(np.argmin(held))  # sync: none, host; the first level holding nothing
+        # the significant components below it, level by level up (each level's in number
+        # order: the nodes run from the top level down, each level's numbers ascending)
+        kept = np.flatnonzero(keep & (found.level < top))
+        kept = kept[np.argsort(found.level[kept], kind="stable")]
+        numbers, masses = found.number[kept], found.mass[kept]
+        parents = np.where(found.level[kept] > 0, found.number[found.parent[kept]], 0)
+        edges = np.searchsorted(found.level[kept], np.arange(top + 1)).tolist()  # sync: none
+        self.tree = [(numbers[a:b], masses[a:b], parents[a:b])
+                     for a, b in itertools.pairwise(edges)]
 
     def labelling(self, j):
         """Level j's labelling ``(labels, n)``, off the tree."""
