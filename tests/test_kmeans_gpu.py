@@ -164,9 +164,9 @@ def test_column_major_past_two_to_the_31_elements(cp):
 
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_shift_rows_equals_the_broadcast(cp, order, rng):
-    """shift_rows (the fit's centring) through the (d, n) buffer of a column-major X: the
-    broadcast's bits, both ways round."""
-    from gpumine.kmeans.lloyd import shift_rows
+    """shift_rows (the fit's centring) and minus_row (a streamed chunk's) through the (d, n)
+    buffer of a column-major X: the broadcast's bits, both ways round, X's layout kept."""
+    from gpumine.kmeans.lloyd import minus_row, shift_rows
 
     X = cp.asarray(np.asarray(rng.normal(size=(1001, 37)).astype(np.float32) * 1e3,
                               order=order))
@@ -176,6 +176,8 @@ def test_shift_rows_equals_the_broadcast(cp, order, rng):
     assert bool(cp.array_equal(X, want))
     shift_rows(X, by, +1)
     assert bool(cp.array_equal(X, want + by))
+    got = minus_row(X, by)  # a new array (the streamed fit's chunks), X's layout
+    assert bool(cp.array_equal(got, X - by)) and got.flags.f_contiguous == X.flags.f_contiguous
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])

@@ -42,6 +42,7 @@ from gpumine.kmeans.lloyd import (
     inertia,
     initial_centers,
     loop_context,
+    minus_row,
     stopping_rule,
 )
 
@@ -174,7 +175,8 @@ def _reservoir(chunks: ChunkSource, size: int, random_state, xp):
 def _centred(chunks: ChunkSource, x_mean, xp) -> ChunkSource:
     def source():
         for X, w in chunks():
-            yield X - x_mean, (xp.ones(X.shape[0], dtype=X.dtype) if w is None else w)
+            # a new array: a chunk may be a cached or reused buffer, read again next pass
+            yield minus_row(X, x_mean), (xp.ones(X.shape[0], dtype=X.dtype) if w is None else w)
     return source
 
 

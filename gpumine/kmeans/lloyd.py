@@ -82,6 +82,7 @@ __all__ = [
     "is_same_clustering",
     "lloyd_single",
     "lloyd_step",
+    "minus_row",
     "relocate_empty_clusters",
     "shift_rows",
     "squared_row_norms",
@@ -656,6 +657,22 @@ def shift_rows(X, by, sign: int) -> None:
         target -= step
     else:
         target += step
+
+
+def minus_row(X, row):
+    """``X - row`` as a new array, the broadcast's bits, in X's layout: over the (d, n)
+    buffer where X is its column-major view (:func:`shift_rows` says why).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = minus_row(np.asfortranarray([[1.0, 10.0], [3.0, 30.0]]), np.array([1.0, 10.0]))
+    >>> out.tolist(), out.flags.f_contiguous
+    ([[0.0, 0.0], [2.0, 20.0]], True)
+    """
+    if X.T.flags.c_contiguous and not X.flags.c_contiguous:
+        return (X.T - row[:, None]).T
+    return X - row
 
 
 def assign_labels(X, centers, *, assign: Callable, xp=np):
