@@ -510,19 +510,23 @@ def test_component_tree_equals_labelling_every_level(trial):
 
 
 def test_component_tree_with_more_components_than_cells():
-    """Ten apart cells in nine levels: 90 components, more than the padded grid's cells
-    (the room levels_tree starts with): the node arrays grow, and every level is still
-    right."""
+    """A hundred apart cells in nine levels: 900 components, more than the padded grid's
+    cells (levels_tree starts with room for a quarter of them): the node arrays grow, and
+    every level is still right. Thresholds out of order are refused, no levels give an
+    empty tree."""
     pytest.importorskip("numba")
     from gpumine.wavecluster import cpu_fast
 
-    grid = np.tile([10.0, 0.0], 10)
+    grid = np.tile([10.0, 0.0], 100)
     thresholds = np.arange(1.0, 10.0)
     tree = cpu_fast.levels_tree(grid, thresholds, 1)
-    assert tree.level.size == 90 > grid.size + 2
+    assert tree.level.size == 900 > grid.size + 2
     for j, (labels, n, _, _) in enumerate(_levels_reference(grid, thresholds, 1)):
         np.testing.assert_array_equal(tree.labels(j)[0], labels)
-        assert n == tree.count(j) == 10
+        assert n == tree.count(j) == 100
+    with pytest.raises(ValueError, match="ascending"):
+        cpu_fast.levels_tree(grid, thresholds[::-1], 1)
+    assert cpu_fast.levels_tree(grid, [], 1).level.size == 0
 
 
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons"])

@@ -186,7 +186,7 @@ def _kernels() -> dict:
         for c in range(cells):
             v = values[c]
             j = -1
-            if v >= thresholds[0]:
+            if m > 0 and v >= thresholds[0]:
                 lo, hi = 0, m - 1  # the last threshold at most v
                 while lo < hi:
                     mid = (lo + hi + 1) // 2
@@ -508,6 +508,9 @@ def levels_tree(coarse, thresholds, connectivity: int):
     ([3.0, 5.0, 6.0, 5.0], [2, 3, -1, -1])
     """
     coarse = np.asarray(coarse)
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    if thresholds.ndim != 1 or np.any(np.diff(thresholds) < 0):
+        raise ValueError("levels_tree needs ascending thresholds, one per level")
     shape = coarse.shape
     values = np.full([s + 2 for s in shape], -np.inf)
     values[tuple(slice(1, s + 1) for s in shape)] = coarse
@@ -516,12 +519,14 @@ def levels_tree(coarse, thresholds, connectivity: int):
     steps = np.concatenate([half @ strides, -(half @ strides)])
     cells = values.size
     # scratch and outputs from NumPy (untouched pages cost nothing): the cells' arrays, and
-    # room for as many nodes as cells (more are grown inside)
+    # room for nodes a quarter of the cells (about a tenth on the shape sets; more are grown
+    # inside)
     level, parent, root_node, cell_node, order, roots, merged = (
         np.empty(cells, dtype=np.int64) for _ in range(7))
-    nodes = [np.empty(cells, dtype=dtype) for dtype in (np.int64, np.int64, np.float64,
-                                                        np.int64, np.int64)]
+    room = max(cells // 4, 64)
+    nodes = [np.empty(room, dtype=dtype) for dtype in (np.int64, np.int64, np.float64,
+                                                       np.int64, np.int64)]
     *nodes, ends = _kernels()["levels_tree"](
-        values.ravel(), np.asarray(thresholds, dtype=np.float64), steps, level, parent,
-        np.empty(cells), root_node, cell_node, order, roots, merged, *nodes)
+        values.ravel(), thresholds, steps, level, parent, np.empty(cells), root_node,
+        cell_node, order, roots, merged, *nodes)
     return LevelsTree(shape, cell_node, *nodes, ends)
