@@ -181,12 +181,15 @@ def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch, levels
     the GPU's way), in stacks cut where the levels' bounding box halves (``CROP_CELLS`` 0;
     with ``SMALL_TREE`` 0, only the significant components read back), in stacks of two
     levels each (``STACK_CELLS`` 1: the pieces then labelled anew), level by level
-    inside the boxes of the previous level's components (large CPU grids without Numba),
-    or one component tree of every level (the CPU's with Numba) -- give the same
-    clusters, split or not."""
+    inside the boxes of the previous level's components (large CPU grids without Numba, or
+    past ``TREE_CELLS``), or one component tree of every level (the CPU's with Numba) --
+    give the same clusters, split or not."""
     X, _ = make_shape_sets(random_state=seed)[name]
     levels_tree(True)
     tree = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(hierarchy, "TREE_CELLS", 0)  # every grid too large for the tree
+    past_tree = WaveCluster(device="cpu").fit(X)
+    monkeypatch.setattr(hierarchy, "TREE_CELLS", 2 ** 62)
     levels_tree(False)
     whole = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(hierarchy, "CROP_CELLS", 0)  # a new stack where the box halves
@@ -196,7 +199,7 @@ def test_stacked_chunked_and_cropped_trees_agree(name, seed, monkeypatch, levels
     chunked = WaveCluster(device="cpu").fit(X)
     monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", 0)
     cropped = WaveCluster(device="cpu").fit(X)
-    for other in (boxed, chunked, cropped, tree):
+    for other in (boxed, chunked, cropped, tree, past_tree):
         assert other.n_clusters_ == whole.n_clusters_
         assert other.threshold_ == whole.threshold_
         np.testing.assert_array_equal(other.labels_, whole.labels_)
@@ -470,14 +473,18 @@ def _levels_reference(grid, thresholds, connectivity):
 
 
 @pytest.mark.parametrize("trial", range(40))
-def test_component_tree_equals_labelling_every_level(trial):
+def test_component_tree_equals_labelling_every_level(trial, monkeypatch):
     """cpu_fast.levels_tree (the CPU's ``Stages.levels_tree``) against SciPy labelling each
     level on its own, on fresh random grids (d = 1..4, every connectivity, float32 and
     float64, smooth and speckled, thresholds between values and equal to cell values,
     levels above the peak): the same labelling of every level (numbers in raster order),
-    the same count, masses to rounding, and each component's parent one level down."""
+    the same count, masses to rounding, and each component's parent one level down. Every
+    fifth trial indexes in int64 (the grids past 2^31 cells times levels)."""
     pytest.importorskip("numba")
     from gpumine.wavecluster import cpu_fast
+
+    if trial % 5 == 0:
+        monkeypatch.setattr(cpu_fast, "_INDEX32_BELOW", 0)
 
     rng = np.random.default_rng(trial)
     d = int(rng.integers(1, 5))
@@ -493,6 +500,7 @@ def test_component_tree_equals_labelling_every_level(trial):
     thresholds = np.sort(rng.choice(values, m) if trial % 4 == 0
                          else rng.uniform(0.0, values[-1] + 1.0, m))
     tree = cpu_fast.levels_tree(grid, thresholds, connectivity)
+    assert tree.parent.dtype == (np.int64 if trial % 5 == 0 else np.int32)
     ends = [*tree.ends.tolist(), 0]
     for j, (labels, n, mass, down) in enumerate(_levels_reference(grid, thresholds,
                                                                   connectivity)):

@@ -41,6 +41,8 @@ __all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "spr
            "stack_tree"]
 
 _KERNELS: dict = {}
+#: :func:`levels_tree` indexes in int32 below this many cells times levels (tests lower it).
+_INDEX32_BELOW = 2 ** 31
 
 
 def available() -> bool:
@@ -172,8 +174,8 @@ def _kernels() -> dict:
         # steps (s) int64: the neighbours' flat offsets, both signs. Scratch, contents not
         # read (allocated by NumPy: three arrays of 112k cells made and filled in Numba took
         # 1.3 ms on this VM, NumPy's np.full 0.04 ms): level, parent, root_node, order,
-        # roots, merged (cells) int64, mass (cells) f8; OUT cell_node (cells) int64: each
-        # cell's component at its own level, -1 none;
+        # roots, merged (cells) int32 or int64 (all index arrays one type), mass (cells)
+        # f8; OUT cell_node (cells): each cell's component at its own level, -1 none;
         # OUT node_* (capacity): the nodes -- every component of every level, the top
         # level's first, each level's in raster order of its first cell: their level,
         # number (1.. within the level), mass and parent node (the component holding it one
@@ -521,12 +523,13 @@ def levels_tree(coarse, thresholds, connectivity: int):
     cells = values.size
     # scratch and outputs from NumPy (untouched pages cost nothing): the cells' arrays, and
     # room for nodes a quarter of the cells (about a tenth on the shape sets; more are grown
-    # inside)
+    # inside); indices in int32 where every cell and every node (at most a cell a level)
+    # fits, half the memory of int64
+    index = np.int32 if cells * max(thresholds.size, 1) < _INDEX32_BELOW else np.int64
     level, parent, root_node, cell_node, order, roots, merged = (
-        np.empty(cells, dtype=np.int64) for _ in range(7))
+        np.empty(cells, dtype=index) for _ in range(7))
     room = max(cells // 4, 64)
-    nodes = [np.empty(room, dtype=dtype) for dtype in (np.int64, np.int64, np.float64,
-                                                       np.int64, np.int64)]
+    nodes = [np.empty(room, dtype=dtype) for dtype in (index, index, np.float64, index, index)]
     *nodes, ends = _kernels()["levels_tree"](
         values.ravel(), thresholds, steps, level, parent, np.empty(cells), root_node,
         cell_node, order, roots, merged, *nodes)

@@ -79,6 +79,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpumine.validation import is_device_array
+from gpumine.wavecluster import hierarchy
 from gpumine.wavecluster.hierarchy import (
     plan_levels,
     resolve_stacked,
@@ -496,6 +497,8 @@ def _base_and_split(coarse, *, grid_weight, min_cluster_size, label, connectivit
     the levels were stacked or taken from ``levels_tree``, else None. Without ``grow`` the
     split's pieces keep only their own cells (the next level's second opinion needs no
     more)."""
+    if levels_tree is not None and coarse.size > hierarchy.TREE_CELLS:
+        levels_tree = None  # a grid too large for the tree's memory: the stacks' way
     stacked = (xp is not np or levels_tree is not None
                or stack_is_faster(coarse.shape, connectivity))
     if levels_tree is not None:

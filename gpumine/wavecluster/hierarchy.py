@@ -48,11 +48,11 @@ the fit's labelling strategy (:func:`resolve_stacked`; on the GPU, a handful of 
 all rather than a labelling, a count and a transfer per level), on the GPU and, without
 Numba, for small CPU grids (:data:`HOST_TREE_WORK`); a large CPU grid is then labelled
 level by level, the split step's levels only inside the previous level's component boxes
-(:func:`split_persistent`). With Numba the CPU takes every grid's levels from one
-component tree (:class:`_TreeLevels`, :func:`gpumine.wavecluster.cpu_fast.levels_tree`:
-a union-find over the cells by decreasing level visits each cell once, where a stack
-labels each cell once for every level it lies in; the same components, test).
-Where a component splits, the pieces are grown back over it
+(:func:`split_persistent`). With Numba the CPU takes every grid's levels (up to
+:data:`TREE_CELLS` coarse cells) from one component tree (:class:`_TreeLevels`,
+:func:`gpumine.wavecluster.cpu_fast.levels_tree`: a union-find over the cells by decreasing
+level visits each cell once, where a stack labels each cell once for every level it lies
+in; the same components, test). Where a component splits, the pieces are grown back over it
 (:func:`grow_labels`). On the GPU the coarse grid's levels and those of the wavelet's coarser
 levels (:mod:`gpumine.wavecluster.levels`) share one stack where they fit
 (:func:`stack_levels`), and the steps around the labelling are a launch each, through the
@@ -79,6 +79,7 @@ __all__ = [
     "CROP_CELLS",
     "SMALL_TREE",
     "STACK_CELLS",
+    "TREE_CELLS",
     "grow_labels",
     "plan_levels",
     "resolve_stacked",
@@ -97,6 +98,10 @@ AUTO_SPLIT_PERSISTENCE = 4
 #: labelled stacked (:func:`resolve_stacked`, as on the GPU); beyond, level by level, the
 #: split step's inside the components' boxes (:func:`split_persistent`).
 HOST_TREE_WORK = 2 ** 19
+#: Up to this many coarse cells a CPU grid's levels come from one component tree (with
+#: Numba, :class:`_TreeLevels`): its arrays take about 50 bytes a cell (400 MB here, where
+#: the fine grid of a 2-d fit takes 256 MB); larger grids are labelled level by level.
+TREE_CELLS = 2 ** 23
 #: A persisting piece counts only with at least this share of its heaviest sibling's mass.
 AUTO_SPLIT_MIN_SHARE = 0.25
 #: :func:`resolve_stacked` labels at most this many cells (levels times the coarse grid,
@@ -718,8 +723,9 @@ class _TreeLevels(_LevelStack):
         # order: the nodes run from the top level down, each level's numbers ascending)
         kept = np.flatnonzero(keep & (found.level < top))
         kept = kept[np.argsort(found.level[kept], kind="stable")]
-        numbers, masses = found.number[kept], found.mass[kept]
-        parents = np.where(found.level[kept] > 0, found.number[found.parent[kept]], 0)
+        numbers, masses = found.number[kept].astype(np.int64), found.mass[kept]
+        parents = np.where(found.level[kept] > 0, found.number[found.parent[kept]],
+                           0).astype(np.int64)
         edges = np.searchsorted(found.level[kept], np.arange(top + 1)).tolist()  # sync: none
         self.tree = [(numbers[a:b], masses[a:b], parents[a:b])
                      for a, b in itertools.pairwise(edges)]
