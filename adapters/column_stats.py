@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpumine.backend import cupy_module
+from gpumine.backend import cupy_module, set_column_major
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
 
 __all__ = ["column_major", "column_means", "divided_row_sums"]
@@ -105,3 +105,6 @@ def column_major(X):
                (32, 8), (X, np.int64(n), np.int64(d), out))
         return out.T
     return cp.ascontiguousarray(X.T).T
+
+
+set_column_major(column_major)  # Backend.to_device_columns transposes by tiles from here on

@@ -66,6 +66,8 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
+# column_stats also gives Backend.to_device_columns its transpose by tiles (on import)
+from gpumine.adapters.column_stats import column_means
 from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.validation import is_device_array
 
@@ -426,8 +428,6 @@ def _check_finite_device(X, backend):
     finite data. Non-finite means come from a NaN/inf, or from finite float64 data whose sum
     overflowed; an elementwise test tells the two apart.
     """
-    from gpumine.adapters.column_stats import column_means
-
     means = column_means(X)
     host_means = backend.to_host(means)  # sync: 8 bytes a feature, to reject NaN/inf up front
     if np.isfinite(host_means).all():

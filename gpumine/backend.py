@@ -55,10 +55,23 @@ __all__ = [
     "gpu_unavailable_reason",
     "host_pool",
     "host_pool_threads",
+    "set_column_major",
 ]
 
 DEVICES = ("auto", "cpu", "gpu")
 ENV_VAR = "GPUMINE_DEVICE"
+#: The device's transpose of a row-major X into its column buffer
+#: (:meth:`Backend.to_device_columns`), registered by the layer that holds the kernels
+#: (:func:`gpumine.adapters.column_stats.column_major`, on import); None: CuPy's copy.
+_column_major = None
+
+
+def set_column_major(transpose) -> None:
+    """Register ``transpose(X) -> X``'s column-major copy on the device, used by
+    :meth:`Backend.to_device_columns` (this module sits below the kernels' layer, as the
+    strategy registry sits below the strategies)."""
+    global _column_major
+    _column_major = transpose
 
 _INSTALL_HINT = (
     'install CuPy for your CUDA version: pip install "gpumine[cuda12]" (CUDA 12) '
@@ -113,9 +126,13 @@ class Backend:
             X_device = _staged_copy(cp, X)
         else:
             X_device = cp.asarray(X)
-        from gpumine.adapters.column_stats import column_major
-
-        return column_major(X_device)  # X_device itself, or its transpose by tiles
+        if X_device.T.flags.c_contiguous:
+            return X_device
+        if _column_major is not None:  # by tiles in shared memory (adapters/column_stats)
+            return _column_major(X_device)
+        columns = cp.ascontiguousarray(X_device.T)
+        del X_device
+        return columns.T
 
     def to_host(self, array, out: HostBuffer | None = None):
         """Return ``array`` as a NumPy array (copied from the device if needed).

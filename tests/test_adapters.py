@@ -508,3 +508,12 @@ def test_gpu_estimators_fit_arrow_and_parquet_columns(rng, tmp_path):
         assert model.feature_names_in_.tolist() == ["u", "v"]
     wave = WaveCluster(device="gpu").fit(read_columns(path, backend=gpu))
     np.testing.assert_array_equal(wave.labels_, WaveCluster(device="cpu").fit(table).labels_)
+
+
+def test_the_adapters_give_the_backend_its_tiled_transpose():
+    """Importing the adapters registers column_stats.column_major as the transpose of
+    Backend.to_device_columns (the backend sits below the kernels' layer)."""
+    from gpumine import backend
+    from gpumine.adapters import column_stats
+
+    assert backend._column_major is column_stats.column_major

@@ -35,6 +35,7 @@ import importlib.util
 
 import numpy as np
 
+from gpumine.exceptions import InvalidParameterError
 from gpumine.wavecluster.labeling import neighbour_offsets
 
 __all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "spread",
@@ -513,7 +514,7 @@ def levels_tree(coarse, thresholds, connectivity: int):
     coarse = np.asarray(coarse)
     thresholds = np.asarray(thresholds, dtype=np.float64)
     if thresholds.ndim != 1 or np.any(np.diff(thresholds) < 0):
-        raise ValueError("levels_tree needs ascending thresholds, one per level")
+        raise InvalidParameterError("levels_tree needs ascending thresholds, one per level")
     shape = coarse.shape
     values = np.full([s + 2 for s in shape], -np.inf)
     values[tuple(slice(1, s + 1) for s in shape)] = coarse
