@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpumine.adapters.column_stats import divided_row_sums
+from gpumine.adapters.column_stats import column_major, divided_row_sums
 from gpumine.backend import cupy_module
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import (
@@ -145,8 +145,6 @@ def _blocks(count: int, block: int = _BLOCK) -> int:
 
 def column_buffer(X):
     """The (d, n) C-contiguous buffer behind X (a copy only if X is not a view of one)."""
-    from gpumine.adapters.column_stats import column_major
-
     return column_major(X).T
 
 

@@ -36,7 +36,7 @@ import importlib.util
 import numpy as np
 
 from gpumine.exceptions import InvalidParameterError
-from gpumine.wavecluster.labeling import neighbour_offsets
+from gpumine.wavecluster.labeling import flat_steps
 
 __all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "spread",
            "stack_tree"]
@@ -518,9 +518,7 @@ def levels_tree(coarse, thresholds, connectivity: int):
     shape = coarse.shape
     values = np.full([s + 2 for s in shape], -np.inf)
     values[tuple(slice(1, s + 1) for s in shape)] = coarse
-    strides = np.cumprod((1, *values.shape[:0:-1]))[::-1]
-    half = np.array(neighbour_offsets(coarse.ndim, connectivity), dtype=np.int64)
-    steps = np.concatenate([half @ strides, -(half @ strides)])
+    steps = flat_steps(values.shape, connectivity)
     cells = values.size
     # scratch and outputs from NumPy (untouched pages cost nothing): the cells' arrays, and
     # room for nodes a quarter of the cells (about a tenth on the shape sets; more are grown

@@ -311,13 +311,7 @@ class WaveCluster(GpumineEstimator):
             self._plan(n, d, sample_weight, backend)))
         plan = plans[0]
         weight = plan["weight"]
-        if backend.is_gpu and self.bounds is None and (weight is None
-                                                       or bool((weight > 0).all())):
-            from gpumine.wavecluster import gpu
-
-            bounds = self._check_bounds(gpu.bounds(X.T))  # one fused pass
-        else:
-            bounds = self._bounds(X, weight, backend)
+        bounds = self._bounds(X, weight, backend)
         params = dict(bounds=bounds, grid_shape=plan["grid_shape"], levels=self._levels(),
                       coarser_levels=self._consults_coarser(),
                       wavelet=plan["wavelet"], threshold=self.threshold,
@@ -384,6 +378,11 @@ class WaveCluster(GpumineEstimator):
                     f"got {bounds.shape}")
             if not np.all(np.isfinite(bounds)):
                 raise InvalidParameterError("bounds must be finite; they hold NaN or infinity")
+        # sync: one flag where weights are given (are they all positive), once per fit
+        elif backend.is_gpu and (weight is None or bool((weight > 0).all())):
+            from gpumine.wavecluster import gpu
+
+            bounds = gpu.bounds(X.T)  # one fused pass over the column buffer
         else:
             weighted = X if weight is None else X[backend.to_device(weight > 0)]
             if not backend.is_gpu and cpu_fast.available() and len(weighted):

@@ -71,7 +71,7 @@ import math
 import numpy as np
 from scipy import ndimage
 
-from gpumine.wavecluster.labeling import neighbour_offsets
+from gpumine.wavecluster.labeling import flat_steps, neighbour_offsets
 
 __all__ = [
     "AUTO_SPLIT_MIN_SHARE",
@@ -222,9 +222,7 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray,
     shape = tuple(sl.stop - sl.start for sl in box)
     padded = tuple(s + 2 for s in shape)
     # padded by one empty cell all round, so that a neighbour's flat index stays inside
-    strides = np.cumprod((1, *padded[:0:-1]))[::-1]
-    half = np.array(neighbour_offsets(len(shape), connectivity), dtype=np.int64)
-    steps = np.concatenate([half @ strides, -(half @ strides)])
+    steps = flat_steps(padded, connectivity)
     if spread is None:
         # on the host: many small steps, each a few microseconds of NumPy on the cells just
         # reached

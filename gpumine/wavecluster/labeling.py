@@ -15,7 +15,8 @@ import itertools
 import numpy as np
 from scipy import ndimage
 
-__all__ = ["label_scipy", "label_union_find", "neighbour_offsets", "shifted_slices"]
+__all__ = ["flat_steps", "label_scipy", "label_union_find", "neighbour_offsets",
+           "shifted_slices"]
 
 
 def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
@@ -27,6 +28,20 @@ def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
     [(0, 1), (1, -1), (1, 0), (1, 1)]
     """
     return list(_half_offsets(ndim, connectivity))
+
+
+def flat_steps(shape, connectivity: int):
+    """Every neighbour's flat offset (both signs, int64) in a C-order grid of ``shape``: for
+    a grid padded by one empty cell all round, where a cell's neighbours stay inside.
+
+    Examples
+    --------
+    >>> flat_steps((4, 5), 1).tolist()
+    [1, 5, -1, -5]
+    """
+    strides = np.cumprod((1, *shape[:0:-1]))[::-1]
+    half = np.array(neighbour_offsets(len(shape), connectivity), dtype=np.int64)
+    return np.concatenate([half @ strides, -(half @ strides)])
 
 
 @functools.lru_cache(maxsize=64)

@@ -166,12 +166,13 @@ def _cpu_results(remap, point_component, components, n_clusters, prepared):
     return remap[point_component], remap[components]
 
 
-_CPU = Stages(xp=np, histogram=cpu_fast.histogram if cpu_fast.available() else _cpu_histogram,
+_FAST = cpu_fast.available()  # the compiled steps with Numba, else NumPy's
+_CPU = Stages(xp=np, histogram=cpu_fast.histogram if _FAST else _cpu_histogram,
               lowpass=lowpass,
               point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results,
-              spread=cpu_fast.spread if cpu_fast.available() else None,
-              tree=cpu_fast.stack_tree if cpu_fast.available() else None,
-              levels_tree=cpu_fast.levels_tree if cpu_fast.available() else None)
+              spread=cpu_fast.spread if _FAST else None,
+              tree=cpu_fast.stack_tree if _FAST else None,
+              levels_tree=cpu_fast.levels_tree if _FAST else None)
 
 
 def stages_for(backend, *, device_labels: bool = True) -> Stages:
