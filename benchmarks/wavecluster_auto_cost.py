@@ -50,17 +50,12 @@ def main() -> None:
     parser.add_argument("--host-tree-work", type=int, default=None,
                         help="override hierarchy.HOST_TREE_WORK (0: every GPU grid's levels "
                              "labelled on the device)")
-    parser.add_argument("--host-rule-cells", type=int, default=None,
-                        help="override pipeline.HOST_RULE_CELLS (0: every GPU grid's rule on "
-                             "the device)")
     parser.add_argument("--tag", default="", help="appended to the record's name")
     args = parser.parse_args()
-    from gpumine.wavecluster import hierarchy, pipeline
+    from gpumine.wavecluster import hierarchy
 
     if args.host_tree_work is not None:
         hierarchy.HOST_TREE_WORK = args.host_tree_work
-    if args.host_rule_cells is not None:
-        pipeline.HOST_RULE_CELLS = args.host_rule_cells
 
     from gpumine import WaveCluster
     from gpumine.backend import get_backend
@@ -90,8 +85,7 @@ def main() -> None:
                 rows.append(row)
     record = {"device": args.device, "commit": commit(), "repeats": REPEATS,
               "versions": {"numpy": np.__version__, "python": platform.python_version()},
-              "host_tree_work": hierarchy.HOST_TREE_WORK,
-              "host_rule_cells": pipeline.HOST_RULE_CELLS, "rows": rows}
+              "host_tree_work": hierarchy.HOST_TREE_WORK, "rows": rows}
     if backend.is_gpu:
         import cupy as cp
 

@@ -40,7 +40,6 @@ from gpumine.wavecluster.engine import (
     quantize,
     resolve_threshold,
 )
-from gpumine.wavecluster.labeling import label_scipy
 from gpumine.wavecluster.wavelet import coarse_cells, coarse_shape, get_wavelet, lowpass
 
 __all__ = ["Stages", "chunk_components", "fit_wavecluster", "fit_wavecluster_chunked",
@@ -203,10 +202,6 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
     grid_weight = ((total if total is not None else grid.sum()) if threshold == "auto"
                    else 0.0)
     del grid, total
-    if threshold == "auto" and _rule_on_host(stages, coarse):
-        return _host_rule(stages, coarse, grid_weight, wavelet=wavelet,
-                          connectivity=connectivity, min_cluster_size=min_cluster_size,
-                          coarser_levels=coarser_levels)
     threshold, (components, n_components) = resolve_threshold(
         threshold, coarse, grid_weight=grid_weight, min_cluster_size=min_cluster_size,
         label=label, connectivity=connectivity, xp=stages.xp, weigh=stages.weigh,
@@ -216,42 +211,6 @@ def grid_components(stages, fine, *, wavelet, levels, threshold, connectivity,
         coarser=(_next_level(stages, wavelet) if threshold == "auto" and coarser_levels
                  else None))
     return threshold, components, n_components
-
-
-HOST_RULE_CELLS = 2 ** 16
-"""A device grid of at most this many coarse cells has ``threshold="auto"`` decided on the
-host (:func:`_host_rule`), where the CPU's compiled component tree is there (Numba): one
-transfer of the grid instead of a labelling, launches and syncs per stack of levels, each
-grid's. 0: every device grid's rule on the device. The bound is measured
-(``benchmarks/wavecluster_auto_cost.py --host-rule-cells``)."""
-
-
-def _rule_on_host(stages, coarse) -> bool:
-    """Whether :func:`grid_components` decides ``"auto"`` on the host (:data:`HOST_RULE_CELLS`)."""
-    return (stages.xp is not np and _CPU.levels_tree is not None
-            and coarse.size <= HOST_RULE_CELLS)
-
-
-def _host_rule(stages, coarse, grid_weight, *, wavelet, connectivity, min_cluster_size,
-               coarser_levels):
-    """:func:`grid_components`' ``"auto"`` for a small device grid: the grid and its weight
-    to the host in one transfer, the CPU's rule there (its component tree, the coarser
-    levels' low-pass, the border), the labelled grid back to the device. The same rule and
-    the same labels as on the device (the CPU and GPU paths' labels are tested equal)."""
-    xp = stages.xp
-    packed = xp.concatenate([xp.asarray(grid_weight, dtype=xp.float64).reshape(1),
-                             coarse.astype(xp.float64, copy=False).ravel()])
-    # sync: the coarse grid (at most HOST_RULE_CELLS cells) and the weight, one transfer
-    packed = stages.to_host(packed)
-    host = packed[1:].reshape(coarse.shape)
-    threshold, (components, n_components) = resolve_threshold(
-        "auto", host, grid_weight=float(packed[0]),  # sync: none, a host copy
-        min_cluster_size=min_cluster_size, label=label_scipy, connectivity=connectivity,
-        xp=np, weigh=_CPU.weigh, to_host=np.asarray, spread=_CPU.spread, tree=_CPU.tree,
-        levels_tree=_CPU.levels_tree,
-        coarser=_next_level(_CPU, wavelet) if coarser_levels else None)
-    # the labelled grid back (8 bytes a coarse cell), for the points' lookup on the device
-    return threshold, xp.asarray(components), n_components
 
 
 def _next_level(stages, wavelet):
