@@ -34,24 +34,6 @@ __device__ __forceinline__ void top2_push(Top2& t, float score, int index) {
     }
 }
 
-// Two consecutive centres' scores (index, index + 1): the state two top2_push calls leave
-// (the lower index on a tie), with one compare and branch where the pair changes nothing --
-// most pairs after the first tiles. Where it does: the pair's lower score below the best
-// makes it the best and the second the lower of the old best and the pair's higher score;
-// between the best and the second it is the second.
-__device__ __forceinline__ void top2_push_pair(Top2& t, float s0, float s1, int index) {
-    const float lo = fminf(s0, s1);
-    if (lo < t.second) {
-        if (lo < t.best) {
-            t.second = fminf(t.best, fmaxf(s0, s1));
-            t.best = lo;
-            t.index = s1 < s0 ? index + 1 : index;
-        } else {
-            t.second = lo;
-        }
-    }
-}
-
 // Merge with the state held by lane (lane ^ mask): the best by (score, index), the second
 // is the smallest of the remaining three.
 __device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
@@ -538,10 +520,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         const float n0 = nst[col], n1 = nst[col + 1];
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
-            top2_push_pair(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0),
-                           fmaf(acc[m][1], row_coef[m][0], n1), c0 + col);
-            top2_push_pair(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0),
-                           fmaf(acc[m][3], row_coef[m][1], n1), c0 + col);
+            top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
+            top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
+            top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
+            top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
         }
     };
     // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), so
