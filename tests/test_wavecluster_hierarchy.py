@@ -537,6 +537,37 @@ def test_component_tree_with_more_components_than_cells():
     assert cpu_fast.levels_tree(grid, [], 1).level.size == 0
 
 
+@pytest.mark.parametrize("trial", range(12))
+def test_component_tree_significant_slabs(trial):
+    """LevelsTree.significant (one compiled pass) against NumPy over the tree's arrays:
+    per level up to the first holding no component of the minimum mass, the significant
+    components' numbers, masses and parents' numbers; minima below every mass, above
+    every mass (no level) and between."""
+    pytest.importorskip("numba")
+    from gpumine.wavecluster import cpu_fast
+
+    rng = np.random.default_rng(100 + trial)
+    d = int(rng.integers(1, 4))
+    shape = tuple(int(s) for s in rng.integers(2, 30 if d <= 2 else 8, size=d))
+    grid = ndimage.uniform_filter(rng.poisson(2.0, size=shape).astype(np.float64), 3)
+    thresholds = np.sort(rng.uniform(0.0, grid.max() + 0.5, int(rng.integers(1, 10))))
+    tree = cpu_fast.levels_tree(grid, thresholds, int(rng.integers(1, d + 1)))
+    masses = np.sort(tree.mass) if tree.mass.size else np.zeros(1)
+    minimum = [0.0, masses[-1] + 1.0, *rng.choice(masses, 2)][trial % 4]
+    keep = tree.mass >= minimum
+    held = np.zeros(thresholds.size + 1, dtype=bool)
+    held[tree.level[keep]] = True
+    top = int(np.argmin(held))
+    got = tree.significant(minimum)
+    assert len(got) == top
+    for j, (numbers, mass, parents) in enumerate(got):
+        at = np.flatnonzero(keep & (tree.level == j))
+        np.testing.assert_array_equal(numbers, tree.number[at])
+        np.testing.assert_array_equal(mass, tree.mass[at])
+        np.testing.assert_array_equal(parents, tree.number[tree.parent[at]] if j else 0)
+        assert numbers.dtype == parents.dtype == np.int64
+
+
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons"])
 def test_tree_levels_give_a_stacks_tree(name, monkeypatch, levels_tree):
     """_TreeLevels (from the component tree) holds the tree _LevelStack builds from a stack

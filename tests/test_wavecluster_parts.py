@@ -49,6 +49,32 @@ def test_haar_level_equals_the_filter_loop_bit_for_bit(shape, rng):
         assert np.array_equal(got.view(np.int64), expected.view(np.int64))
 
 
+@pytest.mark.parametrize("trial", range(12))
+def test_compiled_lowpass_equals_numpy_bit_for_bit(trial):
+    """cpu_fast.lowpass (the CPU stages' ``lowpass`` with Numba) against wavelet.lowpass on
+    fresh random grids: d = 1..6, odd and even lengths (a length of 1 included), 1..3
+    levels, negative values and zeros (the odd end's 0.0 + tap * x keeps +0.0 where x is
+    -0.0), tiny and huge magnitudes: the same shape and bits. Another wavelet takes
+    NumPy's way; the CPU stages use the compiled one."""
+    pytest.importorskip("numba")
+    from gpumine.backend import get_backend
+    from gpumine.wavecluster import cpu_fast, pipeline
+
+    rng = np.random.default_rng(trial)
+    d = trial % 6 + 1
+    shape = tuple(int(s) for s in rng.integers(1, 14 if d <= 3 else 6, size=d))
+    grid = rng.gamma(0.5, size=shape) * (rng.random(shape) < 0.7)
+    grid *= rng.choice([1.0, 1e-300, 1e300, -3.0])
+    levels = int(rng.integers(1, 4))
+    got = cpu_fast.lowpass(grid, "haar", levels)
+    expected = lowpass(grid, "haar", levels)
+    assert got.shape == expected.shape == coarse_shape(shape, "haar", levels)
+    assert np.array_equal(got.view(np.int64), expected.view(np.int64))
+    np.testing.assert_array_equal(cpu_fast.lowpass(grid, "bior2.2", 2),
+                                  lowpass(grid, "bior2.2", 2))
+    assert pipeline.stages_for(get_backend("cpu")).lowpass is cpu_fast.lowpass
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [1, 2, 5])
 def test_compiled_histogram_equals_the_numpy_steps(d, dtype, rng):

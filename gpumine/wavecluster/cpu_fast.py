@@ -14,7 +14,8 @@ and counts them into the fine grid in one pass where NumPy makes a dozen arrays 
 ``min(axis=0)`` over rows of two features takes a hundred times longer than over columns).
 :func:`levels_tree` finds the connected components of every density level of a grid at once,
 a component tree (the CPU's ``Stages.levels_tree``): the ``"auto"`` rule's levels without
-labelling each one.
+labelling each one. :func:`lowpass` is haar's low-pass an axis a call (the CPU's
+``Stages.lowpass``; the ``"auto"`` rule's coarser levels are three more of them a fit).
 
 Numba is optional (``pip install gpumine[fast]``, part of ``dev``); without it the NumPy
 steps run. The first call compiles (about a second), cached on disk afterwards.
@@ -32,14 +33,18 @@ Examples
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import math
 
 import numpy as np
 
 from gpumine.exceptions import InvalidParameterError
 from gpumine.wavecluster.labeling import flat_steps
+from gpumine.wavecluster.wavelet import get_wavelet
+from gpumine.wavecluster.wavelet import lowpass as wavelet_lowpass
 
-__all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "spread",
-           "stack_tree"]
+__all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "lowpass",
+           "spread", "stack_tree"]
 
 _KERNELS: dict = {}
 #: :func:`levels_tree` indexes in int32 below this many cells times levels (tests lower it).
@@ -306,6 +311,66 @@ def _kernels() -> dict:
             out[c] = number[k] if 0 <= k < end else 0
         return out
 
+    @numba.njit(cache=True, nogil=True)
+    def haar_axis(grid, tap, out):
+        # IN grid (outer, length, inner) f8; IN tap f8: both taps' value; OUT out (outer,
+        # (length + 1) // 2, inner) f8: tap * grid[2m + 1] + tap * grid[2m] along the middle
+        # axis, the first product 0.0 past an odd length (wavelet._haar_axis's order)
+        outer, length, inner = grid.shape
+        half = out.shape[1]
+        for o in range(outer):
+            for m in range(half):
+                odd = 2 * m + 1
+                for i in range(inner):
+                    first = tap * grid[o, odd, i] if odd < length else 0.0
+                    out[o, m, i] = first + tap * grid[o, 2 * m, i]
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def significant_slabs(level, number, mass, parent, ends, minimum):
+        # IN level, number, parent (nodes) int32/int64, mass (nodes) f8, ends (m) int64:
+        # levels_tree's (the top level's nodes first, each level's in number order); IN
+        # minimum f8. Returns top (the first level holding no node of mass >= minimum, m
+        # where all do) and, for the levels below it from level 0 up, their significant
+        # nodes' numbers, masses and parents' numbers (int64, f8, int64; 0 at level 0) and
+        # edges (top + 1) int64: level j's are edges[j]:edges[j + 1]
+        m = ends.size
+        top = m
+        for j in range(m):
+            begin = ends[j + 1] if j + 1 < m else 0
+            held = False
+            for k in range(begin, ends[j]):
+                if mass[k] >= minimum:
+                    held = True
+                    break
+            if not held:
+                top = j
+                break
+        total = 0
+        for j in range(top):
+            begin = ends[j + 1] if j + 1 < m else 0
+            for k in range(begin, ends[j]):
+                if mass[k] >= minimum:
+                    total += 1
+        numbers = np.empty(total, dtype=np.int64)
+        masses = np.empty(total)
+        parents = np.empty(total, dtype=np.int64)
+        edges = np.empty(top + 1, dtype=np.int64)
+        at = 0
+        for j in range(top):
+            edges[j] = at
+            begin = ends[j + 1] if j + 1 < m else 0
+            for k in range(begin, ends[j]):
+                if mass[k] >= minimum:
+                    numbers[at] = number[k]
+                    masses[at] = mass[k]
+                    parents[at] = number[parent[k]] if level[k] > 0 else 0
+                    at += 1
+        edges[top] = at
+        return top, numbers, masses, parents, edges
+
+    _KERNELS["significant_slabs"] = significant_slabs
+    _KERNELS["haar_axis"] = haar_axis
     _KERNELS["grow"] = grow
     _KERNELS["tree"] = tree
     _KERNELS["histogram"] = quantize_histogram
@@ -313,6 +378,46 @@ def _kernels() -> dict:
     _KERNELS["levels_tree"] = levels_tree
     _KERNELS["level_labels"] = level_labels
     return _KERNELS
+
+
+def lowpass(grid, wavelet="haar", levels: int = 1):
+    """``Stages.lowpass`` on the CPU: :func:`gpumine.wavecluster.wavelet.lowpass`, a wavelet of
+    two equal taps (haar) compiled, an axis a call into a new array (NumPy's way slices,
+    multiplies and pads: about 25 microseconds an axis of a small grid on the 2-core VM,
+    several times the arithmetic); the same products and sums in the same order, so the same
+    values (test). Other wavelets: NumPy's.
+
+    Parameters
+    ----------
+    grid : numpy.ndarray, float64   -- IN
+    wavelet : str
+    levels : int >= 1
+
+    Returns
+    -------
+    numpy.ndarray of float64, the shape of :func:`~gpumine.wavecluster.wavelet.coarse_shape`
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine.wavecluster.cpu_fast import lowpass
+    >>> lowpass(np.array([[1.0, 3.0, 2.0], [5.0, 0.0, 4.0]])).round(3).tolist()
+    [[4.5, 3.0]]
+    """
+    taps = get_wavelet(wavelet).dec_lo
+    if len(taps) != 2 or taps[0] != taps[1]:
+        return wavelet_lowpass(grid, wavelet, levels)
+    kernel = _kernels()["haar_axis"]
+    out = np.ascontiguousarray(grid, dtype=np.float64)
+    for _ in range(levels):
+        for axis in range(out.ndim):
+            shape = out.shape
+            outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+            result = np.empty((*shape[:axis], (shape[axis] + 1) // 2, *shape[axis + 1:]))
+            kernel(out.reshape(outer, shape[axis], inner), float(taps[0]),
+                   result.reshape(outer, -1, inner))
+            out = result
+    return out
 
 
 def spread(labels, region, steps):
@@ -461,6 +566,17 @@ class LevelsTree:
         self.level, self.number, self.mass, self.parent, self.ends = (level, number, mass,
                                                                      parent, ends)
 
+    def significant(self, minimum: float) -> list:
+        """Per level from 0 up to the first that holds no component of mass at least
+        ``minimum`` (not included), its such components' ``(numbers, masses, parents'
+        numbers in the level below)`` (int64, float64, int64; parents 0 at level 0), each
+        level's in number order: :class:`~gpumine.wavecluster.hierarchy._LevelStack`'s
+        ``tree``, in one compiled pass."""
+        _, numbers, masses, parents, edges = _kernels()["significant_slabs"](
+            self.level, self.number, self.mass, self.parent, self.ends, float(minimum))
+        edges = edges.tolist()  # sync: none, host numbers
+        return [(numbers[a:b], masses[a:b], parents[a:b]) for a, b in itertools.pairwise(edges)]
+
     def count(self, j: int) -> int:
         """How many components level j holds."""
         begin = int(self.ends[j + 1]) if j + 1 < self.ends.size else 0  # sync: none, host
@@ -525,11 +641,12 @@ def levels_tree(coarse, thresholds, connectivity: int):
     # inside); indices in int32 where every cell and every node (at most a cell a level)
     # fits, half the memory of int64
     index = np.int32 if cells * max(thresholds.size, 1) < _INDEX32_BELOW else np.int64
-    level, parent, root_node, cell_node, order, roots, merged = (
-        np.empty(cells, dtype=index) for _ in range(7))
+    level, parent, root_node, cell_node, order, roots, merged = np.empty((7, cells),
+                                                                         dtype=index)
     room = max(cells // 4, 64)
-    nodes = [np.empty(room, dtype=dtype) for dtype in (index, index, np.float64, index, index)]
+    node_level, node_number, node_parent, node_root = np.empty((4, room), dtype=index)
     *nodes, ends = _kernels()["levels_tree"](
         values.ravel(), thresholds, steps, level, parent, np.empty(cells), root_node,
-        cell_node, order, roots, merged, *nodes)
+        cell_node, order, roots, merged, node_level, node_number, np.empty(room),
+        node_parent, node_root)
     return LevelsTree(shape, cell_node, *nodes, ends)

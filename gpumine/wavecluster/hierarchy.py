@@ -711,22 +711,8 @@ class _TreeLevels(_LevelStack):
         self.label, self.connectivity, self.xp = label, connectivity, xp
         self.plane = self.paint = self.kept = None
         self.components = levels_tree(coarse, [(p - 0.5) * unit for p in levels], connectivity)
-        found = self.components
-        m = len(levels)
-        keep = found.mass >= minimum
-        held = np.zeros(m + 1, dtype=bool)  # sync: none, host arrays
-        held[found.level[keep]] = True
-        top = int(np.argmin(held))  # sync: none, host; the first level holding nothing
-        # the significant components below it, level by level up (each level's in number
-        # order: the nodes run from the top level down, each level's numbers ascending)
-        kept = np.flatnonzero(keep & (found.level < top))
-        kept = kept[np.argsort(found.level[kept], kind="stable")]
-        numbers, masses = found.number[kept].astype(np.int64), found.mass[kept]
-        parents = np.where(found.level[kept] > 0, found.number[found.parent[kept]],
-                           0).astype(np.int64)
-        edges = np.searchsorted(found.level[kept], np.arange(top + 1)).tolist()  # sync: none
-        self.tree = [(numbers[a:b], masses[a:b], parents[a:b])
-                     for a, b in itertools.pairwise(edges)]
+        # the significant components of each level up to the first that holds none
+        self.tree = self.components.significant(minimum)
 
     def labelling(self, j):
         """Level j's labelling ``(labels, n)``, off the tree."""

@@ -33,15 +33,23 @@ def neighbour_offsets(ndim: int, connectivity: int) -> list[tuple]:
 def flat_steps(shape, connectivity: int):
     """Every neighbour's flat offset (both signs, int64) in a C-order grid of ``shape``: for
     a grid padded by one empty cell all round, where a cell's neighbours stay inside.
+    Cached per shape (read-only): an ``"auto"`` fit asks for each of its grids.
 
     Examples
     --------
     >>> flat_steps((4, 5), 1).tolist()
     [1, 5, -1, -5]
     """
+    return _flat_steps(tuple(int(s) for s in shape), connectivity)
+
+
+@functools.lru_cache(maxsize=64)
+def _flat_steps(shape: tuple, connectivity: int):
     strides = np.cumprod((1, *shape[:0:-1]))[::-1]
     half = np.array(neighbour_offsets(len(shape), connectivity), dtype=np.int64)
-    return np.concatenate([half @ strides, -(half @ strides)])
+    steps = np.concatenate([half @ strides, -(half @ strides)])
+    steps.flags.writeable = False
+    return steps
 
 
 @functools.lru_cache(maxsize=64)

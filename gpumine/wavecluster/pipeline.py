@@ -168,7 +168,7 @@ def _cpu_results(remap, point_component, components, n_clusters, prepared):
 
 _FAST = cpu_fast.available()  # the compiled steps with Numba, else NumPy's
 _CPU = Stages(xp=np, histogram=cpu_fast.histogram if _FAST else _cpu_histogram,
-              lowpass=lowpass,
+              lowpass=cpu_fast.lowpass if _FAST else lowpass,
               point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results,
               spread=cpu_fast.spread if _FAST else None,
               tree=cpu_fast.stack_tree if _FAST else None,
