@@ -204,3 +204,21 @@ def levels_tree(monkeypatch):
             default, levels_tree=cpu_fast.levels_tree if on else None))
 
     return use
+
+
+@pytest.fixture
+def border_case():
+    """``border_case(rng, shape) -> (components, coarse, sizes)``: a random labelling of
+    clusters 1..8 of every size (about a fifth of the cells), a coarse grid with occupied
+    and empty cells (every cluster cell occupied) and each cluster's mass: the add_border_cells
+    joins' test input, at the grid's edges and corners too."""
+
+    def make(rng, shape):
+        components = (rng.randint(1, 9, size=shape) * (rng.random_sample(shape) < 0.2))
+        components = components.astype(np.int64)
+        coarse = rng.uniform(0, 3, size=shape) * (rng.random_sample(shape) < 0.6)
+        coarse[components > 0] = np.maximum(coarse[components > 0], 1.0)
+        sizes = np.bincount(components.ravel(), weights=coarse.ravel(), minlength=9)[1:]
+        return components, coarse, sizes
+
+    return make

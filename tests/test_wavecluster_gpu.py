@@ -318,7 +318,7 @@ def test_stack_paint_takes_the_first_plane_the_table_maps(cp, shape, box, plane_
     ((4, 3, 5, 3, 4, 3), 2)])
 @pytest.mark.parametrize("base_points", [1, 2])  # the specks (two rings), the border (one)
 def test_nearest_cluster_joins_as_the_whole_grid_minima(cp, shape, connectivity, base_points,
-                                                        rng):
+                                                        rng, border_case):
     """add_border_cells with the GPU's one-pass kernel (``nearest_cluster``) gives the
     engine's whole-grid minima on the device and NumPy's on the host (specks near a
     cluster's cell only), on random labellings with clusters of every size (some below the
@@ -329,11 +329,7 @@ def test_nearest_cluster_joins_as_the_whole_grid_minima(cp, shape, connectivity,
         return cp.bincount(values, weights=weights, minlength=bins)
 
     for _ in range(3):
-        components = (rng.randint(1, 9, size=shape) * (rng.random_sample(shape) < 0.2))
-        components = components.astype(np.int64)
-        coarse = rng.uniform(0, 3, size=shape) * (rng.random_sample(shape) < 0.6)
-        coarse[components > 0] = np.maximum(coarse[components > 0], 1.0)
-        sizes = np.bincount(components.ravel(), weights=coarse.ravel(), minlength=9)[1:]
+        components, coarse, sizes = border_case(rng, shape)
         options = {"base_points": base_points, "unit": 1.0,  # about half the clusters light
                    "minimum": float(np.median(sizes)), "connectivity": connectivity}
         host, _ = engine.add_border_cells(

@@ -775,6 +775,37 @@ def test_specks_on_the_host_equal_the_whole_grid_steps(shape, monkeypatch):
     assert changed  # specks did join
 
 
+@pytest.mark.parametrize(("shape", "connectivity"), [
+    ((300,), 1), ((37, 41), 1), ((37, 41), 2), ((9, 11, 7), 3), ((5, 6, 4, 5), 2),
+    ((4, 3, 5, 3, 4, 3), 2)])
+@pytest.mark.parametrize("base_points", [1, 2])  # the specks (two rings), the border (one)
+def test_compiled_nearest_joins_as_numpy(shape, connectivity, base_points, rng, border_case):
+    """add_border_cells with the CPU's compiled join (cpu_fast.nearest, the CPU stages'
+    ``nearest`` with Numba) gives NumPy's numbers (specks looked up near each speck, the
+    border by minima over shifted views) on random labellings with clusters of every size
+    (some below the significant mass), occupied and empty cells, at the grid's edges and
+    corners too; the significant numbers given or weighed."""
+    pytest.importorskip("numba")
+    from gpumine.backend import get_backend
+    from gpumine.wavecluster import cpu_fast, pipeline
+
+    assert pipeline.stages_for(get_backend("cpu")).nearest is cpu_fast.nearest
+    for _ in range(3):
+        components, coarse, sizes = border_case(rng, shape)
+        options = {"base_points": base_points, "unit": 1.0,  # about half the clusters light
+                   "minimum": float(np.median(sizes)), "connectivity": connectivity,
+                   "weigh": _weigh}
+        expected, _ = engine.add_border_cells(components, 8, coarse, **options)
+        got, _ = engine.add_border_cells(components, 8, coarse, **options,
+                                         nearest=cpu_fast.nearest)
+        known, _ = engine.add_border_cells(components, 8, coarse, **options,
+                                           nearest=cpu_fast.nearest,
+                                           numbers=np.flatnonzero(sizes >= options["minimum"]) + 1)
+        assert not np.array_equal(expected, components)  # something joined
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(known, expected)
+
+
 def test_first_boxes_are_the_profiles_boxes(rng):
     """Every grid's first-level box found at once (one row per axis, different lengths and
     thresholds) is the box :func:`hierarchy._profile_boxes` finds for that grid alone: the

@@ -32,6 +32,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
 import math
@@ -44,7 +45,7 @@ from gpumine.wavecluster.wavelet import get_wavelet
 from gpumine.wavecluster.wavelet import lowpass as wavelet_lowpass
 
 __all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "lowpass",
-           "spread", "stack_tree"]
+           "nearest", "spread", "stack_tree"]
 
 _KERNELS: dict = {}
 #: :func:`levels_tree` indexes in int32 below this many cells times levels (tests lower it).
@@ -369,6 +370,49 @@ def _kernels() -> dict:
         edges[top] = at
         return top, numbers, masses, parents, edges
 
+    @numba.njit(cache=True, nogil=True)
+    def nearest_cluster(own, components, density, occupied, zero_only, shape, strides,
+                        origin, steps, ring_ends, none, out):
+        # IN own (padded cells) int64: the significant clusters' numbers, none elsewhere and
+        # on a padding of len(ring_ends) cells all round; IN components, density (cells)
+        # int64, f8: the grid, C order; IN occupied f8, zero_only bool; IN shape, strides
+        # (ndim) int64: the grid's shape, the padded grid's strides; IN origin: the padded
+        # index of cell 0; IN steps (offsets) int64: the rings' flat offsets in the padded
+        # grid, ring after ring (ring_ends); OUT out (cells) int64: gpu.nearest_cluster's
+        ndim = shape.size
+        row = shape[ndim - 1]
+        if components.size == 0:
+            return out
+        at = np.zeros(ndim, dtype=np.int64)  # sync: none, host scratch
+        start = origin  # the padded index of each row's first cell (an odometer over rows)
+        for first in range(0, components.size, row):
+            for i in range(row):
+                t, p = first + i, start + i
+                best = none
+                if own[p] == none and density[t] >= occupied and (not zero_only
+                                                                   or components[t] == 0):
+                    o = 0
+                    for r in range(ring_ends.size):  # the first ring holding one ends it
+                        while o < ring_ends[r]:
+                            value = own[p + steps[o]]
+                            if value < best:
+                                best = value
+                            o += 1
+                        if best < none:
+                            break
+                out[t] = best if best < none else components[t]
+            a = ndim - 2
+            while a >= 0:
+                at[a] += 1
+                start += strides[a]
+                if at[a] < shape[a]:
+                    break
+                start -= strides[a] * shape[a]
+                at[a] = 0
+                a -= 1
+        return out
+
+    _KERNELS["nearest_cluster"] = nearest_cluster
     _KERNELS["significant_slabs"] = significant_slabs
     _KERNELS["haar_axis"] = haar_axis
     _KERNELS["grow"] = grow
@@ -418,6 +462,69 @@ def lowpass(grid, wavelet="haar", levels: int = 1):
                    result.reshape(outer, -1, inner))
             out = result
     return out
+
+
+def nearest(own, components, density, occupied, zero_only, rings, none):
+    """``Stages.nearest`` on the CPU, compiled: the contract of
+    :func:`gpumine.wavecluster.gpu.nearest_cluster` (each candidate cell -- ``own`` is
+    ``none``, ``density`` at least ``occupied`` and, with ``zero_only``, ``components`` 0 --
+    takes the least ``own`` number over the first of ``rings`` that holds one below
+    ``none``, else keeps ``components``) in one pass over the grid, where NumPy's specks look
+    up each speck's neighbourhood in blocks and the border takes minima over shifted views:
+    the same numbers (test).
+
+    Parameters
+    ----------
+    own, components : numpy.ndarray of int   -- IN
+    density : numpy.ndarray of float64   -- IN
+    occupied : float
+    zero_only : bool
+    rings : tuple
+        Per ring, its offsets (ndim-tuples): :func:`~gpumine.wavecluster.engine.offset_rings`.
+    none : int
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The joined labelling, the grid's shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine.wavecluster.cpu_fast import nearest
+    >>> components = np.array([[1, 0, 0, 0, 2]])  # two clusters' cells, occupied between
+    >>> own = np.where(components > 0, components, 9)  # 9: none
+    >>> nearest(own, components, np.ones((1, 5)), 0.5, False,
+    ...         (((0, 1), (0, -1)), ((0, 2), (0, -2))), 9).tolist()  # the middle: 1 < 2
+    [[1, 1, 1, 2, 2]]
+    """
+    own = np.asarray(own, dtype=np.int64)
+    margin = len(rings)
+    padded = np.full([s + 2 * margin for s in own.shape], none, dtype=np.int64)
+    padded[tuple(slice(margin, margin + s) for s in own.shape)] = own
+    shape, strides, origin, steps, ends = _ring_steps(own.shape, rings)
+    out = np.empty(own.shape, dtype=np.int64)
+    _kernels()["nearest_cluster"](
+        padded.ravel(), np.ascontiguousarray(components, dtype=np.int64).ravel(),
+        np.ascontiguousarray(density, dtype=np.float64).ravel(), float(occupied),
+        bool(zero_only), shape, strides, origin, steps, ends, int(none), out.ravel())
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _ring_steps(shape: tuple, rings: tuple) -> tuple:
+    """:func:`nearest`'s geometry of a grid of ``shape`` padded by ``len(rings)`` cells all
+    round: the shape, the padded strides, cell 0's padded index, the rings' flat offsets and
+    each ring's end (int64, read-only). Cached: a fit asks once per grid, with the same
+    rings (:func:`~gpumine.wavecluster.engine.offset_rings` is cached too)."""
+    margin = len(rings)
+    strides = np.cumprod((1, *(s + 2 * margin for s in shape[:0:-1])))[::-1].astype(np.int64)
+    steps = np.array([o for ring in rings for o in ring], dtype=np.int64).reshape(-1, len(shape))
+    arrays = (np.asarray(shape, dtype=np.int64), strides, steps @ strides,
+              np.cumsum([len(ring) for ring in rings]).astype(np.int64))
+    for array in arrays:
+        array.flags.writeable = False
+    return arrays[0], arrays[1], int(margin * strides.sum()), arrays[2], arrays[3]
 
 
 def spread(labels, region, steps):
