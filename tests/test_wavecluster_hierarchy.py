@@ -566,6 +566,25 @@ def test_component_tree_significant_slabs(trial):
         np.testing.assert_array_equal(mass, tree.mass[at])
         np.testing.assert_array_equal(parents, tree.number[tree.parent[at]] if j else 0)
         assert numbers.dtype == parents.dtype == np.int64
+    # painting a level's components through their nodes gives the level's labelling; a
+    # component of the level above and the other components of its level, painted
+    # together, give the level's labelling with that component's cells taken by the one
+    # above (cells below the upper level keep 0 there)
+    for j in range(thresholds.size):
+        labels, n = tree.labels(j)
+        if n == 0:
+            continue
+        value = np.zeros(tree.level.size, np.int64)
+        value[tree.nodes(j, np.arange(1, n + 1))] = np.arange(1, n + 1)
+        np.testing.assert_array_equal(tree.paint(value), labels)
+        if j + 1 < thresholds.size and tree.count(j + 1):
+            upper, _ = tree.labels(j + 1)
+            below = tree.number[tree.parent[tree.nodes(j + 1, [1])]][0]
+            value[tree.nodes(j, [below])] = 0
+            value[tree.nodes(j + 1, [1])] = n + 1
+            expected = np.where(labels == below, 0, labels)
+            expected[upper == 1] = n + 1
+            np.testing.assert_array_equal(tree.paint(value), expected)
 
 
 @pytest.mark.parametrize("name", ["spirals", "blobs-noise20-d5", "moons"])

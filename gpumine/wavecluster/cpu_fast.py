@@ -412,6 +412,20 @@ def _kernels() -> dict:
                 a -= 1
         return out
 
+    @numba.njit(cache=True, nogil=True)
+    def node_paint(cell_node, parent, value, out):
+        # IN cell_node (cells), parent (nodes): levels_tree's; IN/OUT value (nodes) int64:
+        # each node's value, 0 for none, then (a node's parent comes after it) each node
+        # without one takes its parent's; OUT out (cells) int64: each cell's node's value
+        for k in range(value.size - 1, -1, -1):
+            if value[k] == 0 and parent[k] >= 0:
+                value[k] = value[parent[k]]
+        for c in range(cell_node.size):
+            k = cell_node[c]
+            out[c] = value[k] if k >= 0 else 0
+        return out
+
+    _KERNELS["node_paint"] = node_paint
     _KERNELS["nearest_cluster"] = nearest_cluster
     _KERNELS["significant_slabs"] = significant_slabs
     _KERNELS["haar_axis"] = haar_axis
@@ -683,6 +697,23 @@ class LevelsTree:
             self.level, self.number, self.mass, self.parent, self.ends, float(minimum))
         edges = edges.tolist()  # sync: none, host numbers
         return [(numbers[a:b], masses[a:b], parents[a:b]) for a, b in itertools.pairwise(edges)]
+
+    def nodes(self, j: int, numbers):
+        """The node indices of level j's components ``numbers`` (1..)."""
+        begin = int(self.ends[j + 1]) if j + 1 < self.ends.size else 0  # sync: none, host
+        return begin + np.asarray(numbers, dtype=np.int64) - 1
+
+    def paint(self, value):
+        """Each cell's value of the nearest node at or below its own level's that has one:
+        ``value`` (one per node, 0: none; copied) painted over the grid in one compiled
+        pass. With the values on some components of the levels (none inside another), every
+        cell of such a component takes its value, every other cell 0: the labelling of
+        those components, whatever their levels."""
+        padded = np.empty(self._cell_node.size, dtype=np.int64)
+        _kernels()["node_paint"](self._cell_node, self.parent,
+                                 np.array(value, dtype=np.int64), padded)
+        inner = tuple(slice(1, s + 1) for s in self.shape)
+        return np.ascontiguousarray(padded.reshape([s + 2 for s in self.shape])[inner])
 
     def count(self, j: int) -> int:
         """How many components level j holds."""

@@ -369,6 +369,9 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
         painted = _paint_kept(stack, path, ids, leaves, splits, connectivity, xp, to_host,
                               spread, grow)
         return base_points, painted, np.arange(1, painted[1] + 1)
+    if isinstance(stack, _TreeLevels):
+        painted = stack.paint_clusters(path, ids, leaves, splits, spread, grow)
+        return base_points, painted, np.arange(1, painted[1] + 1)
 
     def labelling(level):
         return stack.labelling(path[level])
@@ -717,6 +720,28 @@ class _TreeLevels(_LevelStack):
     def labelling(self, j):
         """Level j's labelling ``(labels, n)``, off the tree."""
         return self.components.labels(j)
+
+    def paint_clusters(self, path, ids, leaves, splits, spread, grow):
+        """:func:`_paint`'s clusters off the tree, as :func:`_paint_kept` paints them from a
+        stack: every leaf in one pass through the tree's nodes (numbered as :func:`_paint`
+        numbers them: levels from the top down, each level's in the order of their numbers),
+        then each level's splits grown, from the top level down, each split's region one
+        more pass (the same labels, for :func:`_paint_kept`'s reasons). ``path[i]`` is the
+        tree's level of ``ids[i]``."""
+        tree = self.components
+        value = np.zeros(tree.level.size, np.int64)  # sync: none, host arrays
+        next_id = 1
+        for level in sorted({i for i, _ in leaves}, reverse=True):
+            numbers = np.sort(ids[level][[k for i, k in leaves if i == level]])
+            value[tree.nodes(path[level], numbers)] = np.arange(next_id,
+                                                                 next_id + numbers.size)
+            next_id += numbers.size
+        out = tree.paint(value)
+        for level in sorted({i for i, _ in splits}, reverse=True) if grow else ():
+            mark = np.zeros(tree.level.size, np.int64)  # sync: none, host arrays
+            mark[tree.nodes(path[level], ids[level][[k for i, k in splits if i == level]])] = 1
+            out = grow_labels(out, tree.paint(mark) != 0, self.connectivity, spread=spread)
+        return out, next_id - 1
 
 
 def split_persistent(coarse, components, n_components, *, base_points: float, unit: float,
