@@ -220,15 +220,15 @@ def _kernels() -> dict:
         level_end = np.empty(m, dtype=np.int64)
         n_roots = n_old = nodes = above = 0  # above: the level above's first node
         for j in range(m - 1, -1, -1):
+            # the level's cells join in raster order, each with its neighbours already in
+            # (the levels above, and this level's earlier cells): each pair is looked at once
             for a in range(start[j], start[j + 1]):
                 c = order[a]
                 parent[c] = c
                 mass[c] = values[c]
                 roots[n_roots] = c
                 n_roots += 1
-            for a in range(start[j], start[j + 1]):
-                c = order[a]
-                rc = find(parent, c)
+                rc = c
                 for step in steps:
                     other = c + step
                     if parent[other] < 0:
