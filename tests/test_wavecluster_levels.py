@@ -224,3 +224,31 @@ def test_tables_read_together_are_made_anew_below_a_level_that_split():
     np.testing.assert_array_equal(got, want)
     assert n_got == n_want == 4  # the finest's first cluster split in two
     assert len(np.unique(got[:8])) == 2 and sorted(significant.tolist()) == [2, 3, 4]
+
+
+@pytest.mark.parametrize("shape", [(33,), (37, 41), (9, 10, 7), (5, 4, 6, 3), (3, 4, 3, 5, 2)])
+def test_compiled_joint_equals_the_gathers(shape):
+    """cpu_fast.joint (the CPU stages' ``joint`` with Numba) equals joint_tables' gathers and
+    bincount to the bit, bin 0 included: two jobs of different tables and widths one after
+    another, odd extents included (the next level's last cell covers one finer cell)."""
+    pytest.importorskip("numba")
+    from gpumine.backend import get_backend
+    from gpumine.wavecluster import cpu_fast, pipeline
+
+    assert pipeline.stages_for(get_backend("cpu")).joint is cpu_fast.joint
+    rng = np.random.default_rng(len(shape))
+    upper_shape = tuple((s + 1) // 2 for s in shape)
+    jobs = []
+    for cluster_index, piece_index in [
+            (np.array([0, 1, 0, 2, 3, 0, 4]), np.array([0, 1, 2, 0, 3])),  # 4 rows, 3 columns
+            (np.array([0, 0, 1, 0, 0, 0, 2]), np.array([0, 0, 1, 2, 0]))]:  # 2 rows, 2 columns
+        jobs.append((rng.integers(0, 7, size=shape), rng.integers(0, 5, size=upper_shape),
+                     cluster_index, piece_index, rng.uniform(0, 2, size=shape),
+                     int(piece_index.max()) + 1))
+    expected = joint_tables(jobs, weigh=lambda v, w, bins: np.bincount(v, weights=w,
+                                                                       minlength=bins))
+    got = cpu_fast.joint(jobs)
+    assert (got > 0).mean() > 0.5  # most bins have cells
+    assert got.dtype == np.float64 and np.array_equal(got.view(np.int64),
+                                                      expected.view(np.int64))
+

@@ -44,8 +44,8 @@ from gpumine.wavecluster.labeling import flat_steps
 from gpumine.wavecluster.wavelet import get_wavelet
 from gpumine.wavecluster.wavelet import lowpass as wavelet_lowpass
 
-__all__ = ["LevelsTree", "available", "bounds", "histogram", "levels_tree", "lowpass",
-           "nearest", "spread", "stack_tree"]
+__all__ = ["LevelsTree", "available", "bounds", "histogram", "joint", "levels_tree",
+           "lowpass", "nearest", "spread", "stack_tree"]
 
 _KERNELS: dict = {}
 #: :func:`levels_tree` indexes in int32 below this many cells times levels (tests lower it).
@@ -425,6 +425,39 @@ def _kernels() -> dict:
             out[c] = value[k] if k >= 0 else 0
         return out
 
+    @numba.njit(cache=True, nogil=True)
+    def joint_table(components, shape, upper, upper_strides, cluster_index, piece_index,
+                    density, width, out):
+        # IN components (cells) int64, shape (ndim) int64: the finer labelling, C order; IN
+        # upper (upper cells) int64, upper_strides (ndim) int64: the next level's labelling
+        # and its C strides; IN cluster_index, piece_index int64: each number's row and
+        # column; IN density (cells) f8; OUT out (rows * width) f8, zeros in: each cell's
+        # density added at (its cluster's row, its c // 2 cell's piece column), cells in
+        # flat order (NumPy's bincount's order)
+        ndim = shape.size
+        row = shape[ndim - 1]
+        if components.size == 0:
+            return out
+        at = np.zeros(ndim, dtype=np.int64)  # sync: none, host scratch
+        start = 0  # the next level's flat index of each row's first cell's c // 2
+        for first in range(0, components.size, row):
+            for i in range(row):
+                t = first + i
+                piece = piece_index[upper[start + (i // 2) * upper_strides[ndim - 1]]]
+                out[cluster_index[components[t]] * width + piece] += density[t]
+            a = ndim - 2
+            while a >= 0:
+                at[a] += 1
+                start = 0
+                for b in range(ndim - 1):
+                    start += (at[b] // 2) * upper_strides[b]
+                if at[a] < shape[a]:
+                    break
+                at[a] = 0
+                a -= 1
+        return out
+
+    _KERNELS["joint_table"] = joint_table
     _KERNELS["node_paint"] = node_paint
     _KERNELS["nearest_cluster"] = nearest_cluster
     _KERNELS["significant_slabs"] = significant_slabs
@@ -476,6 +509,49 @@ def lowpass(grid, wavelet="haar", levels: int = 1):
                    result.reshape(outer, -1, inner))
             out = result
     return out
+
+
+def joint(jobs):
+    """``Stages.joint`` on the CPU, compiled: the contract of
+    :func:`gpumine.wavecluster.levels.joint_tables` (and of the GPU's
+    :func:`gpumine.wavecluster.gpu.joint_mass`): for each job ``(components, upper,
+    cluster_index, piece_index, density, width)`` the ``density`` of the finer cells of each
+    cluster under each next-level piece (the cell's ``c // 2``), one pass a table where NumPy
+    takes a gather, ``d`` repeats, a slice, another gather and a bincount; the cells added
+    in the same order, so the same numbers (test).
+
+    Parameters
+    ----------
+    jobs : list of tuple
+        As :func:`~gpumine.wavecluster.levels.joint_tables` takes them.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The tables one after another, ``(cluster_index.max() + 1) * width`` masses each.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumine.wavecluster.cpu_fast import joint
+    >>> job = (np.array([1, 1, 2, 0]), np.array([1, 2]), np.array([0, 1, 2]),
+    ...        np.array([0, 1, 0]), np.ones(4), 2)  # a cluster under piece 1, one under none
+    >>> joint([job]).reshape(3, 2)[1:].tolist()
+    [[0.0, 2.0], [1.0, 0.0]]
+    """
+    kernel = _kernels()["joint_table"]
+    tables = []
+    for components, upper, cluster_index, piece_index, density, width in jobs:
+        components = np.ascontiguousarray(components, dtype=np.int64)
+        upper = np.ascontiguousarray(upper, dtype=np.int64)
+        cluster_index = np.ascontiguousarray(cluster_index, dtype=np.int64)
+        out = np.zeros((int(cluster_index.max()) + 1) * int(width))  # sync: none, host
+        kernel(components.ravel(), np.asarray(components.shape, dtype=np.int64),
+               upper.ravel(), (np.asarray(upper.strides) // upper.itemsize).astype(np.int64),
+               cluster_index, np.ascontiguousarray(piece_index, dtype=np.int64),
+               np.ascontiguousarray(density, dtype=np.float64).ravel(), int(width), out)
+        tables.append(out)
+    return np.concatenate(tables) if tables else np.zeros(0)
 
 
 def nearest(own, components, density, occupied, zero_only, rings, none):

@@ -172,6 +172,7 @@ _CPU = Stages(xp=np, histogram=cpu_fast.histogram if _FAST else _cpu_histogram,
               point_components=_cpu_point_components, weigh=_cpu_weigh, results=_cpu_results,
               spread=cpu_fast.spread if _FAST else None,
               nearest=cpu_fast.nearest if _FAST else None,
+              joint=cpu_fast.joint if _FAST else None,
               tree=cpu_fast.stack_tree if _FAST else None,
               levels_tree=cpu_fast.levels_tree if _FAST else None)
 
