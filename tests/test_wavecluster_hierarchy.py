@@ -591,8 +591,9 @@ def test_component_tree_significant_slabs(trial):
 def test_tree_levels_give_a_stacks_tree(name, monkeypatch, levels_tree):
     """_TreeLevels (from the component tree) holds the tree _LevelStack builds from a stack
     of labelled levels -- the same significant numbers and parents at every level, masses
-    to rounding, the same end -- and the same labelling of every level, on each grid a fit
-    looks at (the coarse grid and the coarser levels)."""
+    to rounding, the same end -- the same labelling of every level and the same ancestors
+    a level or two down, on each grid a fit looks at (the coarse grid and the coarser
+    levels)."""
     pytest.importorskip("numba")
     from gpumine.wavecluster import cpu_fast
 
@@ -628,6 +629,10 @@ def test_tree_levels_give_a_stacks_tree(name, monkeypatch, levels_tree):
         for j in range(len(levels)):
             np.testing.assert_array_equal(tree.labelling(j)[0], stack.labelling(j)[0])
             assert tree.labelling(j)[1] == stack.labelling(j)[1]
+        for j in range(1, len(tree.tree)):  # up the parent links, one and two levels
+            for i in range(max(j - 2, 0), j):
+                np.testing.assert_array_equal(tree.ancestors(tree.tree[j][0], j, i),
+                                              stack.ancestors(stack.tree[j][0], j, i))
 
 
 @pytest.mark.parametrize("connectivity", [1, 2, 3])

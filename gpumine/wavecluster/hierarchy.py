@@ -721,6 +721,15 @@ class _TreeLevels(_LevelStack):
         """Level j's labelling ``(labels, n)``, off the tree."""
         return self.components.labels(j)
 
+    def ancestors(self, numbers, j, i):
+        """The numbers at level i < j of the components ``numbers`` of level j: up the
+        tree's parent links (where a stack maps each level's numbers through a dict)."""
+        tree = self.components
+        nodes = tree.nodes(j, numbers)
+        for _ in range(j - i):
+            nodes = tree.parent[nodes]
+        return tree.number[nodes].astype(np.int64)
+
     def paint_clusters(self, path, ids, leaves, splits, spread, grow):
         """:func:`_paint`'s clusters off the tree, as :func:`_paint_kept` paints them from a
         stack: every leaf in one pass through the tree's nodes (numbered as :func:`_paint`
