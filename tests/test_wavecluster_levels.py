@@ -251,4 +251,3 @@ def test_compiled_joint_equals_the_gathers(shape):
     assert (got > 0).mean() > 0.5  # most bins have cells
     assert got.dtype == np.float64 and np.array_equal(got.view(np.int64),
                                                       expected.view(np.int64))
-

@@ -52,7 +52,7 @@ def test_haar_level_equals_the_filter_loop_bit_for_bit(shape, rng):
 @pytest.mark.parametrize("trial", range(12))
 def test_compiled_lowpass_equals_numpy_bit_for_bit(trial):
     """cpu_fast.lowpass (the CPU stages' ``lowpass`` with Numba) against wavelet.lowpass on
-    fresh random grids: d = 1..6, odd and even lengths (a length of 1 included), 1..3
+    fresh random grids: d = 1..6, odd and even lengths from 1, 1..3
     levels, negative values and zeros (the odd end's 0.0 + tap * x keeps +0.0 where x is
     -0.0), tiny and huge magnitudes: the same shape and bits. Another wavelet takes
     NumPy's way; the CPU stages use the compiled one."""

@@ -61,7 +61,8 @@ class Stages:
         (the GPU's), else None; ``weight`` None weighs every point 1; points outside the
         bounds add nothing.
     lowpass : callable
-        ``lowpass(grid, wavelet, levels) -> coarse``.
+        ``lowpass(grid, wavelet, levels) -> coarse`` (the GPU's one launch a level for haar;
+        the CPU's compiled axes, :func:`gpumine.wavecluster.cpu_fast.lowpass`, with Numba).
     point_components : callable
         ``point_components(point_cells, components, wavelet, levels, grid_shape)``: the
         coarse grid's component at every point's coarse cell, 0 outside the bounds.
@@ -88,12 +89,14 @@ class Stages:
         host copy of the box.
     nearest : callable, optional
         The ``"auto"`` rule's border and specks in one pass
-        (:func:`~gpumine.wavecluster.engine.add_border_cells`); None: minima over shifted
-        views on ``xp``.
+        (:func:`~gpumine.wavecluster.engine.add_border_cells`; the GPU's kernel, the CPU's
+        compiled :func:`gpumine.wavecluster.cpu_fast.nearest` with Numba); None: minima over
+        shifted views on ``xp`` (on the host, the specks' neighbourhoods alone).
     joint : callable, optional
         The coarser levels' table of each cluster's mass under each next-level piece in one
-        pass (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`); None: gathers
-        and ``weigh``.
+        pass (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`; the GPU's kernel,
+        the CPU's compiled :func:`gpumine.wavecluster.cpu_fast.joint` with Numba); None:
+        gathers and ``weigh``.
     summaries : callable, optional
         ``summaries(grids, weight) -> host array``: ``weight`` and each grid's mass and axes'
         profiles in one transfer (the ``"auto"`` rule's first look; the layout of
