@@ -116,6 +116,64 @@ def test_decide_on_a_hand_made_tree():
     assert hierarchy._decide(ids, lopsided, parents)[0] == [(0, 0)]
 
 
+def _decide_reference(ids, masses, parents):
+    """_decide's rule read literally: a component splits at the first level above it where
+    at least two of its descendants there reach AUTO_SPLIT_PERSISTENCE levels higher and
+    weigh at least AUTO_SPLIT_MIN_SHARE of the heaviest such; those then decide in turn."""
+    def descendants(i, k, j):  # positions at level j below (level i, position k)
+        front = {k}
+        for t in range(i + 1, j + 1):
+            front = {c for c, p in enumerate(parents[t]) if
+                     list(ids[t - 1]).index(p) in front}
+        return sorted(front)
+
+    def reaches(j, c):  # the highest level a descendant of (j, c) is at
+        return max([j] + [t for t in range(j + 1, len(ids)) if descendants(j, c, t)])
+
+    leaves, splits, pending = [], [], [(0, k) for k in range(len(ids[0]))]
+    while pending:
+        i, k = pending.pop()
+        for j in range(i + 1, len(ids) + 1):
+            front = descendants(i, k, j) if j < len(ids) else []
+            kept = [c for c in front if reaches(j, c) >= j + hierarchy.AUTO_SPLIT_PERSISTENCE]
+            if len(kept) >= 2:
+                heaviest = max(masses[j][c] for c in kept)
+                kept = [c for c in kept
+                        if masses[j][c] >= hierarchy.AUTO_SPLIT_MIN_SHARE * heaviest]
+            if len(kept) >= 2:
+                splits.append((i, k))
+                pending.extend((j, c) for c in kept)
+                break
+            if not front:
+                leaves.append((i, k))
+                break
+    return sorted(leaves), sorted(splits)
+
+
+def test_decide_equals_the_rule_read_literally():
+    """_decide (children lists, each component's highest level reached, a single
+    descendant's walk without new lists) against the rule read literally on 400 random
+    trees: levels of 1 to 5 components, parents drawn among the level below, masses over two
+    orders of magnitude (bumps under a quarter of the heaviest), components without
+    children (chains that stop early)."""
+    rng = np.random.default_rng(7)
+    splits_seen = 0
+    for _ in range(400):
+        ids = [np.arange(1, int(rng.integers(1, 4)) + 1)]
+        masses = [rng.uniform(1, 10, ids[0].size)]
+        parents = [None]
+        depth = int(rng.integers(0, 14) if rng.random() < 0.3 else rng.integers(5, 14))
+        for _ in range(depth):
+            n = int(rng.choice([1, 2, 2, 3, 3, 5]))
+            ids.append(np.sort(rng.choice(np.arange(1, 40), n, replace=False)))
+            masses.append(rng.uniform(0.1, 10, n))
+            parents.append(rng.choice(ids[-2], n))
+        got = hierarchy._decide(ids, masses, parents)
+        assert got == _decide_reference(ids, masses, parents)
+        splits_seen += bool(got[1])
+    assert splits_seen > 20  # the trees split often enough to test the rule
+
+
 def test_grow_labels_follows_the_region_not_the_straight_line():
     """A U-shaped corridor with a seed at each tip: the bottom of the U is shared at its
     middle, and a cell next to the other seed in a straight line but far along the

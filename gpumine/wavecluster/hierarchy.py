@@ -920,32 +920,43 @@ def _decide(ids, masses, parents) -> tuple[list, list]:
     # walked component by component, where NumPy scalars cost several times more
     ids = [np.asarray(level).tolist() for level in ids]  # sync: none, host arrays
     masses = [np.asarray(level).tolist() for level in masses]  # sync: none, host arrays
+    depth = len(ids)
     children = [[[] for _ in level] for level in ids]
-    for j in range(1, len(ids)):
+    for j in range(1, depth):
         position = {c: k for k, c in enumerate(ids[j - 1])}
+        kids = children[j - 1]
         for k, p in enumerate(np.asarray(parents[j]).tolist()):  # sync: none, host arrays
-            children[j - 1][position[p]].append(k)
+            kids[position[p]].append(k)
     last = [[j] * len(level) for j, level in enumerate(ids)]  # highest level reached
-    for j in range(len(ids) - 2, -1, -1):
+    for j in range(depth - 2, -1, -1):
+        above, here = last[j + 1], last[j]
         for k, kids in enumerate(children[j]):
-            last[j][k] = max([j] + [last[j + 1][c] for c in kids])
+            for c in kids:
+                if above[c] > here[k]:
+                    here[k] = above[c]
     leaves, splits = [], []
     pending = [(0, k) for k in range(len(ids[0]))]
     while pending:
         i, k = pending.pop()
         front = [k]
-        for j in range(i + 1, len(ids)):
-            front = [c for p in front for c in children[j - 1][p]]
-            kept = [c for c in front if last[j][c] >= j + AUTO_SPLIT_PERSISTENCE]
+        for j in range(i + 1, depth):
+            kids = children[j - 1]
+            # a single component's descendants are its children's list (read, not changed)
+            front = kids[front[0]] if len(front) == 1 else [c for p in front for c in kids[p]]
+            if not front:
+                leaves.append((i, k))
+                break
+            if len(front) < 2:
+                continue
+            reach, persistent = last[j], j + AUTO_SPLIT_PERSISTENCE
+            kept = [c for c in front if reach[c] >= persistent]
             if len(kept) >= 2:  # pieces far lighter than the heaviest are bumps on it
-                heaviest = max(masses[j][c] for c in kept)
-                kept = [c for c in kept if masses[j][c] >= AUTO_SPLIT_MIN_SHARE * heaviest]
+                mass = masses[j]
+                floor = AUTO_SPLIT_MIN_SHARE * max(mass[c] for c in kept)
+                kept = [c for c in kept if mass[c] >= floor]
             if len(kept) >= 2:
                 splits.append((i, k))
                 pending.extend((j, c) for c in kept)
-                break
-            if not front:
-                leaves.append((i, k))
                 break
         else:
             leaves.append((i, k))
