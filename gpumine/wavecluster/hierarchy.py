@@ -231,9 +231,18 @@ def grow_labels(labels, region, connectivity: int, *, xp=np, to_host=np.asarray,
                              steps)
         grown = xp.asarray(grown)
     else:
-        grown = spread(xp.pad(labels[box], 1).ravel(), xp.pad(region[box], 1).ravel(), steps)
+        grown = spread(_pad_one(labels[box], xp).ravel(), _pad_one(region[box], xp).ravel(),
+                       steps)
     labels[box] = grown.reshape(padded)[(slice(1, -1),) * len(shape)]
     return labels
+
+
+def _pad_one(array, xp):
+    """``array`` in a new one with an empty cell all round (``xp.pad(array, 1)``'s values: a
+    zeroed array and one copy, where ``pad`` takes several calls)."""
+    out = xp.zeros(tuple(s + 2 for s in array.shape), dtype=array.dtype)
+    out[(slice(1, -1),) * array.ndim] = array
+    return out
 
 
 def _spread_host(grown, inside, steps):
