@@ -335,10 +335,10 @@ def _kernels() -> dict:
     def significant_slabs(level, number, mass, parent, ends, minimum):
         # IN level, number, parent (nodes) int32/int64, mass (nodes) f8, ends (m) int64:
         # levels_tree's (the top level's nodes first, each level's in number order); IN
-        # minimum f8. Returns top (the first level holding no node of mass >= minimum, m
-        # where all do) and, for the levels below it from level 0 up, their significant
-        # nodes' numbers, masses and parents' numbers (int64, f8, int64; 0 at level 0) and
-        # edges (top + 1) int64: level j's are edges[j]:edges[j + 1]
+        # minimum f8. Returns, for the levels below the first holding no node of mass >=
+        # minimum (top; m where all do) from level 0 up, their significant nodes' numbers,
+        # masses and parents' numbers (int64, f8, int64; 0 at level 0) and edges (top + 1)
+        # int64: level j's are edges[j]:edges[j + 1]
         m = ends.size
         top = m
         for j in range(m):
@@ -372,7 +372,7 @@ def _kernels() -> dict:
                     parents[at] = number[parent[k]] if level[k] > 0 else 0
                     at += 1
         edges[top] = at
-        return top, numbers, masses, parents, edges
+        return numbers, masses, parents, edges
 
     @numba.njit(cache=True, nogil=True)
     def nearest_cluster(own, components, density, occupied, zero_only, shape, strides,
@@ -509,6 +509,7 @@ def lowpass(grid, wavelet="haar", levels: int = 1):
             shape = out.shape
             outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
             result = np.empty((*shape[:axis], (shape[axis] + 1) // 2, *shape[axis + 1:]))
+            # sync: none, the CPU's arrays and a host tap
             kernel(out.reshape(outer, shape[axis], inner), float(taps[0]),
                    result.reshape(outer, -1, inner))
             out = result
@@ -539,8 +540,8 @@ def joint(jobs):
     >>> import numpy as np
     >>> from gpumine.wavecluster.cpu_fast import joint
     >>> job = (np.array([1, 1, 2, 0]), np.array([1, 2]), np.array([0, 1, 2]),
-    ...        np.array([0, 1, 0]), np.ones(4), 2)  # a cluster under piece 1, one under none
-    >>> joint([job]).reshape(3, 2)[1:].tolist()
+    ...        np.array([0, 1, 0]), np.ones(4), 2)  # sync: none, host; two clusters
+    >>> joint([job]).reshape(3, 2)[1:].tolist()  # cluster 1 under piece 1, cluster 2 under none
     [[0.0, 2.0], [1.0, 0.0]]
     """
     kernel = _kernels()["joint_table"]
@@ -555,7 +556,7 @@ def joint(jobs):
                cluster_index, np.ascontiguousarray(piece_index, dtype=np.int64),
                np.ascontiguousarray(density, dtype=np.float64).ravel(), int(width), out)
         tables.append(out)
-    return np.concatenate(tables) if tables else np.zeros(0)
+    return np.concatenate(tables) if tables else np.zeros(0)  # sync: none, host tables
 
 
 def nearest(own, components, density, occupied, zero_only, rings, none):
@@ -588,7 +589,7 @@ def nearest(own, components, density, occupied, zero_only, rings, none):
     >>> from gpumine.wavecluster.cpu_fast import nearest
     >>> components = np.array([[1, 0, 0, 0, 2]])  # two clusters' cells, occupied between
     >>> own = np.where(components > 0, components, 9)  # 9: none
-    >>> nearest(own, components, np.ones((1, 5)), 0.5, False,
+    >>> nearest(own, components, np.ones((1, 5)), 0.5, False,  # sync: none, host arrays
     ...         (((0, 1), (0, -1)), ((0, 2), (0, -2))), 9).tolist()  # the middle: 1 < 2
     [[1, 1, 1, 2, 2]]
     """
@@ -773,15 +774,23 @@ class LevelsTree:
         numbers in the level below)`` (int64, float64, int64; parents 0 at level 0), each
         level's in number order: :class:`~gpumine.wavecluster.hierarchy._LevelStack`'s
         ``tree``, in one compiled pass."""
-        _, numbers, masses, parents, edges = _kernels()["significant_slabs"](
+        numbers, masses, parents, edges = _kernels()["significant_slabs"](
             self.level, self.number, self.mass, self.parent, self.ends, float(minimum))
         edges = edges.tolist()  # sync: none, host numbers
         return [(numbers[a:b], masses[a:b], parents[a:b]) for a, b in itertools.pairwise(edges)]
 
+    def _begin(self, j: int) -> int:
+        """The index of level j's first node (the levels above come first)."""
+        return int(self.ends[j + 1]) if j + 1 < self.ends.size else 0  # sync: none, host
+
+    def _inner(self, padded):
+        """A flat labelling of the padded grid, cut to the grid (a new C-order array)."""
+        inner = tuple(slice(1, s + 1) for s in self.shape)
+        return np.ascontiguousarray(padded.reshape([s + 2 for s in self.shape])[inner])
+
     def nodes(self, j: int, numbers):
         """The node indices of level j's components ``numbers`` (1..)."""
-        begin = int(self.ends[j + 1]) if j + 1 < self.ends.size else 0  # sync: none, host
-        return begin + np.asarray(numbers, dtype=np.int64) - 1
+        return self._begin(j) + np.asarray(numbers, dtype=np.int64) - 1
 
     def paint(self, value):
         """Each cell's value from its node (its component at its own highest level) or, where
@@ -793,13 +802,11 @@ class LevelsTree:
         padded = np.empty(self._cell_node.size, dtype=np.int64)
         _kernels()["node_paint"](self._cell_node, self.parent,
                                  np.array(value, dtype=np.int64), padded)
-        inner = tuple(slice(1, s + 1) for s in self.shape)
-        return np.ascontiguousarray(padded.reshape([s + 2 for s in self.shape])[inner])
+        return self._inner(padded)
 
     def count(self, j: int) -> int:
         """How many components level j holds."""
-        begin = int(self.ends[j + 1]) if j + 1 < self.ends.size else 0  # sync: none, host
-        return int(self.ends[j]) - begin  # sync: none, host numbers
+        return int(self.ends[j]) - self._begin(j)  # sync: none, host numbers
 
     def labels(self, j: int):
         """Level j's labelling ``(labels, n)``, as a labelling strategy gives it: int64, 0
@@ -807,9 +814,7 @@ class LevelsTree:
         padded = np.empty(self._cell_node.size, dtype=np.int64)
         _kernels()["level_labels"](self._cell_node, self.level, self.number, self.parent,
                                    int(self.ends[j]), j, padded)  # sync: none, host numbers
-        inner = tuple(slice(1, s + 1) for s in self.shape)
-        labels = np.ascontiguousarray(padded.reshape([s + 2 for s in self.shape])[inner])
-        return labels, self.count(j)
+        return self._inner(padded), self.count(j)
 
 
 def levels_tree(coarse, thresholds, connectivity: int):
