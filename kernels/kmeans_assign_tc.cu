@@ -380,20 +380,11 @@ __device__ __forceinline__ void copy_async_wait() {
 // reused for the centre tiles); blocks an SM asked of the register
 // allocator at DP <= 32 (no spill on sm_90): six for the split kernel (80 registers; left
 // free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72).
-#ifndef GPUMINE_TC128_BN
-#define GPUMINE_TC128_BN 32
-#endif
-#ifndef GPUMINE_TC128_BLOCKS
-#define GPUMINE_TC128_BLOCKS 3
-#endif
 template <int DP, bool SPLIT>
 struct HalfTile {
-    static constexpr bool WIDE = DP >= 128 && SPLIT;  // the split kernel at 128 features
-    static constexpr int MT = WIDE ? 1 : 2;           // m16 tiles a warp
-    static constexpr int BM = 64 * MT;                // rows a block (four warps)
-    static constexpr int BN = WIDE ? GPUMINE_TC128_BN : 64;
+    static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;
     static constexpr bool HELD = DP <= 64 || !SPLIT;
-    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : (WIDE ? GPUMINE_TC128_BLOCKS : 1);
+    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : 1;
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
@@ -426,12 +417,11 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
                index_t* __restrict__ queue)         // OUT (n) queued rows
 {
-    using Tile = HalfTile<DP, SPLIT>;
-    constexpr int MT = Tile::MT, BM = Tile::BM, BN = Tile::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
+    constexpr int BM = 128, BN = HalfTile<DP, SPLIT>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     constexpr int KS = DP / 16;  // mma feature steps
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
-    constexpr bool HELD = Tile::HELD;
+    constexpr bool HELD = HalfTile<DP, SPLIT>::HELD;
     constexpr int STAGING = 2 * BM * SW, CENTRES = 4 * BN * SW;
     unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
     unsigned* xl = xh + BM * SW;                              // BM x SW
@@ -460,7 +450,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     };
     if (!HELD) load_tile(0, 0);  // lands while the rows are staged
 
-    if (threadIdx.x < BM) {  // Stage this block's rows: shifted into float32, scaled, split, in two passes over
+    {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
         // the row (the scale needs its largest value). From 64 features the row is read once,
         // every load issued before the first is used, and held in registers for both passes
         // (the staging waited on memory: ncu-tc-step-h100-2026-11-27-ecfeeec-d128.txt);
@@ -506,17 +496,17 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     }
     __syncthreads();
 
-    Top2 top[MT][2];  // [m tile][row group, row group + 8]
-    float row_coef[MT][2];
+    Top2 top[2][2];  // [m tile][row group, row group + 8]
+    float row_coef[2][2];
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
+    for (int m = 0; m < 2; ++m) {
         top2_init(top[m][0]);
         top2_init(top[m][1]);
-        row_coef[m][0] = coef[warp * 16 * MT + m * 16 + group];
-        row_coef[m][1] = coef[warp * 16 * MT + m * 16 + 8 + group];
+        row_coef[m][0] = coef[warp * 32 + m * 16 + group];
+        row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
     }
-    const unsigned* xhw = xh + warp * 16 * MT * SW;
-    const unsigned* xlw = xl + warp * 16 * MT * SW;
+    const unsigned* xhw = xh + warp * 32 * SW;
+    const unsigned* xlw = xl + warp * 32 * SW;
     // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs, by one
     // ldmatrix.x4: lanes 0-7 give rows 0-7 of features 0-7 (a[0]), lanes 8-15 rows 8-15
     // (a[1]), lanes 16-31 the same rows' features 8-15 (a[2], a[3]). Rows SW = 68 words
@@ -525,11 +515,11 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         ldmatrix_x4(a, xs + (m * 16 + (lane & 15)) * SW + s * 8 + (lane >> 4) * 4);
     };
     // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
-    auto push_scores = [&](const float (&acc)[MT][4], const float* nst, int c0, int t) {
+    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
         const int col = t * 8 + 2 * member;
         const float n0 = nst[col], n1 = nst[col + 1];
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
+        for (int m = 0; m < 2; ++m) {
             top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
             top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
             top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
@@ -547,18 +537,19 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     auto b_offset = [&](int t, int s) {
         return (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
     };
-    auto multiply_small = [&](float (&acc)[MT][4], const unsigned (&ah)[MT][4],
-                              const unsigned (&al)[MT][4], const unsigned (&bh)[2],
+    auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                              const unsigned (&a1)[4], const unsigned (&l0)[4],
+                              const unsigned (&l1)[4], const unsigned (&bh)[2],
                               const unsigned (&bl)[2]) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m) mma_f16(acc[m], al[m], bh);
-#pragma unroll
-        for (int m = 0; m < MT; ++m) mma_f16(acc[m], ah[m], bl);
+        mma_f16(acc[0], l0, bh);
+        mma_f16(acc[1], l1, bh);
+        mma_f16(acc[0], a0, bl);
+        mma_f16(acc[1], a1, bl);
     };
-    auto multiply_large = [&](float (&acc)[MT][4], const unsigned (&ah)[MT][4],
-                              const unsigned (&bh)[2]) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m) mma_f16(acc[m], ah[m], bh);
+    auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                              const unsigned (&a1)[4], const unsigned (&bh)[2]) {
+        mma_f16(acc[0], a0, bh);
+        mma_f16(acc[1], a1, bh);
     };
     // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
     // kernel and each n8 tile is finished (all features) before the next, so only one tile's
@@ -567,17 +558,17 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // kernel at 128 features reads them from shared memory per feature step, over all n8
     // tiles (the lo fragments unused by tc-fast are never read, so take no registers).
     static_assert(HELD == (KS <= 4 || !SPLIT), "fragments held to 64 features, or hi alone");
-    unsigned a_hi[HELD ? KS : 1][MT][4], a_lo[HELD ? KS : 1][MT][4];
+    unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
     if constexpr (HELD) {
 #pragma unroll
-        for (int m = 0; m < MT; ++m)
+        for (int m = 0; m < 2; ++m)
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
-                load_a(a_hi[s][m], xhw, m, s);
-                if (SPLIT) load_a(a_lo[s][m], xlw, m, s);
+                load_a(a_hi[m][s], xhw, m, s);
+                if (SPLIT) load_a(a_lo[m][s], xlw, m, s);
                 else
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) a_lo[s][m][e] = 0u;
+                    for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
             }
         __syncthreads();  // every warp holds its fragments: the staging area takes centres
         load_tile(0, 0);
@@ -597,7 +588,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 // one accumulator: every small product of the tile first, then the large ones
-                float acc[MT][4] = {};
+                float acc[2][4] = {};
                 unsigned bh[KS][2];
 #pragma unroll
                 for (int s = 0; s < KS; ++s) {
@@ -605,51 +596,59 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                     if (SPLIT) {
                         unsigned bl[2];
                         ldmatrix_x2(bl, clt + b_offset(t, s));
-                        multiply_small(acc, a_hi[s], a_lo[s], bh[s], bl);
+                        multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
+                                       bh[s], bl);
                     }
                 }
 #pragma unroll
-                for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[s], bh[s]);
+                for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
                 push_scores(acc, nst, c0, t);
             }
         } else {
-            static_assert(SPLIT, "fragments from shared memory: the split kernel only");
-            float acc[NT][MT][4] = {}, small[NT][MT][4] = {};
+            float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
+                load_a(a_hi[0][0], xhw, 0, s);
+                load_a(a_hi[1][0], xhw, 1, s);
 #pragma unroll
-                for (int m = 0; m < MT; ++m) {
-                    load_a(a_hi[0][m], xhw, m, s);
-                    load_a(a_lo[0][m], xlw, m, s);
+                for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
+                if (SPLIT) {
+                    load_a(a_lo[0][0], xlw, 0, s);
+                    load_a(a_lo[1][0], xlw, 1, s);
                 }
 #pragma unroll
                 for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
-                    unsigned bh[2], bl[2];
+                    unsigned bh[2];
                     ldmatrix_x2(bh, cht + b_offset(t, s));
-                    ldmatrix_x2(bl, clt + b_offset(t, s));
-                    multiply_small(small[t], a_hi[0], a_lo[0], bh, bl);
-                    multiply_large(acc[t], a_hi[0], bh);
+                    if (SPLIT) {
+                        unsigned bl[2];
+                        ldmatrix_x2(bl, clt + b_offset(t, s));
+                        multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
+                                       bh, bl);
+                    }
+                    multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
                 }
             }
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
+                if (SPLIT)
 #pragma unroll
-                for (int m = 0; m < MT; ++m)
+                    for (int m = 0; m < 2; ++m)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
+                        for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
                 push_scores(acc[t], nst, c0, t);
             }
         }
         __syncthreads();  // every warp is done with buffer b before it is refilled
     }
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
+    for (int m = 0; m < 2; ++m) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             Top2& t = top[m][h];
             top2_merge_lanes(t, 1);
             top2_merge_lanes(t, 2);
-            const int local = warp * 16 * MT + m * 16 + h * 8 + group;
+            const int local = warp * 32 + m * 16 + h * 8 + group;
             const index_t i = row0 + local;
             const bool active = member == 0 && i < n;
             // tc-fast decides every row it can scale; the re-check takes the others

@@ -113,9 +113,7 @@ _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
 #: through the cuBLAS path.
 FUSED_DIMS = (16, 32, 64, 128)
-_BN = 64  # centres padded to a multiple of _BN
-_THREADS = 128  # the fused kernel's block (four warps)
-_WIDE_BN = 32  # centre tiles of the split kernel at 128 features (GPUMINE_TC128_BN)
+_BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multiple of _BN
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
@@ -189,22 +187,15 @@ def _has_mma(cp) -> bool:
     return _MMA_80[device]
 
 
-def half_rows(dp: int, exact: bool = True) -> int:
-    """Rows a block of ``assign_tc_half<T, dp, exact>``: 64 for the split kernel at dp = 128
-    (a warp an m16 tile), 128 otherwise (``HalfTile``)."""
-    return 64 if dp >= 128 and exact else 128
-
-
 def half_shared_bytes(dp: int, exact: bool = True) -> int:
     """Dynamic shared memory of ``assign_tc_half<T, dp, exact>`` (its comment's layout:
-    centre tiles of 64, ``_WIDE_BN`` for the split kernel at dp = 128; one area for the rows
-    and the centres where the fragments are held: up to dp = 64, and tc-fast's at 128)."""
+    centre tiles of 64, 32 for the split kernel at dp = 128; one area for the rows and the
+    centres where the fragments are held: up to dp = 64, and tc-fast's at 128)."""
     held = dp <= 64 or not exact
-    rows = half_rows(dp, exact)
-    sw, bn = dp // 2 + 4, 64 if held else _WIDE_BN
-    staging, centres = 2 * rows * sw, 4 * bn * sw
+    sw, bn = dp // 2 + 4, 64 if held else 32
+    staging, centres = 2 * _BM * sw, 4 * bn * sw
     areas = max(staging, centres) if held else staging + centres
-    return (areas + 2 * bn + rows) * 4 + rows * 8
+    return (areas + 2 * bn + _BM) * 4 + _BM * 8
 
 
 def _padded_width(d: int) -> int:
@@ -257,7 +248,7 @@ def _assign(X, centers, labels, changed, exact: bool):
         shared = half_shared_bytes(dp, exact)
         if shared > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = shared
-        launch(kernel, -(-n // half_rows(dp, exact)), _THREADS,
+        launch(kernel, -(-n // _BM), _BM,
                (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                 np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue),
                shared_mem=shared)
