@@ -365,6 +365,12 @@ __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
 }
 
+// ... of 4 bytes (through L1: the 4-byte form has no .cg).
+__device__ __forceinline__ void copy_async4(void* shared, const void* global) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(global));
+}
+
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int PENDING>
@@ -451,21 +457,48 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     if (!HELD) load_tile(0, 0);  // lands while the rows are staged
 
     {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
-        // the row (the scale needs its largest value). From 64 features the row is read once,
-        // every load issued before the first is used, and held in registers for both passes
-        // (the staging waited on memory: ncu-tc-step-h100-2026-11-27-ecfeeec-d128.txt);
-        // below, the second pass reads it again from L1/L2 (held, tc-fast's 32-feature
-        // kernel spilt at its 72 registers).
-        constexpr bool HOLD_ROW = DP >= 64;
+        // the row (the scale needs its largest value). Float data lands in shared memory
+        // first, every copy of the block's rows in flight at once (feature j of row r at
+        // raw[j * BM + r], in the staging area), and each thread holds its row in registers
+        // for both passes: loads from global memory into registers had ptxas issue them a
+        // few at a time, each batch waiting on memory (at 1M x 128 the kernel took 1.1 ms
+        // with 64 centres, 3.1 with 1024; tc-stage-*-h100-2026-11-27). Double data is read
+        // into registers as before: from 64 features the row once, held; below, the
+        // second pass reads it again from L1/L2.
+        constexpr bool ASYNC = sizeof(T) == 4;
+        constexpr bool HOLD_ROW = ASYNC || DP >= 64;
         const index_t i = row0 + threadIdx.x;
+        const float* raw = reinterpret_cast<const float*>(xh);
+        if constexpr (ASYNC) {
+            float* tile = reinterpret_cast<float*>(xh);  // d * BM <= 2 * BM * SW words
+            const int here = (int)min((index_t)BM, n - row0);
+            if (n % 4 == 0 && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
+                // every column 16-byte aligned, and `here` a multiple of 4
+                for (int c = threadIdx.x; c < d * (BM / 4); c += blockDim.x) {
+                    const int j = c / (BM / 4), r = (c - j * (BM / 4)) * 4;
+                    if (r < here) copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
+                }
+            } else {
+                for (int c = threadIdx.x; c < d * BM; c += blockDim.x) {
+                    const int j = c / BM, r = c - j * BM;
+                    if (r < here) copy_async4(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
+                }
+            }
+            copy_async_commit();
+            copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
+            __syncthreads();
+        }
         auto load = [&](int j) {
-            return (i < n && j < d) ? (float)((double)XT[(index_t)j * n + i] - shift[j]) : 0.0f;
+            if (!(i < n && j < d)) return 0.0f;
+            const double x = ASYNC ? (double)raw[j * BM + threadIdx.x] : (double)XT[(index_t)j * n + i];
+            return (float)(x - shift[j]);
         };
         float row[HOLD_ROW ? DP : 1];
         if constexpr (HOLD_ROW) {
 #pragma unroll
             for (int j = 0; j < DP; ++j) row[j] = load(j);
         }
+        if constexpr (ASYNC) __syncthreads();  // every row read before the split overwrites it
         auto value = [&](int j) {
             if constexpr (HOLD_ROW) return row[j];
             else return load(j);

@@ -164,6 +164,31 @@ def test_tc_exact_equals_tiled_bit_for_bit(cp, n, d, k, dtype, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [3, 16, 32, 64, 128])
+@pytest.mark.parametrize("n", [1000, 4099])
+def test_float_rows_copied_by_four_bytes_where_not_aligned(cp, n, d, rng):
+    """Float rows reach shared memory 16 bytes a copy only where every column of the (d, n)
+    buffer is 16-byte aligned; a buffer starting one float into its allocation (n a multiple
+    of 4), and n = 4099, take the 4-byte copies. Labels as tiled's either way."""
+    from gpumine.kmeans.gpu import column_buffer
+
+    X = (rng.normal(size=(n, d)) + 50.0).astype(np.float32)
+    C = (rng.normal(size=(37, d)) + 50.0).astype(np.float32)
+    flat = cp.empty(d * n + 1, dtype=cp.float32)
+    buffer = flat[1:].reshape(d, n)
+    buffer[...] = cp.asarray(X.T)
+    assert buffer.data.ptr % 16 != 0
+    assert column_buffer(buffer.T).data.ptr == buffer.data.ptr  # the kernel reads this view
+    labels = {}
+    for name in ("tiled", "tc-exact"):
+        labels[name] = cp.full(n, -7, dtype=cp.int32)
+        registry.load_strategy("kmeans.assign", name)(buffer.T, cp.asarray(C), labels[name])
+    expected, got = cp.asnumpy(labels["tiled"]), cp.asnumpy(labels["tc-exact"])
+    assert (expected >= 0).all()
+    assert np.array_equal(got, expected), f"{np.sum(got != expected)} labels differ"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
 @pytest.mark.parametrize("d", [2, 16, 130])
