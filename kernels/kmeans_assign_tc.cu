@@ -65,13 +65,15 @@ __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, doub
     return margin > 2.0 * e_score + bound[1] * distances;
 }
 
-// Write a decided label (counting changes as store_label does) or queue the row.
+// Write a decided label (counting changes as store_label does, against `previous`, the
+// row's label before this call) or queue the row.
 __device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, bool decided,
-                                           int label, unsigned long long* changed,
+                                           int label, int previous,
+                                           unsigned long long* changed,
                                            unsigned* queue_size, index_t* queue) {
     bool moved = false;
     if (active && decided) {
-        moved = labels[i] != label;
+        moved = previous != label;
         labels[i] = label;
     } else if (active) {
         queue[atomicAdd(queue_size, 1u)] = i;
@@ -270,7 +272,8 @@ __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (ro
     const bool active = lane == 0;
     const bool decided = active && top2_decides(t, x_norm2[row],
                                                 (double)__uint_as_float(*cmax), bound);
-    finish_row(labels, row0 + row, active, decided, t.index, changed, queue_size, queue);
+    finish_row(labels, row0 + row, active, decided, t.index, active ? labels[row0 + row] : 0,
+               changed, queue_size, queue);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -365,7 +368,13 @@ __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
 }
 
-// ... of 4 bytes (through L1: the 4-byte form has no .cg).
+// ... of 8 bytes (through L1: the 4- and 8-byte forms have no .cg).
+__device__ __forceinline__ void copy_async8(void* shared, const void* global) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(address), "l"(global));
+}
+
+// ... of 4 bytes.
 __device__ __forceinline__ void copy_async4(void* shared, const void* global) {
     const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(global));
@@ -404,7 +413,7 @@ struct HalfTile {
 // float's range, or with a non-finite value, are never decided.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
-// the first centre tile is copied), then 2 * BN + 128 words and 128 doubles,
+// the first centre tile is copied), then 2 * BN + 128 words, 128 + DP doubles and 128 ints,
 // SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
@@ -437,6 +446,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         xh + (HELD ? (STAGING > CENTRES ? STAGING : CENTRES) : STAGING + CENTRES));  // 2 x BN
     float* coef = ns + 2 * BN;                                // BM
     double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
+    double* shifts = xn + BM;                                 // DP  shift, d of them
+    int* old_labels = reinterpret_cast<int*>(shifts + DP);    // BM  labels before the call
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
     const index_t row0 = (index_t)blockIdx.x * BM;
@@ -461,37 +472,45 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         // first, every copy of the block's rows in flight at once (feature j of row r at
         // raw[j * BM + r], in the staging area), and each thread holds its row in registers
         // for both passes: loads from global memory into registers had ptxas issue them a
-        // few at a time, each batch waiting on memory (at 1M x 128 the kernel took 1.1 ms
-        // with 64 centres, 3.1 with 1024; tc-stage-*-h100-2026-11-27). Double data is read
-        // into registers as before: from 64 features the row once, held; below, the
-        // second pass reads it again from L1/L2.
+        // few at a time, each batch waiting on memory (at 1M x 128 the kernel took 1.10 ms
+        // with 64 centres, 3.25 with 1024 under ncu: ncu-tc-kernels-h100-2026-11-27-a86e510;
+        // tc-stage-ab-h100-2026-11-27-5de7db9). Double data is read into registers as
+        // before: from 64 features the row once, held; below, the second pass reads it
+        // again from L1/L2. The shift and the rows' previous labels come into shared memory
+        // with the rows: the shift had been a global load per value, and the epilogue
+        // waited on each row's label in turn (about half the kernel at 1M x 32 with 64
+        // centres: ncu-src-*-h100-2026-11-27-20ddee8).
         constexpr bool ASYNC = sizeof(T) == 4;
         constexpr bool HOLD_ROW = ASYNC || DP >= 64;
         const index_t i = row0 + threadIdx.x;
         const float* raw = reinterpret_cast<const float*>(xh);
+        // the shift and the rows' labels (read in the epilogue) arrive with the rows
+        if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
+        const int previous = i < n ? labels[i] : 0;
         if constexpr (ASYNC) {
+            static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
             float* tile = reinterpret_cast<float*>(xh);  // d * BM <= 2 * BM * SW words
             const int here = (int)min((index_t)BM, n - row0);
             if (n % 4 == 0 && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
-                // every column 16-byte aligned, and `here` a multiple of 4
-                for (int c = threadIdx.x; c < d * (BM / 4); c += blockDim.x) {
-                    const int j = c / (BM / 4), r = (c - j * (BM / 4)) * 4;
-                    if (r < here) copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
-                }
-            } else {
-                for (int c = threadIdx.x; c < d * BM; c += blockDim.x) {
-                    const int j = c / BM, r = c - j * BM;
-                    if (r < here) copy_async4(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
-                }
+                // every column 16-byte aligned, and `here` a multiple of 4: a warp copies
+                // one feature's 128 rows, the block four features at a time
+                const int r = lane * 4;
+                if (r < here)
+                    for (int j = warp; j < d; j += 4)
+                        copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
+            } else if ((int)threadIdx.x < here) {
+                for (int j = 0; j < d; ++j)
+                    copy_async4(tile + j * BM + threadIdx.x, XT + (index_t)j * n + i);
             }
-            copy_async_commit();
-            copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
-            __syncthreads();
         }
+        copy_async_commit();
+        old_labels[threadIdx.x] = previous;
+        copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
+        __syncthreads();
         auto load = [&](int j) {
             if (!(i < n && j < d)) return 0.0f;
             const double x = ASYNC ? (double)raw[j * BM + threadIdx.x] : (double)XT[(index_t)j * n + i];
-            return (float)(x - shift[j]);
+            return (float)(x - shifts[j]);
         };
         float row[HOLD_ROW ? DP : 1];
         if constexpr (HOLD_ROW) {
@@ -687,7 +706,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             // tc-fast decides every row it can scale; the re-check takes the others
             const bool decided = active && row_coef[m][h] == row_coef[m][h]
                                  && top2_decides(t, xn[local], (double)cmax_value, bound);
-            finish_row(labels, i, active, decided, t.index, changed, queue_size, queue);
+            finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
+                       queue_size, queue);
         }
     }
 }

@@ -197,7 +197,9 @@ def half_shared_bytes(dp: int, exact: bool = True) -> int:
     sw, bn = dp // 2 + 4, 64 if held else 32
     staging, centres = 2 * _BM * sw, 4 * bn * sw
     areas = max(staging, centres) if held else staging + centres
-    return (areas + 2 * bn + _BM) * 4 + _BM * 8
+    # the areas, the centre norms and row coefficients (words), the row norms and the shift
+    # (doubles), the rows' previous labels (ints)
+    return (areas + 2 * bn + _BM) * 4 + (_BM + dp) * 8 + _BM * 4
 
 
 def _padded_width(d: int) -> int:
