@@ -509,7 +509,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         __syncthreads();
         auto load = [&](int j) {
             if (!(i < n && j < d)) return 0.0f;
-            const double x = ASYNC ? (double)raw[j * BM + threadIdx.x] : (double)XT[(index_t)j * n + i];
+            const double x = ASYNC ? (double)raw[j * BM + threadIdx.x]
+                                   : (double)XT[(index_t)j * n + i];
             return (float)(x - shifts[j]);
         };
         float row[HOLD_ROW ? DP : 1];

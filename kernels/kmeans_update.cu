@@ -33,14 +33,14 @@ __global__ void update_atomic_global(const T* __restrict__ XT,            // IN 
 // left), so k * (slice + 1) partials fit a block where k * (d + 1) do not; the slice-0
 // blocks add the weights.
 template <typename T, typename A>
-__global__ void __launch_bounds__(1024) update_atomic_shared(const T* __restrict__ XT,            // IN  (d, n)
-                                     const int* __restrict__ labels,      // IN  (n)
-                                     const T* __restrict__ sample_weight, // IN  (n)
-                                     index_t n, int d, int k,             // IN
-                                     int slice,                           // IN  features a
-                                                                          //     y block
-                                     double* __restrict__ sums,           // INOUT (k, d)
-                                     double* __restrict__ weights)        // INOUT (k)
+__global__ void __launch_bounds__(1024)  // ATOMIC_WIDE_BLOCK threads at most
+update_atomic_shared(const T* __restrict__ XT,             // IN  (d, n)
+                     const int* __restrict__ labels,       // IN  (n)
+                     const T* __restrict__ sample_weight,  // IN  (n)
+                     index_t n, int d, int k,              // IN
+                     int slice,                            // IN  features a y block
+                     double* __restrict__ sums,            // INOUT (k, d)
+                     double* __restrict__ weights)         // INOUT (k)
 {
     extern __shared__ unsigned char shared_atomic_raw[];
     const int j0 = blockIdx.y * slice;
