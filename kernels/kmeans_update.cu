@@ -32,8 +32,9 @@ __global__ void update_atomic_global(const T* __restrict__ XT,            // IN 
 // sass-update-atomic-shared-sm90-2026-11-26-4d8ea15.txt). Blocks along y take slices of `slice` features each (the last one what is
 // left), so k * (slice + 1) partials fit a block where k * (d + 1) do not; the slice-0
 // blocks add the weights.
+// At most ATOMIC_WIDE_BLOCK (1024) threads a block.
 template <typename T, typename A>
-__global__ void __launch_bounds__(1024)  // ATOMIC_WIDE_BLOCK threads at most
+__global__ void __launch_bounds__(1024)
 update_atomic_shared(const T* __restrict__ XT,             // IN  (d, n)
                      const int* __restrict__ labels,       // IN  (n)
                      const T* __restrict__ sample_weight,  // IN  (n)
