@@ -503,15 +503,14 @@ def lowpass(grid, wavelet="haar", levels: int = 1):
     if len(taps) != 2 or taps[0] != taps[1]:
         return wavelet_lowpass(grid, wavelet, levels)
     kernel = _kernels()["haar_axis"]
+    tap = float(taps[0])  # sync: none, the filter's host tap (CPU only), once
     out = np.ascontiguousarray(grid, dtype=np.float64)
     for _ in range(levels):
         for axis in range(out.ndim):
             shape = out.shape
             outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
             result = np.empty((*shape[:axis], (shape[axis] + 1) // 2, *shape[axis + 1:]))
-            # sync: none, the CPU's arrays and a host tap
-            kernel(out.reshape(outer, shape[axis], inner), float(taps[0]),
-                   result.reshape(outer, -1, inner))
+            kernel(out.reshape(outer, shape[axis], inner), tap, result.reshape(outer, -1, inner))
             out = result
     return out
 
