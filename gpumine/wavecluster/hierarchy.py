@@ -367,10 +367,13 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
                        if p > base_points and where[p] < len(stack.tree)]
     ids, masses, parents = [], [], []
     for t, j in enumerate(path):
-        found, mass, _ = stack.tree[j]
+        found, mass, below = stack.tree[j]
         ids.append(found)
         masses.append(mass)
-        parents.append(None if t == 0 else stack.ancestors(found, j, path[t - 1]))
+        # the tree's own parents where the path's last level is the one below (about two
+        # thirds of the steps on the shape sets), else up the tree
+        parents.append(None if t == 0 else below if path[t - 1] == j - 1
+                       else stack.ancestors(found, j, path[t - 1]))
     leaves, splits = _decide(ids, masses, parents)
     if not splits:
         return base_points, (components, n_components), significant
