@@ -30,10 +30,14 @@ def test_the_reason_names_the_measured_times():
     race = measured.MeasuredAssign.__new__(measured.MeasuredAssign)
     race.names, race.chosen, race.seconds = ["tc-exact", "hamerly"], "hamerly", {
         "tc-exact": 0.036, "hamerly": 0.0091}
-    race.races = 3
+    race.races, race.stride = 3, 1
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 3 race(s) (an assignment, each candidate's latest "
         "call): hamerly 9.1 ms, tc-exact 36 ms")
+    race.stride = 8
+    assert race.reason("the fixed rule") == (
+        "measured on this fit's data, 1 race on every 8th row (an assignment of those rows, "
+        "each candidate's latest call): hamerly 9.1 ms, tc-exact 36 ms")
     race.chosen = None
     assert "did not end" in race.reason("the fixed rule")
 
@@ -52,11 +56,13 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     itself, or the measured one, raced again after every call of the winner, 2, 4, ... --
     the fit equals assign="tiled"'s: labels, n_iter_ and the
     centres bit for bit (the deterministic sort update), with an empty cluster relocated
-    during the race (an initial centre far from the data) and two runs of n_init."""
+    during the race (an initial centre far from the data) and two runs of n_init. Wide
+    data's candidates (no state) race on every 8th row: the fit's labels untouched."""
     import cupy as cp
 
     monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)  # race on a test-sized fit
     monkeypatch.setattr(measured, "RERACE_FIRST", 1)  # the measured winner: many races
+    monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)  # the sampled race at d = 40
     if winner is not None:
         def choose(race):
             race.winner = winner
@@ -75,6 +81,7 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     names = race_candidates("tiled", n_samples=1, n_features=d, n_clusters=1, max_iter=300)
     assert raced.strategies_["assign"] in names
     assert "on this fit's data" in raced.strategy_reasons_["assign"]
+    assert ("every 8th row" in raced.strategy_reasons_["assign"]) == (d > 32)
     assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
     np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),

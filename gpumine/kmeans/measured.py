@@ -11,7 +11,9 @@ ms; in 1024 blobs ``hamerly``'s bounds skip most points (9 ms an iteration again
 ``"auto"`` measures: the candidates run in turn for :data:`TRIAL_CALLS` iterations each at
 the start of the first Lloyd run, each timed by CUDA events around its call, and the
 fastest of their last calls assigns the next iterations (and the later runs of
-``n_init``). ``hamerly`` gets faster as the centres settle, so when it loses it races again
+``n_init``); candidates without state (``tiled``, ``tc-exact``: wide data) race on a
+sample of the rows instead, beside the first iteration (:data:`SAMPLE_STRIDE`). ``hamerly``
+gets faster as the centres settle, so when it loses it races again
 after :data:`RERACE_FIRST` iterations, then 16, 32, ...: at 1024 blobs it loses the first
 race to ``tc-exact`` and is twice as fast over 50 iterations (record
 ``fit-vs-flash-2026-11-26-1df75f5``).
@@ -35,8 +37,8 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["RACE_MIN_ITER", "RACE_MIN_WORK", "RERACE_FIRST", "TRIAL_CALLS", "MeasuredAssign",
-           "race_candidates"]
+__all__ = ["RACE_MIN_ITER", "RACE_MIN_WORK", "RERACE_FIRST", "SAMPLE_MIN_ROWS", "SAMPLE_STRIDE",
+           "TRIAL_CALLS", "MeasuredAssign", "race_candidates"]
 
 #: A fit races its assignments from this much work an assignment on (n x d x k): about a
 #: millisecond of ``tiled`` on the H100, where the race's few slower calls are noise.
@@ -47,6 +49,16 @@ RACE_MIN_ITER = 10
 TRIAL_CALLS = 2
 #: The winner's calls before the losers race again; doubled after each race.
 RERACE_FIRST = 8
+#: Candidates without state (all but ``hamerly``) race on every SAMPLE_STRIDE-th row (a
+#: copy), beside the fit's first iteration, where the sample keeps SAMPLE_MIN_ROWS rows:
+#: racing ``tiled`` on whole iterations cost a 50-iteration fit at 1M x 128, k = 1024 a
+#: sixth of its time on the H100 (0.195-0.205 s, now 0.168-0.170; tc-exact alone 0.16-0.18),
+#: and on 64 blobs it picked ``tiled`` from the first iterations where ``tc-exact`` is faster
+#: over the fit (0.975 s, now 0.80-0.82; record fit-race-sample-ab-h100-2026-11-27-b26e3e4).
+#: The sample's re-checked rows fit ``tc-exact``'s compact re-check where a whole
+#: iteration's may not: on data that re-checks most rows the sample favours it somewhat.
+SAMPLE_STRIDE = 8
+SAMPLE_MIN_ROWS = 1 << 16
 
 
 def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: int,
@@ -86,6 +98,8 @@ class MeasuredAssign:
         Each candidate's last compared call, in seconds (device time).
     races : int
         Races run (the first, then one after each period of the winner's calls).
+    stride : int
+        1, or the race ran on every ``stride``-th row (:data:`SAMPLE_STRIDE`).
     """
 
     counts_changes = True
@@ -100,6 +114,7 @@ class MeasuredAssign:
         self.chosen = self.used = None
         self.seconds: dict = {}
         self.races = 0
+        self.stride = 1
 
     def __call__(self, X, centers, labels, changed=None):
         """Unbound (no run's state): the winner, or the first candidate."""
@@ -120,6 +135,9 @@ class MeasuredAssign:
                     f"ran fewer than {TRIAL_CALLS * len(self.names)} iterations)")
         times = ", ".join(f"{name} {1e3 * seconds:.3g} ms"
                           for name, seconds in sorted(self.seconds.items(), key=lambda i: i[1]))
+        if self.stride > 1:
+            return (f"measured on this fit's data, 1 race on every {self.stride}th row (an "
+                    f"assignment of those rows, each candidate's latest call): {times}")
         return (f"measured on this fit's data, {self.races} race(s) (an assignment, each "
                 f"candidate's latest call): {times}")
 
@@ -143,6 +161,11 @@ class _Race:
         self.queue = [i for i in range(len(self.entries)) for _ in range(TRIAL_CALLS)]
         self.current, self.timed, self.winner = None, {}, None
         self.period, self.races = RERACE_FIRST, 1
+        # no candidate with state, and rows enough: the race runs on a sample of the rows
+        stateless = not any(hasattr(fn, "reset") for _, fn in self.entries)
+        self.stride = (SAMPLE_STRIDE if stateless and X.shape[0] // SAMPLE_STRIDE
+                       >= SAMPLE_MIN_ROWS else 1)
+        owner.stride = self.stride
 
     def _switch(self, index: int) -> None:
         """Hand the labels to candidate ``index``: one with bounds scans every point first
@@ -163,6 +186,14 @@ class _Race:
         if self.queue is None:  # decided for good
             self.entries[self.winner][1](X, centers, labels, changed)
             return
+        if self.stride > 1 and not self.timed:
+            # the race on a sample, then the first candidate's iteration over X; the events
+            # are read at the next call, once the iteration's readback has passed them
+            self._race_sample(X, centers)
+            self.queue = []
+            self._switch(0)
+            self.entries[0][1](X, centers, labels, changed)
+            return
         if not self.queue:
             self._choose()
         index = self.queue.pop(0) if self.queue else self.winner
@@ -171,6 +202,22 @@ class _Race:
         start = stream.record()
         self.entries[index][1](X, centers, labels, changed)
         self.timed[index] = (start, stream.record())  # the candidate's last call
+
+    def _race_sample(self, X, centers) -> None:
+        """Every candidate's :data:`TRIAL_CALLS` calls on every ``stride``-th row of X (a
+        column-major copy) into scratch labels, each timed by CUDA events: the fit's labels
+        and counts are not touched."""
+        from gpumine.backend import cupy_module
+
+        cp = cupy_module()
+        sample = cp.ascontiguousarray(X[::self.stride].T).T
+        scratch = cp.zeros(sample.shape[0], dtype=cp.int32)
+        stream = cp.cuda.get_current_stream()
+        for index, (_, fn) in enumerate(self.entries):
+            for _ in range(TRIAL_CALLS):
+                start = stream.record()
+                fn(sample, centers, scratch)
+                self.timed[index] = (start, stream.record())
 
     def _choose(self) -> None:
         """The fastest last call wins. A loser with bounds (hamerly) races again after the
