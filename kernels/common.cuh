@@ -9,19 +9,28 @@ template <typename T> __device__ __forceinline__ T max_value();
 template <> __device__ __forceinline__ float max_value<float>() { return 3.402823466e+38f; }
 template <> __device__ __forceinline__ double max_value<double>() { return 1.7976931348623157e+308; }
 
-// Write a point's new label and count, per warp, the points whose label changed (seed 000's
-// "points changed" count, so the host needs no copy of the previous labels). Every lane of
-// the warp must call it (inactive lanes with active = false).
-__device__ __forceinline__ void store_label(int* labels, index_t i, bool active, int label,
-                                            unsigned long long* changed) {
-    bool moved = false;
-    if (active) {
-        moved = labels[i] != label;
-        labels[i] = label;
-    }
+// Write a point's new label (active lanes); whether it differs from `previous`, the point's
+// label before.
+__device__ __forceinline__ bool write_label(int* labels, index_t i, bool active, int label,
+                                            int previous) {
+    if (!active) return false;
+    labels[i] = label;
+    return previous != label;
+}
+
+// Count, per warp, the points whose label changed (seed 000's "points changed" count, so the
+// host needs no copy of the previous labels). Every lane of the warp must call it.
+__device__ __forceinline__ void count_moved(bool moved, unsigned long long* changed) {
     const unsigned ballot = __ballot_sync(0xffffffffu, moved);
     if (changed != nullptr && ballot != 0u && (threadIdx.x & 31) == 0)
         atomicAdd(changed, (unsigned long long)__popc(ballot));
+}
+
+// Write a point's new label and count the changed ones (inactive lanes with active = false;
+// every lane of the warp calls it).
+__device__ __forceinline__ void store_label(int* labels, index_t i, bool active, int label,
+                                            unsigned long long* changed) {
+    count_moved(write_label(labels, i, active, label, active ? labels[i] : 0), changed);
 }
 
 // Seed paper 004 §3: the warp-divergence-safe spinlock. A thread that fails to take the

@@ -65,22 +65,19 @@ __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, doub
     return margin > 2.0 * e_score + bound[1] * distances;
 }
 
-// Write a decided label (counting changes as store_label does, against `previous`, the
-// row's label before this call) or queue the row.
+// Write a decided label (counted as store_label counts, against `previous`, the row's label
+// before this call) or queue the row. Every lane of the warp must call it.
 __device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, bool decided,
                                            int label, int previous,
                                            unsigned long long* changed,
                                            unsigned* queue_size, index_t* queue) {
     bool moved = false;
     if (active && decided) {
-        moved = previous != label;
-        labels[i] = label;
+        moved = write_label(labels, i, true, label, previous);
     } else if (active) {
         queue[atomicAdd(queue_size, 1u)] = i;
     }
-    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
-    if (changed != nullptr && ballot != 0u && (threadIdx.x & 31) == 0)
-        atomicAdd(changed, (unsigned long long)__popc(ballot));
+    count_moved(moved, changed);
 }
 
 // Centres shifted by `shift` and rounded to float32 in a (k_pad, dp) buffer zero-padded

@@ -143,9 +143,10 @@ class MeasuredAssign:
 
 
 class _Race:
-    """:class:`MeasuredAssign` bound to the first run: the race, the winner, and a loser
-    with bounds raced again after :data:`RERACE_FIRST` of the winner's calls, then twice as
-    many each time (:meth:`_choose`)."""
+    """:class:`MeasuredAssign` bound to the first run: the race (on every ``stride``-th row,
+    beside the first iteration, where no candidate has state), the winner, and a loser with
+    bounds raced again after :data:`RERACE_FIRST` of the winner's calls, then twice as many
+    each time (:meth:`_choose`)."""
 
     counts_changes = True
     graph_safe = False
