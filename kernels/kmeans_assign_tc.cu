@@ -66,16 +66,20 @@ __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, doub
 }
 
 // Write a decided label (counted as store_label counts, against `previous`, the row's label
-// before this call) or queue the row. Every lane of the warp must call it.
+// before this call) or queue the row with its best centre by the scores (the re-check's
+// first candidate). Every lane of the warp must call it.
 __device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, bool decided,
                                            int label, int previous,
                                            unsigned long long* changed,
-                                           unsigned* queue_size, index_t* queue) {
+                                           unsigned* queue_size, index_t* queue,
+                                           int* queue_best) {
     bool moved = false;
     if (active && decided) {
         moved = write_label(labels, i, true, label, previous);
     } else if (active) {
-        queue[atomicAdd(queue_size, 1u)] = i;
+        const unsigned slot = atomicAdd(queue_size, 1u);
+        queue[slot] = i;
+        queue_best[slot] = label;
     }
     count_moved(moved, changed);
 }
@@ -242,6 +246,191 @@ __global__ void assign_recheck(const T* __restrict__ XT,                 // IN  
     }
 }
 
+// Lower bounds on the distances between centres, gaps[b * k + j] <= ||c_b - c_j||
+// (rounded down to float), for recheck_pruned. The sum of squared differences in float64
+// (each difference and square rounded at most once, the sum d times: relative error below
+// (d + 3) 2^-53), lowered by (2d + 16) 2^-53 of itself and 2^-1000, its square root by
+// 2^-50, then rounded down. A block of 16 x 16 threads takes 64 x 64 pairs, 4 x 4 a thread
+// (rows ty + 16 r, columns tx + 16 c), the features through shared memory 16 at a time.
+template <typename T>
+__global__ void __launch_bounds__(256)
+centre_gaps(const T* __restrict__ centers,  // IN  (k, d)
+            int k,                          // IN
+            int d,                          // IN
+            float* __restrict__ gaps)       // OUT (k, k)
+{
+    constexpr int TILE = 64, F = 16;
+    __shared__ double rows[F][TILE + 1], cols[F][TILE + 1];
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int b0 = blockIdx.y * TILE, j0 = blockIdx.x * TILE;
+    double sum[4][4] = {};
+    for (int f0 = 0; f0 < d; f0 += F) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < TILE * F; t += 256) {
+            const int r = t / F, f = t - r * F;
+            const bool inside = f0 + f < d;
+            rows[f][r] = (b0 + r < k && inside) ? (double)centers[(index_t)(b0 + r) * d + f0 + f] : 0.0;
+            cols[f][r] = (j0 + r < k && inside) ? (double)centers[(index_t)(j0 + r) * d + f0 + f] : 0.0;
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int f = 0; f < F; ++f) {
+            double a[4], c[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                a[r] = rows[f][ty + 16 * r];
+                c[r] = cols[f][tx + 16 * r];
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const double diff = a[r] - c[q];
+                    sum[r][q] = fma(diff, diff, sum[r][q]);
+                }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int b = b0 + ty + 16 * r, j = j0 + tx + 16 * q;
+            if (b < k && j < k) {
+                const double low = fmax(0.0, sum[r][q] * (1.0 - (2.0 * d + 16.0) * 0x1p-53)
+                                                 - 0x1p-1000);
+                gaps[(index_t)b * k + j] = __double2float_rd(sqrt(low) * (1.0 - 0x1p-50));
+            }
+        }
+}
+
+// Squared distance of the warp's row x (shared memory) to one centre row in float64, the
+// features spread over the lanes (coalesced reads of the centre), every lane gets the sum.
+// Each difference and square is rounded at most once and the sum d + 5 times, all terms
+// positive: relative error below (d + 16) 2^-52 (recheck_pruned's eps), with an absolute
+// part from float64's underflow far below its `absolute`. Every lane gets lane 0's sum, so
+// the warp's decisions on it agree.
+template <typename T>
+__device__ __forceinline__ double warp_distance64(const T* x, const T* __restrict__ center,
+                                                  int d, int lane) {
+    double sum = 0.0;
+    for (int j = lane; j < d; j += 32) {
+        const double diff = (double)x[j] - (double)center[j];
+        sum = fma(diff, diff, sum);
+    }
+#pragma unroll
+    for (int mask = 16; mask > 0; mask >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+    return __shfl_sync(0xffffffffu, sum, 0);  // lane 0's: the lanes' orders of addition differ
+}
+
+// The queued rows' labels from few candidates (a warp a row, a fixed grid striding over
+// *queue_size). Write D_j for a row's exact squared distance to centre j, Dh_j for the
+// value assign_tiled computes (row_distance: |Dh_j - D_j| <= kappa_d D_j + a, a =
+// `absolute`, as top2_decides's bound[1] and bound[2]) and b for the row's best centre by
+// the scores (queue_best). With D_b from above by float64 (warp_distance64) and
+//     R^2 = ((1 + kappa_d) D_b + 2a) / (1 - kappa_d) >= D_b,
+// every centre j with gap(b, j) > 2R (centre_gaps) has ||x - c_j|| >= gap - ||x - c_b||
+// > R, so (1 - kappa_d) D_j - a > (1 + kappa_d) D_b + a: Dh_j > Dh_b, it cannot be the
+// label. The others (candidates, b among them) get D_j in float64; one whose lower bound
+// on Dh_j exceeds the least upper bound among them cannot be the label either, and the
+// rest (survivors: mostly one) get Dh_j by row_distance, the label the lowest index of
+// the smallest below max_value<T>(), as tiled_argmin over every centre. Rows with more
+// than MAXC candidates, or D_b not below a quarter of max_value<T>() (no overflow to
+// model), go on to `rest` for the full re-check.
+// Shared memory (dynamic): per warp, the row (d values of T, 16-byte aligned), then MAXC
+// doubles and MAXC ints.
+template <typename T, int MAXC>
+__global__ void __launch_bounds__(256)
+recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
+               index_t n,                                // IN
+               int d,                                    // IN
+               const T* __restrict__ centers,            // IN  (k, d)
+               int k,                                    // IN
+               const float* __restrict__ gaps,           // IN  (k, k) centre_gaps
+               double kappa_d,                           // IN  relative error of a distance
+               double absolute,                          // IN  its absolute error
+               const unsigned* __restrict__ queue_size,  // IN  (1)
+               const index_t* __restrict__ queue,        // IN  queued rows
+               const int* __restrict__ queue_best,       // IN  their best centre by score
+               int* __restrict__ labels,                 // INOUT (n)
+               unsigned long long* changed,              // INOUT (1) or null
+               unsigned* __restrict__ rest_size,         // INOUT (1) += rows passed on
+               index_t* __restrict__ rest)               // OUT rows passed on
+{
+    extern __shared__ __align__(16) unsigned char shared_raw[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warps = blockDim.x >> 5;
+    const int stride = (int)((d * sizeof(T) + 15) / 16 * 16);
+    T* x = reinterpret_cast<T*>(shared_raw + (size_t)warp * stride);
+    double* dist = reinterpret_cast<double*>(shared_raw + (size_t)warps * stride) + warp * MAXC;
+    int* list = reinterpret_cast<int*>(reinterpret_cast<double*>(
+        shared_raw + (size_t)warps * stride) + warps * MAXC) + warp * MAXC;
+    const double eps = (d + 16.0) * 0x1p-52;
+    const double limit = 0.25 * (double)max_value<T>();
+    const index_t size = *queue_size;
+    for (index_t q = (index_t)blockIdx.x * warps + warp; q < size;
+         q += (index_t)gridDim.x * warps) {  // uniform across the warp
+        const index_t i = queue[q];
+        const int b = min(max(queue_best[q], 0), k - 1);  // a centre, whatever was queued
+        for (int j = lane; j < d; j += 32) x[j] = XT[(index_t)j * n + i];
+        __syncwarp();
+        const double own = warp_distance64(x, centers + (index_t)b * d, d, lane) * (1.0 + eps);
+        bool decided = own < limit;  // false on NaN
+        int count = 0;
+        if (decided) {
+            const double radius = sqrt(((1.0 + kappa_d) * own + 2.0 * absolute)
+                                       / (1.0 - kappa_d)) * (1.0 + 0x1p-40);
+            const double reach = 2.0 * radius * (1.0 + 0x1p-40);
+            for (int j0 = 0; j0 < k && count <= MAXC; j0 += 32) {
+                const int j = j0 + lane;
+                const bool candidate = j < k && !((double)gaps[(index_t)b * k + j] > reach);
+                const unsigned ballot = __ballot_sync(0xffffffffu, candidate);
+                const int slot = count + __popc(ballot & ((1u << lane) - 1u));
+                if (candidate && slot < MAXC) list[slot] = j;
+                count += __popc(ballot);
+            }
+            decided = count <= MAXC;
+        }
+        __syncwarp();
+        T best = max_value<T>();
+        int best_index = 0x7fffffff;  // none yet
+        if (decided) {
+            double least = __longlong_as_double(0x7ff0000000000000ll);  // +inf
+            for (int c = 0; c < count; ++c) {
+                const double value = warp_distance64(x, centers + (index_t)list[c] * d, d, lane);
+                if (lane == 0) dist[c] = value;
+                least = fmin(least, (1.0 + kappa_d) * value * (1.0 + eps) + absolute);
+            }
+            __syncwarp();
+            for (int c0 = 0; c0 < count; c0 += 32) {
+                const int c = c0 + lane;
+                if (c < count
+                    && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least)) {
+                    const int j = list[c];
+                    const T value = row_distance(x, centers + (index_t)j * d, d);
+                    if (value < best
+                        || (value == best && value < max_value<T>() && j < best_index)) {
+                        best = value;
+                        best_index = j;
+                    }
+                }
+            }
+#pragma unroll
+            for (int mask = 16; mask > 0; mask >>= 1) {
+                const T other = __shfl_xor_sync(0xffffffffu, best, mask);
+                const int other_index = __shfl_xor_sync(0xffffffffu, best_index, mask);
+                if (other < best || (other == best && other_index < best_index)) {
+                    best = other;
+                    best_index = other_index;
+                }
+            }
+        }
+        if (!decided && lane == 0) rest[atomicAdd(rest_size, 1u)] = i;
+        store_label(labels, i, decided && lane == 0, best_index == 0x7fffffff ? 0 : best_index,
+                    changed);
+        __syncwarp();  // the row and lists are read before the next row overwrites them
+    }
+}
+
 // The GEMM path's epilogue (d > the fused kernel's DP): a warp per row of the product tile
 // G = X_tile . C^T (rows x k_pad, row-major; float32 GEMM for tc-exact, TF32 for tc-fast),
 // top-2 of ||c||^2 - 2 G, then the same decision as assign_tc_half.
@@ -257,7 +446,8 @@ __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (ro
                                  int* __restrict__ labels,            // INOUT (n)
                                  unsigned long long* changed,         // INOUT (1) may be null
                                  unsigned* __restrict__ queue_size,   // INOUT (1)
-                                 index_t* __restrict__ queue)         // OUT (n)
+                                 index_t* __restrict__ queue,         // OUT (n)
+                                 int* __restrict__ queue_best)        // OUT (n) best by score
 {
     const int lane = threadIdx.x & 31;
     const index_t row = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -270,7 +460,7 @@ __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (ro
     const bool decided = active && top2_decides(t, x_norm2[row],
                                                 (double)__uint_as_float(*cmax), bound);
     finish_row(labels, row0 + row, active, decided, t.index, active ? labels[row0 + row] : 0,
-               changed, queue_size, queue);
+               changed, queue_size, queue, queue_best);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -427,7 +617,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                int* __restrict__ labels,            // INOUT (n) previous labels in
                unsigned long long* changed,         // INOUT (1) += labels changed, may be null
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
-               index_t* __restrict__ queue)         // OUT (n) queued rows
+               index_t* __restrict__ queue,         // OUT (n) queued rows
+               int* __restrict__ queue_best)        // OUT (n) their best centre by score
 {
     constexpr int BM = 128, BN = HalfTile<DP, SPLIT>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     constexpr int KS = DP / 16;  // mma feature steps
@@ -705,7 +896,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             const bool decided = active && row_coef[m][h] == row_coef[m][h]
                                  && top2_decides(t, xn[local], (double)cmax_value, bound);
             finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
-                       queue_size, queue);
+                       queue_size, queue, queue_best);
         }
     }
 }

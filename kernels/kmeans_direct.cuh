@@ -105,3 +105,15 @@ __device__ __forceinline__ int tiled_argmin(const T* __restrict__ XT,       // I
     T best;
     return tiled_argmin_range<T, KT>(XT, centers, n, d, 0, k, dt, i, active, tile, best);
 }
+
+// Point x (d values, any memory) against one centre row: tiled_argmin_range's arithmetic
+// for one pair (features ascending, `acc += diff * diff`), so the same value.
+template <typename T>
+__device__ __forceinline__ T row_distance(const T* x, const T* __restrict__ center, int d) {
+    T acc = T(0);
+    for (int j = 0; j < d; ++j) {
+        const T diff = x[j] - center[j];
+        acc += diff * diff;
+    }
+    return acc;
+}

@@ -322,3 +322,76 @@ def test_fit_with_tc_exact_equals_fit_with_tiled(cp, dtype, rng):
     assert fits[0].n_iter_ == fits[1].n_iter_
     np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
                                   cp.asnumpy(fits[1].cluster_centers_))
+
+
+def _blobs(rng, n, d, blobs, per_blob, spread, offset, dtype):
+    """Rows around `blobs` far-apart centres, `per_blob` k-means centres in each (drawn from
+    the rows, some duplicated, some rows on midpoints: ties and near-ties inside blobs)."""
+    middle = rng.uniform(-10, 10, size=(blobs, d)) + offset
+    X = middle[rng.randint(0, blobs, size=n)] + rng.normal(scale=spread, size=(n, d))
+    C = X[rng.choice(n, blobs * per_blob, replace=False)].copy()
+    C[1] = C[0]  # a duplicate: the lower index wins
+    a, b = rng.randint(0, len(C), size=(2, n // 10))
+    X[: n // 10] = 0.5 * (C[a] + C[b])
+    return X.astype(dtype), C.astype(dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("d", "offset"), [(2, 0.0), (33, 1e3), (128, 0.0), (300, -50.0)])
+def test_pruned_re_check_from_any_first_centre(cp, d, offset, dtype, rng):
+    """recheck_pruned on every row, half of them queued with a random first centre (mostly
+    of another blob), half with their label: the rows it decides get tiled's labels and
+    changed count, the ones it passes on (more than 128 candidates) are left untouched --
+    the triangle-inequality pruning is right whatever centre it starts from, on ties,
+    near-ties and data far from the origin."""
+    from gpumine.kmeans import tensor_cores
+
+    X, C = _blobs(rng, 3000, d, 16, 12, 1.0, offset, dtype)
+    n, k = X.shape[0], C.shape[0]
+    expected, _ = _labels(cp, "tiled", X, C)
+    previous = rng.randint(0, k, size=n).astype(np.int32)
+    previous[:5] = -7  # poisoned
+    labels = cp.asarray(previous)
+    changed = cp.zeros(1, dtype=cp.uint64)
+    queue = cp.arange(n, dtype=cp.int64)[::-1].copy()
+    first = cp.asarray(np.where(rng.rand(n) < 0.5, expected[::-1],
+                                rng.randint(0, k, size=n)).astype(np.int32))
+    size = cp.asarray(np.array([n], dtype=np.uint32))
+    rest_size, rest = tensor_cores._recheck_pruned(cp.asarray(X.T.copy()), cp.asarray(C), size,
+                                                   queue, first, labels, changed)
+    passed = cp.asnumpy(rest[: int(rest_size.get()[0])])
+    got = cp.asnumpy(labels)
+    decided = np.ones(n, dtype=bool)
+    decided[passed] = False
+    assert len(np.unique(passed)) == len(passed)
+    assert n // 4 < decided.sum() < n  # pruned from their own blob's centre, passed on from others
+    assert np.array_equal(got[decided], expected[decided])
+    assert np.array_equal(got[~decided], previous[~decided])
+    assert int(changed.get()[0]) == int(np.sum(expected[decided] != previous[decided]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("d", "k_per_blob"), [(40, 4), (64, 16), (128, 16)])
+def test_tc_exact_on_clustered_data_prunes_its_re_check(cp, d, k_per_blob, dtype, rng,
+                                                       monkeypatch):
+    """Blobs far from the shift, many centres in each: the bound queues many rows (it scales
+    with the norms, the margins with the blobs' spread) and the pruned re-check decides
+    most of them from their blob's centres; the labels stay tiled's, bit for bit."""
+    from gpumine.kmeans import tensor_cores
+
+    passed_on = []
+    full = tensor_cores._recheck
+
+    def counting(XT, centers, queue_size, queue, labels, changed):
+        passed_on.append(int(queue_size.get()[0]))  # sync: the test's count
+        full(XT, centers, queue_size, queue, labels, changed)
+
+    monkeypatch.setattr(tensor_cores, "_recheck", counting)
+    X, C = _blobs(rng, 20000, d, 16, k_per_blob, 1.0, 0.0, dtype)
+    queued = tensor_cores.queued_rows(_columns(cp, X), cp.asarray(C))
+    assert queued > 200
+    assert passed_on[-1] < queued / 4
+    _assert_same_as_tiled(cp, X, C)
+    _assert_same_as_tiled(cp, X, C, rng.randint(0, len(C), size=len(X)).astype(np.int32))

@@ -81,6 +81,13 @@ bound on emulated scaled-FP16 arithmetic and the labels against ``tiled`` on adv
 data: near-ties, data far from the origin or near float32's underflow, d from 1 to 4096,
 float32 and float64.
 
+From 33 features the queued rows first go through a pruned re-check
+(:func:`_recheck_pruned`): each row's best centre by the scores rules out, by the triangle
+inequality, every centre farther from it than twice the row's distance, and the few left
+decide the label by the same direct distances; rows with more than 128 such candidates go
+on. On clustered data, where the bound queues many rows (it scales with the norms after the
+shift, the margins with the clusters' spread), that is most of them.
+
 The re-check copies the first queued rows (up to 64 MB and 2^19 rows) into a compact
 column-major buffer, so it reads them coalesced instead of one scattered sector per feature
 and centre tile (on the H100 this made 1M x 128, k = 1024 1.6 ms faster), and assigns them
@@ -119,6 +126,13 @@ _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
 _RECHECK_SPLIT_ROWS = 1 << 19  # ... and at most this many rows (its ranges' scratch)
 _RECHECK_RANGES = 16  # the compact rows' centres in up to this many ranges, a block row each
+_PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features (below, the full re-check is
+#                       as fast: 10M x 32 on blobs 10.3 against 10.5 ms, uniform shapes 2-30 %
+#                       slower with it; record tc-recheck-pruned-ab-h100-2026-11-27-0145528.json)
+_PRUNE_MAX_K = 4096  # recheck_pruned up to this many centres (their gaps: k^2 floats) ...
+_PRUNE_MAX_ROW_BYTES = 4096  # ... and rows of up to this many bytes (a warp's row in shared)
+_PRUNE_CANDIDATES = 128  # a row with more candidates goes on to the full re-check
+_PRUNE_WARPS = 8  # warps a block of recheck_pruned, a row each
 # (16 against 8: 1M x 128, k = 1024 2.73-2.76 -> 2.59-2.64 ms, the rest within 3 %; record
 # tc-recheck-ranges-h100-2026-11-27-*)
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
@@ -239,6 +253,7 @@ def _assign(X, centers, labels, changed, exact: bool):
     counters = cp.zeros(2, dtype=cp.uint32)  # [max ||c|| as float bits, rows queued]
     cmax, queue_size = counters[:1], counters[1:]
     queue = cp.empty(n, dtype=cp.int64)
+    queue_best = cp.empty(n, dtype=cp.int32)
     bound = _device_bound(cp, d, X.dtype, "half" if fused else "sgemm", exact)
     launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
            (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
@@ -254,14 +269,61 @@ def _assign(X, centers, labels, changed, exact: bool):
             kernel.max_dynamic_shared_size_bytes = shared
         launch(kernel, -(-n // _BM), _BM,
                (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
-                np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue),
+                np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue,
+                queue_best),
                shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
-                     queue_size, queue, exact)
+                     queue_size, queue, queue_best, exact)
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
-        _recheck(XT, centers, queue_size, queue, labels, changed)
+        rest_size, rest = queue_size, queue
+        if exact and d >= _PRUNE_MIN_DIMS:
+            rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best,
+                                              labels, changed)
+        _recheck(XT, centers, rest_size, rest, labels, changed)
     return queue_size
+
+
+@declares(_SOURCE, "centre_gaps", _TYPES)
+@declares(_SOURCE, "recheck_pruned", _TYPES, (_PRUNE_CANDIDATES,))
+def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed):
+    """The queued rows with few candidates, by the gaps between centres; returns the
+    device counter and the rows left for :func:`_recheck`.
+
+    A queued row's best centre by the scores, ``b``, is usually its label, and on
+    clustered data every centre of another cluster is farther from ``b`` than twice the
+    row's distance to it: by the triangle inequality such a centre cannot be nearer (the
+    kernel's comment has the rounding). ``centre_gaps`` bounds the k x k distances between
+    centres from below once per call; ``recheck_pruned`` computes a row's direct distances
+    to the other centres only (``tiled``'s arithmetic, so the same label) and passes a row
+    with more than ``_PRUNE_CANDIDATES`` of them on. On 1M blob rows of 128 features
+    around 64 centres with k = 1024, 40 % of the rows are queued (the bound scales with
+    the rows' and centres' norms, the margins with the blobs' spread) and each has about
+    the sixteen centres of its blob as candidates, not 1024. Past ``_PRUNE_MAX_K`` centres
+    or ``_PRUNE_MAX_ROW_BYTES`` a row, every queued row goes on.
+    """
+    cp = cupy_module()
+    d, n = XT.shape
+    k = centers.shape[0]
+    if k > _PRUNE_MAX_K or d * XT.dtype.itemsize > _PRUNE_MAX_ROW_BYTES:
+        return queue_size, queue
+    gaps = cp.empty((k, k), dtype=cp.float32)
+    tiles = -(-k // 64)
+    launch(get_kernel(_SOURCE, "centre_gaps", XT.dtype), (tiles, tiles), 256,
+           (centers, np.int32(k), np.int32(d), gaps))
+    # the direct distance's relative and absolute error: NumPy floats on the host, no sync
+    kappa_d, absolute = (float(v) for v in error_bound(d, XT.dtype)[1:3])
+    rest_size = cp.zeros(1, dtype=cp.uint32)
+    rest = cp.empty(n, dtype=cp.int64)
+    stride = -(-d * XT.dtype.itemsize // 16) * 16
+    shared = _PRUNE_WARPS * (stride + 12 * _PRUNE_CANDIDATES)
+    sms = device_attribute("MultiProcessorCount")
+    launch(get_kernel(_SOURCE, "recheck_pruned", XT.dtype, _PRUNE_CANDIDATES),
+           min(-(-n // _PRUNE_WARPS), sms * 8), 32 * _PRUNE_WARPS,
+           (XT, np.int64(n), np.int32(d), centers, np.int32(k), gaps, np.float64(kappa_d),
+            np.float64(absolute), queue_size, queue, queue_best, labels,
+            kernel_pointer(changed), rest_size, rest), shared_mem=shared)
+    return rest_size, rest
 
 
 @declares(_SOURCE, "gather_queued", _TYPES)
@@ -304,7 +366,7 @@ def _recheck(XT, centers, queue_size, queue, labels, changed):
 
 @declares(_SOURCE, "tc_gemm_epilogue")
 def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, queue_size,
-                 queue, exact):
+                 queue, queue_best, exact):
     """d past the fused kernel: cuBLAS GEMM over row tiles (float32 arithmetic for tc-exact,
     TF32 for tc-fast) of the shifted points, then the top-2 epilogue."""
     from cupy_backends.cuda.libs import cublas
@@ -333,7 +395,7 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
         launch(epilogue, -(-(stop - start) * 32 // BLOCK), BLOCK,
                (products, np.int32(k_pad), norms, x_norm2, cmax, bound,
                 np.int64(stop - start), np.int64(start), np.int32(k), labels,
-                kernel_pointer(changed), queue_size, queue))
+                kernel_pointer(changed), queue_size, queue, queue_best))
 
 
 def assign_tc_exact(X, centers, labels, changed=None):
