@@ -246,36 +246,50 @@ __global__ void assign_recheck(const T* __restrict__ XT,                 // IN  
     }
 }
 
+// centre_gaps' arithmetic: float for float centres (a relative error of each term, so the
+// same kind of bound at twice the rate), double for double ones.
+template <typename T> struct GapArithmetic { using type = double; };
+template <> struct GapArithmetic<float> { using type = float; };
+
 // Lower bounds on the distances between centres, gaps[b * k + j] <= ||c_b - c_j||
-// (rounded down to float), for recheck_pruned. The sum of squared differences in float64
-// (each difference and square rounded at most once, the sum d times: relative error below
-// (d + 3) 2^-53), lowered by (2d + 16) 2^-53 of itself and 2^-1000, its square root by
-// 2^-50, then rounded down. A block of 16 x 16 threads takes 64 x 64 pairs, 4 x 4 a thread
-// (rows ty + 16 r, columns tx + 16 c), the features through shared memory 16 at a time.
+// (rounded down to float), for recheck_pruned. The sum of squared differences in the
+// centres' precision A (unit roundoff u; each difference and square rounded at most once,
+// the sum d times: relative error below (d + 3) u), lowered by (2d + 16) u of itself and by
+// an absolute 2^-100 (underflow), its square root by 2^-20 (float) or 2^-50 (double), then
+// rounded down to float. A float sum that overflows stands for a gap of at least 0.99 *
+// sqrt(FLT_MAX); a NaN gives 0 (never pruned). A block of 16 x 16 threads takes 64 x 64
+// pairs, 4 x 4 a thread (rows ty + 16 r, columns tx + 16 c), the features through shared
+// memory 16 at a time. Nothing is computed when fewer than min_rows rows are queued
+// (recheck_pruned then passes them all on).
 template <typename T>
-__global__ void __launch_bounds__(256)
-centre_gaps(const T* __restrict__ centers,  // IN  (k, d)
-            int k,                          // IN
-            int d,                          // IN
-            float* __restrict__ gaps)       // OUT (k, k)
+__global__ void __launch_bounds__(256, 2)  // (256) alone: spills for double
+centre_gaps(const T* __restrict__ centers,            // IN  (k, d)
+            int k,                                    // IN
+            int d,                                    // IN
+            const unsigned* __restrict__ queue_size,  // IN  (1)
+            unsigned min_rows,                        // IN
+            float* __restrict__ gaps)                 // OUT (k, k)
 {
+    if (*queue_size < min_rows) return;  // uniform across the grid
+    using A = typename GapArithmetic<T>::type;
     constexpr int TILE = 64, F = 16;
-    __shared__ double rows[F][TILE + 1], cols[F][TILE + 1];
+    constexpr double U = sizeof(A) == 4 ? 0x1p-24 : 0x1p-53;
+    __shared__ A rows[F][TILE + 1], cols[F][TILE + 1];
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int b0 = blockIdx.y * TILE, j0 = blockIdx.x * TILE;
-    double sum[4][4] = {};
+    A sum[4][4] = {};
     for (int f0 = 0; f0 < d; f0 += F) {
         __syncthreads();
         for (int t = threadIdx.x; t < TILE * F; t += 256) {
             const int r = t / F, f = t - r * F;
             const bool inside = f0 + f < d;
-            rows[f][r] = (b0 + r < k && inside) ? (double)centers[(index_t)(b0 + r) * d + f0 + f] : 0.0;
-            cols[f][r] = (j0 + r < k && inside) ? (double)centers[(index_t)(j0 + r) * d + f0 + f] : 0.0;
+            rows[f][r] = (b0 + r < k && inside) ? (A)centers[(index_t)(b0 + r) * d + f0 + f] : A(0);
+            cols[f][r] = (j0 + r < k && inside) ? (A)centers[(index_t)(j0 + r) * d + f0 + f] : A(0);
         }
         __syncthreads();
 #pragma unroll 4
         for (int f = 0; f < F; ++f) {
-            double a[4], c[4];
+            A a[4], c[4];
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
                 a[r] = rows[f][ty + 16 * r];
@@ -285,7 +299,7 @@ centre_gaps(const T* __restrict__ centers,  // IN  (k, d)
             for (int r = 0; r < 4; ++r)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
-                    const double diff = a[r] - c[q];
+                    const A diff = a[r] - c[q];
                     sum[r][q] = fma(diff, diff, sum[r][q]);
                 }
         }
@@ -296,9 +310,15 @@ centre_gaps(const T* __restrict__ centers,  // IN  (k, d)
         for (int q = 0; q < 4; ++q) {
             const int b = b0 + ty + 16 * r, j = j0 + tx + 16 * q;
             if (b < k && j < k) {
-                const double low = fmax(0.0, sum[r][q] * (1.0 - (2.0 * d + 16.0) * 0x1p-53)
-                                                 - 0x1p-1000);
-                gaps[(index_t)b * k + j] = __double2float_rd(sqrt(low) * (1.0 - 0x1p-50));
+                const double total = (double)sum[r][q];
+                float gap;
+                if (sizeof(A) == 4 && total > 3.402823466e+38) {  // overflowed (inf)
+                    gap = 0.99f * 1.8446743e19f;  // 0.99 sqrt(FLT_MAX), rounded down
+                } else {
+                    const double low = fmax(0.0, total * (1.0 - (2.0 * d + 16.0) * U) - 0x1p-100);
+                    gap = __double2float_rd(sqrt(low) * (1.0 - (sizeof(A) == 4 ? 0x1p-20 : 0x1p-50)));
+                }
+                gaps[(index_t)b * k + j] = gap;
             }
         }
 }
@@ -335,11 +355,12 @@ __device__ __forceinline__ double warp_distance64(const T* x, const T* __restric
 // rest (survivors: mostly one) get Dh_j by row_distance, the label the lowest index of
 // the smallest below max_value<T>(), as tiled_argmin over every centre. Rows with more
 // than MAXC candidates, or D_b not below a quarter of max_value<T>() (no overflow to
-// model), go on to `rest` for the full re-check.
+// model), go on to `rest` for the full re-check; so do all of them, copied in order, when
+// fewer than min_rows are queued (centre_gaps left the gaps unwritten).
 // Shared memory (dynamic): per warp, the row (d values of T, 16-byte aligned), then MAXC
 // doubles and MAXC ints.
 template <typename T, int MAXC>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 4)  // (256) alone: 32 registers and spills
 recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                index_t n,                                // IN
                int d,                                    // IN
@@ -351,11 +372,20 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                const unsigned* __restrict__ queue_size,  // IN  (1)
                const index_t* __restrict__ queue,        // IN  queued rows
                const int* __restrict__ queue_best,       // IN  their best centre by score
+               unsigned min_rows,                        // IN  fewer queued: all passed on
                int* __restrict__ labels,                 // INOUT (n)
                unsigned long long* changed,              // INOUT (1) or null
-               unsigned* __restrict__ rest_size,         // INOUT (1) += rows passed on
+               unsigned* __restrict__ rest_size,         // INOUT (1) zero in, rows passed on
                index_t* __restrict__ rest)               // OUT rows passed on
 {
+    const unsigned queued = *queue_size;
+    if (queued < min_rows) {  // uniform across the grid
+        for (index_t q = (index_t)blockIdx.x * blockDim.x + threadIdx.x; q < queued;
+             q += (index_t)gridDim.x * blockDim.x)
+            rest[q] = queue[q];
+        if (blockIdx.x == 0 && threadIdx.x == 0) *rest_size = queued;
+        return;
+    }
     extern __shared__ __align__(16) unsigned char shared_raw[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int warps = blockDim.x >> 5;
@@ -366,7 +396,7 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
         shared_raw + (size_t)warps * stride) + warps * MAXC) + warp * MAXC;
     const double eps = (d + 16.0) * 0x1p-52;
     const double limit = 0.25 * (double)max_value<T>();
-    const index_t size = *queue_size;
+    const index_t size = queued;
     for (index_t q = (index_t)blockIdx.x * warps + warp; q < size;
          q += (index_t)gridDim.x * warps) {  // uniform across the warp
         const index_t i = queue[q];
@@ -395,32 +425,48 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
         int best_index = 0x7fffffff;  // none yet
         if (decided) {
             double least = __longlong_as_double(0x7ff0000000000000ll);  // +inf
+#pragma unroll 2
             for (int c = 0; c < count; ++c) {
                 const double value = warp_distance64(x, centers + (index_t)list[c] * d, d, lane);
                 if (lane == 0) dist[c] = value;
                 least = fmin(least, (1.0 + kappa_d) * value * (1.0 + eps) + absolute);
             }
             __syncwarp();
+            int survivors = 0, only = 0;
             for (int c0 = 0; c0 < count; c0 += 32) {
                 const int c = c0 + lane;
-                if (c < count
-                    && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least)) {
-                    const int j = list[c];
-                    const T value = row_distance(x, centers + (index_t)j * d, d);
-                    if (value < best
-                        || (value == best && value < max_value<T>() && j < best_index)) {
-                        best = value;
-                        best_index = j;
+                const bool survivor = c < count
+                    && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least);
+                const unsigned ballot = __ballot_sync(0xffffffffu, survivor);
+                if (ballot != 0u) only = list[c0 + __ffs(ballot) - 1];
+                survivors += __popc(ballot);
+            }
+            if (survivors == 1) {
+                // the one that attains `least`: every other candidate's computed distance
+                // is above its upper bound, and that is below max_value<T>() (own < limit)
+                best_index = only;
+            } else {
+                for (int c0 = 0; c0 < count; c0 += 32) {
+                    const int c = c0 + lane;
+                    if (c < count
+                        && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least)) {
+                        const int j = list[c];
+                        const T value = row_distance(x, centers + (index_t)j * d, d);
+                        if (value < best
+                            || (value == best && value < max_value<T>() && j < best_index)) {
+                            best = value;
+                            best_index = j;
+                        }
                     }
                 }
-            }
 #pragma unroll
-            for (int mask = 16; mask > 0; mask >>= 1) {
-                const T other = __shfl_xor_sync(0xffffffffu, best, mask);
-                const int other_index = __shfl_xor_sync(0xffffffffu, best_index, mask);
-                if (other < best || (other == best && other_index < best_index)) {
-                    best = other;
-                    best_index = other_index;
+                for (int mask = 16; mask > 0; mask >>= 1) {
+                    const T other = __shfl_xor_sync(0xffffffffu, best, mask);
+                    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, mask);
+                    if (other < best || (other == best && other_index < best_index)) {
+                        best = other;
+                        best_index = other_index;
+                    }
                 }
             }
         }

@@ -339,7 +339,7 @@ def _blobs(rng, n, d, blobs, per_blob, spread, offset, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("d", "offset"), [(2, 0.0), (33, 1e3), (128, 0.0), (300, -50.0)])
-def test_pruned_re_check_from_any_first_centre(cp, d, offset, dtype, rng):
+def test_pruned_re_check_from_any_first_centre(cp, d, offset, dtype, rng, monkeypatch):
     """recheck_pruned on every row, half of them queued with a random first centre (mostly
     of another blob), half with their label: the rows it decides get tiled's labels and
     changed count, the ones it passes on (more than 128 candidates) are left untouched --
@@ -347,6 +347,7 @@ def test_pruned_re_check_from_any_first_centre(cp, d, offset, dtype, rng):
     near-ties and data far from the origin."""
     from gpumine.kmeans import tensor_cores
 
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 0)
     X, C = _blobs(rng, 3000, d, 16, 12, 1.0, offset, dtype)
     n, k = X.shape[0], C.shape[0]
     expected, _ = _labels(cp, "tiled", X, C)
@@ -389,9 +390,32 @@ def test_tc_exact_on_clustered_data_prunes_its_re_check(cp, d, k_per_blob, dtype
         full(XT, centers, queue_size, queue, labels, changed)
 
     monkeypatch.setattr(tensor_cores, "_recheck", counting)
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 100)
     X, C = _blobs(rng, 20000, d, 16, k_per_blob, 1.0, 0.0, dtype)
     queued = tensor_cores.queued_rows(_columns(cp, X), cp.asarray(C))
     assert queued > 200
     assert passed_on[-1] < queued / 4
     _assert_same_as_tiled(cp, X, C)
     _assert_same_as_tiled(cp, X, C, rng.randint(0, len(C), size=len(X)).astype(np.int32))
+
+
+@pytest.mark.gpu
+def test_pruned_re_check_passes_a_short_queue_on_whole(cp, rng, monkeypatch):
+    """Fewer queued rows than _PRUNE_MIN_ROWS: no gaps, every row passed on in queue order,
+    no label written, nothing counted."""
+    from gpumine.kmeans import tensor_cores
+
+    X, C = _blobs(rng, 3000, 64, 16, 12, 1.0, 0.0, np.float32)
+    n = X.shape[0]
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", n + 1)
+    labels = cp.full(n, -7, dtype=cp.int32)
+    changed = cp.zeros(1, dtype=cp.uint64)
+    queue = cp.asarray(rng.permutation(n).astype(np.int64))
+    size = cp.asarray(np.array([n], dtype=np.uint32))
+    rest_size, rest = tensor_cores._recheck_pruned(cp.asarray(X.T.copy()), cp.asarray(C), size,
+                                                   queue, cp.zeros(n, dtype=cp.int32), labels,
+                                                   changed)
+    assert int(rest_size.get()[0]) == n
+    assert np.array_equal(cp.asnumpy(rest[:n]), cp.asnumpy(queue))
+    assert (cp.asnumpy(labels) == -7).all()
+    assert int(changed.get()[0]) == 0

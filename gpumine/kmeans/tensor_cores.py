@@ -132,6 +132,9 @@ _PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features (below, the full 
 _PRUNE_MAX_K = 4096  # recheck_pruned up to this many centres (their gaps: k^2 floats) ...
 _PRUNE_MAX_ROW_BYTES = 4096  # ... and rows of up to this many bytes (a warp's row in shared)
 _PRUNE_CANDIDATES = 128  # a row with more candidates goes on to the full re-check
+_PRUNE_MIN_ROWS = 1 << 14  # fewer queued rows go on at once (the full re-check is cheap
+#                            then: uniform 1M x 128, k = 1024 queues 3,000-8,300; blobs
+#                            125,000-400,000), and the centres' gaps are not computed
 _PRUNE_WARPS = 8  # warps a block of recheck_pruned, a row each
 # (16 against 8: 1M x 128, k = 1024 2.73-2.76 -> 2.59-2.64 ms, the rest within 3 %; record
 # tc-recheck-ranges-h100-2026-11-27-*)
@@ -294,13 +297,16 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     clustered data every centre of another cluster is farther from ``b`` than twice the
     row's distance to it: by the triangle inequality such a centre cannot be nearer (the
     kernel's comment has the rounding). ``centre_gaps`` bounds the k x k distances between
-    centres from below once per call; ``recheck_pruned`` computes a row's direct distances
-    to the other centres only (``tiled``'s arithmetic, so the same label) and passes a row
-    with more than ``_PRUNE_CANDIDATES`` of them on. On 1M blob rows of 128 features
-    around 64 centres with k = 1024, 40 % of the rows are queued (the bound scales with
-    the rows' and centres' norms, the margins with the blobs' spread) and each has about
-    the sixteen centres of its blob as candidates, not 1024. Past ``_PRUNE_MAX_K`` centres
-    or ``_PRUNE_MAX_ROW_BYTES`` a row, every queued row goes on.
+    centres from below once per call; ``recheck_pruned`` takes a row's distances to the
+    other centres (candidates) in float64, a warp a distance, and computes ``tiled``'s own
+    float32 distance only for those that can still be the label by it (mostly one: then it
+    is the label without), so the label is tiled's; a row with more than
+    ``_PRUNE_CANDIDATES`` candidates goes on. On 1M blob rows of 128 features around 64
+    centres with k = 1024, 40 % of the rows are queued (the bound scales with the rows' and
+    centres' norms, the margins with the blobs' spread) and each has about the sixteen
+    centres of its blob as candidates, not 1024. With fewer than ``_PRUNE_MIN_ROWS``
+    queued (read on the device), past ``_PRUNE_MAX_K`` centres or past
+    ``_PRUNE_MAX_ROW_BYTES`` a row, every queued row goes on.
     """
     cp = cupy_module()
     d, n = XT.shape
@@ -310,7 +316,7 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     gaps = cp.empty((k, k), dtype=cp.float32)
     tiles = -(-k // 64)
     launch(get_kernel(_SOURCE, "centre_gaps", XT.dtype), (tiles, tiles), 256,
-           (centers, np.int32(k), np.int32(d), gaps))
+           (centers, np.int32(k), np.int32(d), queue_size, np.uint32(_PRUNE_MIN_ROWS), gaps))
     # the direct distance's relative and absolute error: NumPy floats on the host, no sync
     kappa_d, absolute = (float(v) for v in error_bound(d, XT.dtype)[1:3])
     rest_size = cp.zeros(1, dtype=cp.uint32)
@@ -321,8 +327,8 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     launch(get_kernel(_SOURCE, "recheck_pruned", XT.dtype, _PRUNE_CANDIDATES),
            min(-(-n // _PRUNE_WARPS), sms * 8), 32 * _PRUNE_WARPS,
            (XT, np.int64(n), np.int32(d), centers, np.int32(k), gaps, np.float64(kappa_d),
-            np.float64(absolute), queue_size, queue, queue_best, labels,
-            kernel_pointer(changed), rest_size, rest), shared_mem=shared)
+            np.float64(absolute), queue_size, queue, queue_best, np.uint32(_PRUNE_MIN_ROWS),
+            labels, kernel_pointer(changed), rest_size, rest), shared_mem=shared)
     return rest_size, rest
 
 
