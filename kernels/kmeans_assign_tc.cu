@@ -261,8 +261,9 @@ template <> struct GapArithmetic<float> { using type = float; };
 // pairs, 4 x 4 a thread (rows ty + 16 r, columns tx + 16 c), the features through shared
 // memory 16 at a time. Nothing is computed when fewer than min_rows rows are queued
 // (recheck_pruned then passes them all on).
+// (Launch bounds (256) alone: spills for double.)
 template <typename T>
-__global__ void __launch_bounds__(256, 2)  // (256) alone: spills for double
+__global__ void __launch_bounds__(256, 2)
 centre_gaps(const T* __restrict__ centers,            // IN  (k, d)
             int k,                                    // IN
             int d,                                    // IN
@@ -359,8 +360,9 @@ __device__ __forceinline__ double warp_distance64(const T* x, const T* __restric
 // fewer than min_rows are queued (centre_gaps left the gaps unwritten).
 // Shared memory (dynamic): per warp, the row (d values of T, 16-byte aligned), then MAXC
 // doubles and MAXC ints.
+// (Launch bounds (256) alone: 32 registers and spills.)
 template <typename T, int MAXC>
-__global__ void __launch_bounds__(256, 4)  // (256) alone: 32 registers and spills
+__global__ void __launch_bounds__(256, 4)
 recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                index_t n,                                // IN
                int d,                                    // IN
