@@ -26,6 +26,7 @@ from functools import partial
 
 import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
+from fit_vs_flash import _data  # the same uniform and blob data as the fits
 from gpu_check import device_time
 
 CASES = [(1_000_000, 128, 1024, "blobs:64"), (1_000_000, 128, 1024, "uniform"),
@@ -33,16 +34,6 @@ CASES = [(1_000_000, 128, 1024, "blobs:64"), (1_000_000, 128, 1024, "uniform"),
          (1_000_000, 64, 1024, "blobs:64"), (1_000_000, 128, 1024, "blobs:1024"),
          (50_000, 32, 2048, "uniform"), (4_000_000, 8, 200, "uniform"),
          (1_000_000, 4, 400, "blobs:64")]
-
-
-def _data(n, d, kind):
-    from gpumine.datasets import make_uniform
-
-    if kind == "uniform":
-        return make_uniform(n, d, random_state=5489).astype(np.float32)
-    rng = np.random.default_rng(0)
-    middle = rng.uniform(-10, 10, size=(int(kind.split(":")[1]), d)).astype(np.float32)
-    return middle[rng.integers(0, len(middle), n)] + rng.standard_normal((n, d), np.float32)
 
 
 def _centres(cp, X, k, stage, path):
