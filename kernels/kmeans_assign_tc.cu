@@ -256,8 +256,10 @@ template <> struct GapArithmetic<float> { using type = float; };
 // centres' precision A (unit roundoff u; each difference and square rounded at most once,
 // the sum d times: relative error below (d + 3) u), lowered by (2d + 16) u of itself and by
 // an absolute 2^-100 (underflow), its square root by 2^-20 (float) or 2^-50 (double), then
-// rounded down to float. A float sum that overflows stands for a gap of at least 0.99 *
-// sqrt(FLT_MAX); a NaN gives 0 (never pruned). A block of 16 x 16 threads takes 64 x 64
+// rounded down to float. A sum that overflows stands for a gap of at least 0.99 *
+// sqrt(FLT_MAX) (float) or FLT_MAX (double: at least sqrt(DBL_MAX) apart, above any float);
+// a NaN gives 0 (never pruned). (Gaps are floats: rows whose distance bound is beyond
+// FLT_MAX / 2 prune nothing.) A block of 16 x 16 threads takes 64 x 64
 // pairs, 4 x 4 a thread (rows ty + 16 r, columns tx + 16 c), the features through shared
 // memory 16 at a time. Nothing is computed when fewer than min_rows rows are queued
 // (recheck_pruned then passes them all on).
@@ -312,10 +314,10 @@ centre_gaps(const T* __restrict__ centers,            // IN  (k, d)
             const int b = b0 + ty + 16 * r, j = j0 + tx + 16 * q;
             if (b < k && j < k) {
                 const double total = (double)sum[r][q];
-                float gap;
-                if (sizeof(A) == 4 && total > 3.402823466e+38) {  // overflowed (inf)
-                    gap = 0.99f * 1.8446743e19f;  // 0.99 sqrt(FLT_MAX), rounded down
-                } else {
+                float gap = 0.0f;  // a NaN: never pruned
+                if (total > (double)max_value<A>()) {  // overflowed: at least sqrt(max) apart
+                    gap = sizeof(A) == 4 ? 0.99f * 1.8446743e19f : 3.402823466e+38f;
+                } else if (total >= 0.0) {
                     const double low = fmax(0.0, total * (1.0 - (2.0 * d + 16.0) * U) - 0x1p-100);
                     gap = __double2float_rd(sqrt(low) * (1.0 - (sizeof(A) == 4 ? 0x1p-20 : 0x1p-50)));
                 }

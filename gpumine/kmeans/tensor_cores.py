@@ -81,7 +81,7 @@ bound on emulated scaled-FP16 arithmetic and the labels against ``tiled`` on adv
 data: near-ties, data far from the origin or near float32's underflow, d from 1 to 4096,
 float32 and float64.
 
-From 33 features, on float32 data, the queued rows first go through a pruned re-check
+From 33 features the queued rows first go through a pruned re-check
 (:func:`_recheck_pruned`): each row's best centre by the scores rules out, by the triangle
 inequality, every centre farther from it than twice the row's distance, and the few left
 decide the label by the same direct distances; rows with more than 128 such candidates go
@@ -280,9 +280,7 @@ def _assign(X, centers, labels, changed, exact: bool):
                      queue_size, queue, queue_best, exact)
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
         rest_size, rest = queue_size, queue
-        # float32 data only: for float64 rows near 1e154 centre_gaps' overflow is not yet
-        # bounded (a float sum's is; the fix waits for a GPU run)
-        if exact and d >= _PRUNE_MIN_DIMS and X.dtype == np.float32:
+        if exact and d >= _PRUNE_MIN_DIMS:
             rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best,
                                               labels, changed)
         _recheck(XT, centers, rest_size, rest, labels, changed)
