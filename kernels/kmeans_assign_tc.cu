@@ -360,7 +360,15 @@ __device__ __forceinline__ double warp_distance64(const T* x, const T* __restric
 // than MAXC candidates, or D_b not below a quarter of max_value<T>() (no overflow to
 // model), go on to `rest` for the full re-check; so do all of them, copied in order, when
 // fewer than min_rows are queued (centre_gaps left the gaps unwritten).
-// Shared memory (dynamic): per warp, the row (d values of T, 16-byte aligned), then MAXC
+// With `order` (sort_gap_rows), each row of the gaps is sorted ascending and the scan stops
+// at the first gap beyond 2R: the candidates are a prefix, read in a sector or two, where
+// the unsorted row (order null) is read whole, k floats a queued row. A warp loads
+// rows_per_warp consecutive queued rows together (lane -> row lane % rows_per_warp, features
+// lane / rows_per_warp + 32 / rows_per_warp * t): queued rows lie close together, so a load
+// instruction takes fewer sectors of the column-major points than a row at a time (one
+// sector a feature); it then decides them one after the other.
+// Shared memory (dynamic): per warp, rows_per_warp rows (d values of T each, 16-byte
+// aligned, 32 bytes apart so that the loads' stores spread over the banks), then MAXC
 // doubles and MAXC ints.
 // (Launch bounds (256) alone: 32 registers and spills.)
 template <typename T, int MAXC>
@@ -370,7 +378,9 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                int d,                                    // IN
                const T* __restrict__ centers,            // IN  (k, d)
                int k,                                    // IN
-               const float* __restrict__ gaps,           // IN  (k, k) centre_gaps
+               const float* __restrict__ gaps,           // IN  (k, k) centre_gaps (sorted with order)
+               const int* __restrict__ order,            // IN  (k, k) sorted gaps' centres, or null
+               int rows_per_warp,                        // IN  1, 2 or 4: rows a warp loads at once
                double kappa_d,                           // IN  relative error of a distance
                double absolute,                          // IN  its absolute error
                const unsigned* __restrict__ queue_size,  // IN  (1)
@@ -393,91 +403,152 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
     extern __shared__ __align__(16) unsigned char shared_raw[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int warps = blockDim.x >> 5;
-    const int stride = (int)((d * sizeof(T) + 15) / 16 * 16);
-    T* x = reinterpret_cast<T*>(shared_raw + (size_t)warp * stride);
-    double* dist = reinterpret_cast<double*>(shared_raw + (size_t)warps * stride) + warp * MAXC;
-    int* list = reinterpret_cast<int*>(reinterpret_cast<double*>(
-        shared_raw + (size_t)warps * stride) + warps * MAXC) + warp * MAXC;
+    const int stride = (int)((d * sizeof(T) + 15) / 16 * 16) + 32;
+    const int rows = rows_per_warp;
+    unsigned char* rows_raw = shared_raw + (size_t)warp * rows * stride;
+    unsigned char* lists_raw = shared_raw + (size_t)warps * rows * stride;
+    double* dist = reinterpret_cast<double*>(lists_raw) + warp * MAXC;
+    int* list = reinterpret_cast<int*>(reinterpret_cast<double*>(lists_raw) + warps * MAXC)
+                + warp * MAXC;
     const double eps = (d + 16.0) * 0x1p-52;
     const double limit = 0.25 * (double)max_value<T>();
     const index_t size = queued;
-    for (index_t q = (index_t)blockIdx.x * warps + warp; q < size;
-         q += (index_t)gridDim.x * warps) {  // uniform across the warp
-        const index_t i = queue[q];
-        const int b = min(max(queue_best[q], 0), k - 1);  // a centre, whatever was queued
-        for (int j = lane; j < d; j += 32) x[j] = XT[(index_t)j * n + i];
-        __syncwarp();
-        const double own = warp_distance64(x, centers + (index_t)b * d, d, lane) * (1.0 + eps);
-        bool decided = own < limit;  // false on NaN
-        int count = 0;
-        if (decided) {
-            const double radius = sqrt(((1.0 + kappa_d) * own + 2.0 * absolute)
-                                       / (1.0 - kappa_d)) * (1.0 + 0x1p-40);
-            const double reach = 2.0 * radius * (1.0 + 0x1p-40);
-            for (int j0 = 0; j0 < k && count <= MAXC; j0 += 32) {
-                const int j = j0 + lane;
-                const bool candidate = j < k && !((double)gaps[(index_t)b * k + j] > reach);
-                const unsigned ballot = __ballot_sync(0xffffffffu, candidate);
-                const int slot = count + __popc(ballot & ((1u << lane) - 1u));
-                if (candidate && slot < MAXC) list[slot] = j;
-                count += __popc(ballot);
-            }
-            decided = count <= MAXC;
+    for (index_t q0 = ((index_t)blockIdx.x * warps + warp) * rows; q0 < size;
+         q0 += (index_t)gridDim.x * warps * rows) {  // uniform across the warp
+        if (q0 + lane % rows < size) {
+            const index_t row = queue[q0 + lane % rows];
+            T* to = reinterpret_cast<T*>(rows_raw + (size_t)(lane % rows) * stride);
+            for (int f = lane / rows; f < d; f += 32 / rows) to[f] = XT[(index_t)f * n + row];
         }
         __syncwarp();
-        T best = max_value<T>();
-        int best_index = 0x7fffffff;  // none yet
-        if (decided) {
-            double least = __longlong_as_double(0x7ff0000000000000ll);  // +inf
-#pragma unroll 2
-            for (int c = 0; c < count; ++c) {
-                const double value = warp_distance64(x, centers + (index_t)list[c] * d, d, lane);
-                if (lane == 0) dist[c] = value;
-                least = fmin(least, (1.0 + kappa_d) * value * (1.0 + eps) + absolute);
+        for (int r = 0; r < rows && q0 + r < size; ++r) {  // uniform across the warp
+            const T* x = reinterpret_cast<const T*>(rows_raw + (size_t)r * stride);
+            const index_t q = q0 + r;
+            const index_t i = queue[q];
+            const int b = min(max(queue_best[q], 0), k - 1);  // a centre, whatever was queued
+            const double own = warp_distance64(x, centers + (index_t)b * d, d, lane) * (1.0 + eps);
+            bool decided = own < limit;  // false on NaN
+            int count = 0;
+            if (decided) {
+                const double radius = sqrt(((1.0 + kappa_d) * own + 2.0 * absolute)
+                                           / (1.0 - kappa_d)) * (1.0 + 0x1p-40);
+                const double reach = 2.0 * radius * (1.0 + 0x1p-40);
+                for (int j0 = 0; j0 < k && count <= MAXC; j0 += 32) {
+                    const int j = j0 + lane;
+                    const bool candidate = j < k && !((double)gaps[(index_t)b * k + j] > reach);
+                    const unsigned ballot = __ballot_sync(0xffffffffu, candidate);
+                    const int slot = count + __popc(ballot & ((1u << lane) - 1u));
+                    if (candidate && slot < MAXC)
+                        list[slot] = order != nullptr ? order[(index_t)b * k + j] : j;
+                    count += __popc(ballot);
+                    if (order != nullptr && ballot != 0xffffffffu)
+                        break;  // sorted: the rest are farther
+                }
+                decided = count <= MAXC;
             }
             __syncwarp();
-            int survivors = 0, only = 0;
-            for (int c0 = 0; c0 < count; c0 += 32) {
-                const int c = c0 + lane;
-                const bool survivor = c < count
-                    && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least);
-                const unsigned ballot = __ballot_sync(0xffffffffu, survivor);
-                if (ballot != 0u) only = list[c0 + __ffs(ballot) - 1];
-                survivors += __popc(ballot);
-            }
-            if (survivors == 1) {
-                // the one that attains `least`: every other candidate's computed distance
-                // is above its upper bound, and that is below max_value<T>() (own < limit)
-                best_index = only;
-            } else {
+            T best = max_value<T>();
+            int best_index = 0x7fffffff;  // none yet
+            if (decided) {
+                double least = __longlong_as_double(0x7ff0000000000000ll);  // +inf
+#pragma unroll 2
+                for (int c = 0; c < count; ++c) {
+                    const double value =
+                        warp_distance64(x, centers + (index_t)list[c] * d, d, lane);
+                    if (lane == 0) dist[c] = value;
+                    least = fmin(least, (1.0 + kappa_d) * value * (1.0 + eps) + absolute);
+                }
+                __syncwarp();
+                int survivors = 0, only = 0;
                 for (int c0 = 0; c0 < count; c0 += 32) {
                     const int c = c0 + lane;
-                    if (c < count
-                        && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least)) {
-                        const int j = list[c];
-                        const T value = row_distance(x, centers + (index_t)j * d, d);
-                        if (value < best
-                            || (value == best && value < max_value<T>() && j < best_index)) {
-                            best = value;
-                            best_index = j;
+                    const bool survivor = c < count
+                        && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least);
+                    const unsigned ballot = __ballot_sync(0xffffffffu, survivor);
+                    if (ballot != 0u) only = list[c0 + __ffs(ballot) - 1];
+                    survivors += __popc(ballot);
+                }
+                if (survivors == 1) {
+                    // the one that attains `least`: every other candidate's computed distance
+                    // is above its upper bound, and that is below max_value<T>() (own < limit)
+                    best_index = only;
+                } else {
+                    for (int c0 = 0; c0 < count; c0 += 32) {
+                        const int c = c0 + lane;
+                        if (c < count
+                            && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least)) {
+                            const int j = list[c];
+                            const T value = row_distance(x, centers + (index_t)j * d, d);
+                            if (value < best
+                                || (value == best && value < max_value<T>() && j < best_index)) {
+                                best = value;
+                                best_index = j;
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int mask = 16; mask > 0; mask >>= 1) {
+                        const T other = __shfl_xor_sync(0xffffffffu, best, mask);
+                        const int other_index = __shfl_xor_sync(0xffffffffu, best_index, mask);
+                        if (other < best || (other == best && other_index < best_index)) {
+                            best = other;
+                            best_index = other_index;
                         }
                     }
                 }
-#pragma unroll
-                for (int mask = 16; mask > 0; mask >>= 1) {
-                    const T other = __shfl_xor_sync(0xffffffffu, best, mask);
-                    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, mask);
-                    if (other < best || (other == best && other_index < best_index)) {
-                        best = other;
-                        best_index = other_index;
+            }
+            if (!decided && lane == 0) rest[atomicAdd(rest_size, 1u)] = i;
+            store_label(labels, i, decided && lane == 0, best_index == 0x7fffffff ? 0 : best_index,
+                        changed);
+            __syncwarp();  // the lists are read before the next row overwrites them
+        }
+        // (the rows are read before the next load overwrites them: the __syncwarp above)
+    }
+}
+
+// Each row of centre_gaps' k x k gaps sorted ascending, ties by index, and the centres in
+// that order, for recheck_pruned's prefix scan: a block a row, a bitonic sort in shared
+// memory over kp slots (a power of two >= k, the padding +inf). Nothing is done when fewer
+// than min_rows rows are queued (centre_gaps left the gaps unwritten).
+// Shared memory (dynamic): kp floats, then kp ints.
+__global__ void sort_gap_rows(float* __restrict__ gaps,                // INOUT (k, k) rows sorted
+                              int k,                                    // IN
+                              int kp,                                   // IN  power of two >= k
+                              const unsigned* __restrict__ queue_size,  // IN  (1)
+                              unsigned min_rows,                        // IN
+                              int* __restrict__ order)                  // OUT (k, k) the centres
+{
+    if (*queue_size < min_rows) return;  // uniform across the grid
+    extern __shared__ __align__(16) unsigned char sort_raw[];
+    float* value = reinterpret_cast<float*>(sort_raw);
+    int* index = reinterpret_cast<int*>(value + kp);
+    const index_t row = (index_t)blockIdx.x * k;
+    for (int i = threadIdx.x; i < kp; i += blockDim.x) {
+        value[i] = i < k ? gaps[row + i] : __int_as_float(0x7f800000);  // +inf
+        index[i] = i;
+    }
+    __syncthreads();
+    for (int size = 2; size <= kp; size <<= 1)
+        for (int half = size >> 1; half > 0; half >>= 1) {
+            for (int i = threadIdx.x; i < kp; i += blockDim.x) {
+                const int j = i ^ half;
+                if (j > i) {
+                    const float a = value[i], c = value[j];
+                    const int ia = index[i], ic = index[j];
+                    const bool greater = a > c || (a == c && ia > ic);
+                    if (greater == ((i & size) == 0)) {  // out of this run's direction
+                        value[i] = c;
+                        value[j] = a;
+                        index[i] = ic;
+                        index[j] = ia;
                     }
                 }
             }
+            __syncthreads();
         }
-        if (!decided && lane == 0) rest[atomicAdd(rest_size, 1u)] = i;
-        store_label(labels, i, decided && lane == 0, best_index == 0x7fffffff ? 0 : best_index,
-                    changed);
-        __syncwarp();  // the row and lists are read before the next row overwrites them
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        gaps[row + i] = value[i];
+        order[row + i] = index[i];
     }
 }
 
