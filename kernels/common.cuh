@@ -9,6 +9,23 @@ template <typename T> __device__ __forceinline__ T max_value();
 template <> __device__ __forceinline__ float max_value<float>() { return 3.402823466e+38f; }
 template <> __device__ __forceinline__ double max_value<double>() { return 1.7976931348623157e+308; }
 
+// The lexicographic minimum of (value, index) over each group of WIDTH lanes (a power of
+// two up to 32) by xor shuffles, every lane of the group ending with it: the smaller value,
+// ties to the lower index (a NaN value is never taken from another lane). Lane 0 gets what
+// a shuffle-down tree gives it, each step combining the same pair in the same order.
+template <int WIDTH = 32, typename T>
+__device__ __forceinline__ void group_argmin(T& best, int& best_index) {
+#pragma unroll
+    for (int offset = WIDTH / 2; offset > 0; offset >>= 1) {
+        const T other = __shfl_xor_sync(0xffffffffu, best, offset, WIDTH);
+        const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset, WIDTH);
+        if (other < best || (other == best && other_index < best_index)) {
+            best = other;
+            best_index = other_index;
+        }
+    }
+}
+
 // Write a point's new label (active lanes); whether it differs from `previous`, the point's
 // label before.
 __device__ __forceinline__ bool write_label(int* labels, index_t i, bool active, int label,

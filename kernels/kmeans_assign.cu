@@ -102,13 +102,6 @@ __global__ void argmin_epilogue(const T* __restrict__ products,        // IN  (r
             best_index = j;
         }
     }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        const T other = __shfl_down_sync(0xffffffffu, best, offset);
-        const int other_index = __shfl_down_sync(0xffffffffu, best_index, offset);
-        if (other < best || (other == best && other_index < best_index)) {
-            best = other;
-            best_index = other_index;
-        }
-    }
+    group_argmin(best, best_index);
     if (lane == 0) labels[row] = best_index;
 }

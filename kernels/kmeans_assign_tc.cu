@@ -459,11 +459,15 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                     least = fmin(least, (1.0 + kappa_d) * value * (1.0 + eps) + absolute);
                 }
                 __syncwarp();
+                // candidate c can still be the label: its lower bound not above `least`
+                const auto survives = [&](int c) {
+                    return c < count
+                        && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least);
+                };
                 int survivors = 0, only = 0;
                 for (int c0 = 0; c0 < count; c0 += 32) {
                     const int c = c0 + lane;
-                    const bool survivor = c < count
-                        && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least);
+                    const bool survivor = survives(c);
                     const unsigned ballot = __ballot_sync(0xffffffffu, survivor);
                     if (ballot != 0u) only = list[c0 + __ffs(ballot) - 1];
                     survivors += __popc(ballot);
@@ -475,8 +479,7 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                 } else {
                     for (int c0 = 0; c0 < count; c0 += 32) {
                         const int c = c0 + lane;
-                        if (c < count
-                            && !((1.0 - kappa_d) * dist[c] * (1.0 - eps) - absolute > least)) {
+                        if (survives(c)) {
                             const int j = list[c];
                             const T value = row_distance(x, centers + (index_t)j * d, d);
                             if (value < best
@@ -486,15 +489,7 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                             }
                         }
                     }
-#pragma unroll
-                    for (int mask = 16; mask > 0; mask >>= 1) {
-                        const T other = __shfl_xor_sync(0xffffffffu, best, mask);
-                        const int other_index = __shfl_xor_sync(0xffffffffu, best_index, mask);
-                        if (other < best || (other == best && other_index < best_index)) {
-                            best = other;
-                            best_index = other_index;
-                        }
-                    }
+                    group_argmin(best, best_index);
                 }
             }
             if (!decided && lane == 0) rest[atomicAdd(rest_size, 1u)] = i;

@@ -90,15 +90,7 @@ __device__ __forceinline__ int nearest(const T (&x)[DMAX], const T* tile, int k,
             best_index = c;
         }
     }
-#pragma unroll
-    for (int offset = TPP / 2; offset > 0; offset >>= 1) {  // the group's lexicographic min
-        const T other = __shfl_xor_sync(0xffffffffu, best, offset, TPP);
-        const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset, TPP);
-        if (other < best || (other == best && other_index < best_index)) {
-            best = other;
-            best_index = other_index;
-        }
-    }
+    group_argmin<TPP>(best, best_index);  // the group's lexicographic min
     return best_index;
 }
 
