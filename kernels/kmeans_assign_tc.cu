@@ -360,9 +360,10 @@ __device__ __forceinline__ double warp_distance64(const T* x, const T* __restric
 // than MAXC candidates, or D_b not below a quarter of max_value<T>() (no overflow to
 // model), go on to `rest` for the full re-check; so do all of them, copied in order, when
 // fewer than min_rows are queued (centre_gaps left the gaps unwritten).
-// With `order` (sort_gap_rows), each row of the gaps is sorted ascending and the scan stops
-// at the first gap beyond 2R: the candidates are a prefix, read in a sector or two, where
-// the unsorted row (order null) is read whole, k floats a queued row. A warp loads
+// The gaps come as select_gap_rows leaves them: each centre's `width` nearest, ascending,
+// with the centres in `order`; the scan stops at the first gap beyond 2R, so a row's
+// candidates are a prefix read in a sector or two (not a row of k gaps), and a row whose
+// scan runs past MAXC of them goes on (width > MAXC unless it holds every centre). A warp loads
 // rows_per_warp consecutive queued rows together (lane -> row lane % rows_per_warp, features
 // lane / rows_per_warp + 32 / rows_per_warp * t): queued rows lie close together, so a load
 // instruction takes fewer sectors of the column-major points than a row at a time (one
@@ -378,8 +379,9 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                int d,                                    // IN
                const T* __restrict__ centers,            // IN  (k, d)
                int k,                                    // IN
-               const float* __restrict__ gaps,           // IN  (k, k) centre_gaps (sorted with order)
-               const int* __restrict__ order,            // IN  (k, k) sorted gaps' centres, or null
+               const float* __restrict__ gaps,           // IN  (k, width) select_gap_rows' gaps
+               const int* __restrict__ order,            // IN  (k, width) their centres
+               int width,                                // IN  min(k, 256): > MAXC, or every centre
                int rows_per_warp,                        // IN  1, 2 or 4: rows a warp loads at once
                double kappa_d,                           // IN  relative error of a distance
                double absolute,                          // IN  its absolute error
@@ -433,16 +435,15 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
                 const double radius = sqrt(((1.0 + kappa_d) * own + 2.0 * absolute)
                                            / (1.0 - kappa_d)) * (1.0 + 0x1p-40);
                 const double reach = 2.0 * radius * (1.0 + 0x1p-40);
-                for (int j0 = 0; j0 < k && count <= MAXC; j0 += 32) {
+                for (int j0 = 0; j0 < width && count <= MAXC; j0 += 32) {
                     const int j = j0 + lane;
-                    const bool candidate = j < k && !((double)gaps[(index_t)b * k + j] > reach);
+                    const bool candidate = j < width
+                        && !((double)gaps[(index_t)b * width + j] > reach);
                     const unsigned ballot = __ballot_sync(0xffffffffu, candidate);
                     const int slot = count + __popc(ballot & ((1u << lane) - 1u));
-                    if (candidate && slot < MAXC)
-                        list[slot] = order != nullptr ? order[(index_t)b * k + j] : j;
+                    if (candidate && slot < MAXC) list[slot] = order[(index_t)b * width + j];
                     count += __popc(ballot);
-                    if (order != nullptr && ballot != 0xffffffffu)
-                        break;  // sorted: the rest are farther
+                    if (ballot != 0xffffffffu) break;  // sorted: the rest are farther
                 }
                 decided = count <= MAXC;
             }
@@ -501,49 +502,131 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
     }
 }
 
-// Each row of centre_gaps' k x k gaps sorted ascending, ties by index, and the centres in
-// that order, for recheck_pruned's prefix scan: a block a row, a bitonic sort in shared
-// memory over kp slots (a power of two >= k, the padding +inf). Nothing is done when fewer
-// than min_rows rows are queued (centre_gaps left the gaps unwritten).
-// Shared memory (dynamic): kp floats, then kp ints.
-__global__ void sort_gap_rows(float* __restrict__ gaps,                // INOUT (k, k) rows sorted
-                              int k,                                    // IN
-                              int kp,                                   // IN  power of two >= k
-                              const unsigned* __restrict__ queue_size,  // IN  (1)
-                              unsigned min_rows,                        // IN
-                              int* __restrict__ order)                  // OUT (k, k) the centres
+// The exclusive prefix sum of each thread's v over a block of SELECT_THREADS threads, in
+// thread order, and the block's total in *total; `scratch` holds SELECT_THREADS / 32 ints.
+// Every thread of the block calls it.
+constexpr int SELECT_THREADS = GPUMINE_BLOCK;
+static_assert(SELECT_THREADS == 256, "select_gap_rows: a thread per 8-bit digit");
+__device__ __forceinline__ int block_exclusive_sum(int v, int* scratch, int* total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int inclusive = v;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+        if (lane >= offset) inclusive += other;
+    }
+    __syncthreads();  // scratch free (an earlier call's readers are done)
+    if (lane == 31) scratch[warp] = inclusive;
+    __syncthreads();
+    int before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < SELECT_THREADS / 32; ++w) {
+        const int t = scratch[w];
+        before += w < warp ? t : 0;
+        all += t;
+    }
+    *total = all;
+    return before + inclusive - v;
+}
+
+// Each centre's `width` smallest gaps (centre_gaps' row b, width = min(k, 256)), ties by
+// index, sorted ascending into sorted[b * width ...] with their centres in order[...]: what
+// recheck_pruned's prefix scan reads (a row with more than MAXC < width candidates goes on,
+// so nothing past them is needed). A block a row: the width-th smallest gap found by radix
+// selection on its bits (non-negative floats order as their bits do; four 8-bit digits, a
+// histogram and a scan each), the gaps below it and the lowest-index ones equal to it taken
+// in index order (each thread a contiguous run of the row), then a bitonic sort of the
+// 256 slots in shared memory (the empty ones +inf). Nothing is done when fewer than min_rows
+// rows are queued (centre_gaps left the gaps unwritten).
+__global__ void __launch_bounds__(SELECT_THREADS)
+select_gap_rows(const float* __restrict__ gaps,           // IN  (k, k) centre_gaps
+                int k,                                    // IN
+                int width,                                // IN  min(k, SELECT_THREADS)
+                const unsigned* __restrict__ queue_size,  // IN  (1)
+                unsigned min_rows,                        // IN
+                float* __restrict__ sorted,               // OUT (k, width)
+                int* __restrict__ order)                  // OUT (k, width) their centres
 {
     if (*queue_size < min_rows) return;  // uniform across the grid
-    extern __shared__ __align__(16) unsigned char sort_raw[];
-    float* value = reinterpret_cast<float*>(sort_raw);
-    int* index = reinterpret_cast<int*>(value + kp);
-    const index_t row = (index_t)blockIdx.x * k;
-    for (int i = threadIdx.x; i < kp; i += blockDim.x) {
-        value[i] = i < k ? gaps[row + i] : __int_as_float(0x7f800000);  // +inf
-        index[i] = i;
+    constexpr int SLOTS = SELECT_THREADS;
+    __shared__ unsigned key[SLOTS];
+    __shared__ int index[SLOTS];
+    __shared__ int histogram[256];
+    __shared__ int scratch[SELECT_THREADS / 32];
+    __shared__ int chosen[2];  // the digit, the count below it
+    const float* row = gaps + (index_t)blockIdx.x * k;
+    // thread t's run of the row: [begin, end), in index order
+    const int run = (k + SELECT_THREADS - 1) / SELECT_THREADS;
+    const int begin = min(k, (int)threadIdx.x * run), end = min(k, begin + run);
+    unsigned prefix = 0u, mask = 0u;
+    int wanted = width;  // the rank (1-based) of the threshold among the gaps still matching
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        histogram[threadIdx.x] = 0;  // SELECT_THREADS == 256 bins
+        __syncthreads();
+        for (int i = begin; i < end; ++i) {
+            const unsigned bits = __float_as_uint(row[i]);
+            if ((bits & mask) == prefix) atomicAdd(&histogram[(bits >> shift) & 255u], 1);
+        }
+        __syncthreads();
+        const int count = histogram[threadIdx.x];
+        int total;
+        const int below = block_exclusive_sum(count, scratch, &total);
+        if (below < wanted && wanted <= below + count) {  // exactly one digit
+            chosen[0] = threadIdx.x;
+            chosen[1] = below;
+        }
+        __syncthreads();
+        prefix |= (unsigned)chosen[0] << shift;
+        mask |= 255u << shift;
+        wanted -= chosen[1];
+    }
+    // prefix is the width-th smallest gap's bits; `wanted` of the gaps equal to it are taken
+    // (the lowest indices), with every gap below it
+    int less = 0, equal = 0;
+    for (int i = begin; i < end; ++i) {
+        const unsigned bits = __float_as_uint(row[i]);
+        less += bits < prefix;
+        equal += bits == prefix;
+    }
+    int total_less, total_equal;
+    const int less_before = block_exclusive_sum(less, scratch, &total_less);
+    const int equal_before = block_exclusive_sum(equal, scratch, &total_equal);
+    key[threadIdx.x] = 0xffffffffu;  // empty: after every gap
+    index[threadIdx.x] = 0x7fffffff;
+    __syncthreads();
+    int slot_less = less_before, rank_equal = equal_before;
+    for (int i = begin; i < end; ++i) {
+        const unsigned bits = __float_as_uint(row[i]);
+        if (bits < prefix) {
+            key[slot_less] = bits;
+            index[slot_less++] = i;
+        } else if (bits == prefix && rank_equal < wanted) {
+            key[total_less + rank_equal] = bits;
+            index[total_less + rank_equal++] = i;
+        } else if (bits == prefix) {
+            ++rank_equal;
+        }
     }
     __syncthreads();
-    for (int size = 2; size <= kp; size <<= 1)
+    for (int size = 2; size <= SLOTS; size <<= 1)
         for (int half = size >> 1; half > 0; half >>= 1) {
-            for (int i = threadIdx.x; i < kp; i += blockDim.x) {
-                const int j = i ^ half;
-                if (j > i) {
-                    const float a = value[i], c = value[j];
-                    const int ia = index[i], ic = index[j];
-                    const bool greater = a > c || (a == c && ia > ic);
-                    if (greater == ((i & size) == 0)) {  // out of this run's direction
-                        value[i] = c;
-                        value[j] = a;
-                        index[i] = ic;
-                        index[j] = ia;
-                    }
+            const int i = threadIdx.x, j = i ^ half;
+            if (j > i) {
+                const unsigned a = key[i], c = key[j];
+                const int ia = index[i], ic = index[j];
+                const bool greater = a > c || (a == c && ia > ic);
+                if (greater == ((i & size) == 0)) {  // out of this run's direction
+                    key[i] = c;
+                    key[j] = a;
+                    index[i] = ic;
+                    index[j] = ia;
                 }
             }
             __syncthreads();
         }
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-        gaps[row + i] = value[i];
-        order[row + i] = index[i];
+    if (threadIdx.x < width) {
+        sorted[(index_t)blockIdx.x * width + threadIdx.x] = __uint_as_float(key[threadIdx.x]);
+        order[(index_t)blockIdx.x * width + threadIdx.x] = index[threadIdx.x];
     }
 }
 

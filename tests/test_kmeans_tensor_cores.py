@@ -337,14 +337,17 @@ def _blobs(rng, n, d, blobs, per_blob, spread, offset, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("k", [1, 7, 64, 1000, 1024])
-def test_sort_gap_rows_sorts_each_centres_gaps(cp, k, rng):
-    """centre_gaps' rows are lower bounds of the distances between centres; sort_gap_rows
-    sorts each ascending, ties by index (a duplicated centre: gaps of 0), as a stable
-    argsort does, whatever k (a power of two or not)."""
-    from gpumine.kernels import get_kernel, launch
+@pytest.mark.parametrize("lattice", [False, True])
+@pytest.mark.parametrize("k", [1, 7, 129, 256, 300, 1024, 4096])
+def test_select_gap_rows_keeps_each_centres_nearest_gaps(cp, k, lattice, rng):
+    """centre_gaps' rows are lower bounds of the distances between centres; select_gap_rows
+    keeps each row's min(k, 256) smallest, ascending, ties by index, as the first entries of
+    a stable argsort -- on random centres with a duplicate and on a small lattice, where
+    many gaps tie at the selection's threshold."""
+    from gpumine.kernels import BLOCK, get_kernel, launch
 
-    C = rng.normal(size=(k, 40)).astype(np.float32)
+    C = (rng.randint(0, 3, size=(k, 40)) if lattice else rng.normal(size=(k, 40)))
+    C = C.astype(np.float32)
     C[k // 2] = C[0]
     centers = cp.asarray(C)
     queued = cp.ones(1, dtype=cp.uint32)
@@ -355,34 +358,33 @@ def test_sort_gap_rows_sorts_each_centres_gaps(cp, k, rng):
     unsorted = cp.asnumpy(gaps)
     exact = np.sqrt(((C[:, None, :].astype(np.float64) - C[None]) ** 2).sum(axis=2))
     assert (unsorted <= exact).all() and (unsorted >= 0.999 * exact).all()
-    order = cp.full((k, k), -1, dtype=cp.int32)
-    slots = 1 << max(k - 1, 1).bit_length()
-    launch(get_kernel("kmeans_assign_tc.cu", "sort_gap_rows"), k, 512,
-           (gaps, np.int32(k), np.int32(slots), queued, np.uint32(0), order),
-           shared_mem=8 * slots)
-    expected = np.argsort(unsorted, axis=1, kind="stable")
+    width = min(k, BLOCK)
+    nearest = cp.full((k, width), np.nan, dtype=cp.float32)
+    order = cp.full((k, width), -1, dtype=cp.int32)
+    launch(get_kernel("kmeans_assign_tc.cu", "select_gap_rows"), k, BLOCK,
+           (gaps, np.int32(k), np.int32(width), queued, np.uint32(0), nearest, order))
+    expected = np.argsort(unsorted, axis=1, kind="stable")[:, :width]
     assert np.array_equal(cp.asnumpy(order), expected)
-    assert np.array_equal(cp.asnumpy(gaps), np.take_along_axis(unsorted, expected, axis=1))
+    assert np.array_equal(cp.asnumpy(nearest), np.take_along_axis(unsorted, expected, axis=1))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("sort_max_k", [1024, 0])
+@pytest.mark.parametrize("per_blob", [12, 24])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("d", "offset"), [(2, 0.0), (33, 1e3), (128, 0.0), (300, -50.0)])
-def test_pruned_re_check_from_any_first_centre(cp, d, offset, dtype, sort_max_k, rng,
+def test_pruned_re_check_from_any_first_centre(cp, d, offset, dtype, per_blob, rng,
                                                monkeypatch):
     """recheck_pruned on every row, half of them queued with a random first centre (mostly
     of another blob), half with their label: the rows it decides get tiled's labels and
     changed count, the ones it passes on (more than 128 candidates) are left untouched --
     the triangle-inequality pruning is right whatever centre it starts from, on ties,
-    near-ties and data far from the origin; with each centre's gaps sorted (a prefix scan)
-    and unsorted (k past _PRUNE_SORT_MAX_K: the whole row), and with 4, 2 and 1 rows a warp
-    loads together (rows of 8 to 2400 bytes)."""
+    near-ties and data far from the origin; with k = 192 (each centre's list holds every
+    centre) and 384 (its 256 nearest: a row reaching past them goes on), and with 4, 2 and 1
+    rows a warp loads together (rows of 8 to 2400 bytes)."""
     from gpumine.kmeans import tensor_cores
 
     monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 0)
-    monkeypatch.setattr(tensor_cores, "_PRUNE_SORT_MAX_K", sort_max_k)
-    X, C = _blobs(rng, 3000, d, 16, 12, 1.0, offset, dtype)
+    X, C = _blobs(rng, 3000, d, 16, per_blob, 1.0, offset, dtype)
     n, k = X.shape[0], C.shape[0]
     expected, _ = _labels(cp, "tiled", X, C)
     previous = rng.randint(0, k, size=n).astype(np.int32)

@@ -138,8 +138,8 @@ _PRUNE_MIN_ROWS = 1 << 14  # fewer queued rows go on at once (the full re-check 
 _PRUNE_WARPS = 8  # warps a block of recheck_pruned, a row at a time each
 # (16 against 8: 1M x 128, k = 1024 2.73-2.76 -> 2.59-2.64 ms, the rest within 3 %; record
 # tc-recheck-ranges-h100-2026-11-27-*)
-_PRUNE_SORT_MAX_K = 1024  # each centre's gaps sorted (sort_gap_rows) up to this many centres:
-#                           0.09 ms at k = 1024, about 5x that at 2048 (a bitonic sort a row)
+_PRUNE_NEAREST = BLOCK  # each centre's nearest gaps kept, sorted (select_gap_rows: a thread
+#                         each); more than _PRUNE_CANDIDATES, so a row reaching past them goes on
 _PRUNE_LOAD_BYTES = 2048  # a warp loads up to 4 queued rows of this many bytes together
 _GEMM_ELEMENTS = 1 << 24  # elements of the n x k product held at once on the cuBLAS path
 _CUDA_R_32F = 0
@@ -291,7 +291,7 @@ def _assign(X, centers, labels, changed, exact: bool):
 
 
 @declares(_SOURCE, "centre_gaps", _TYPES)
-@declares(_SOURCE, "sort_gap_rows")
+@declares(_SOURCE, "select_gap_rows")
 @declares(_SOURCE, "recheck_pruned", _TYPES, (_PRUNE_CANDIDATES,))
 def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed):
     """The queued rows with few candidates, by the gaps between centres; returns the
@@ -312,12 +312,13 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     queued (read on the device), past ``_PRUNE_MAX_K`` centres or past
     ``_PRUNE_MAX_ROW_BYTES`` a row, every queued row goes on.
 
-    Up to ``_PRUNE_SORT_MAX_K`` centres each centre's row of gaps is sorted
-    (``sort_gap_rows``), so a row's candidates are a prefix of its best centre's row, read
-    in a sector or two instead of k floats; and a warp loads two or four consecutive queued
-    rows together (rows of at most ``_PRUNE_LOAD_BYTES / 4`` and ``/ 2`` bytes), fewer
-    sectors of the column-major points than one row at a time. Together 2.27 -> 1.53 ms for
-    the 403,665 queued rows above (record ``tc-recheck-prune-variants-h100-2026-11-27-*``).
+    Each centre's ``_PRUNE_NEAREST`` smallest gaps are selected and sorted once a call
+    (``select_gap_rows``: a radix selection and a bitonic sort a centre), so a row's
+    candidates are a prefix of its best centre's list, read in a sector or two instead of k
+    floats; and a warp loads two or four consecutive queued rows together (rows of at most
+    ``_PRUNE_LOAD_BYTES / 4`` and ``/ 2`` bytes), fewer sectors of the column-major points
+    than one row at a time. With a full sort of each row, 2.27 -> 1.53 ms for the 403,665
+    queued rows above (record ``tc-recheck-prune-variants-h100-2026-11-27-*``).
     """
     cp = cupy_module()
     d, n = XT.shape
@@ -328,13 +329,12 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     tiles = -(-k // 64)
     launch(get_kernel(_SOURCE, "centre_gaps", XT.dtype), (tiles, tiles), 256,
            (centers, np.int32(k), np.int32(d), queue_size, np.uint32(_PRUNE_MIN_ROWS), gaps))
-    order = None
-    if k <= _PRUNE_SORT_MAX_K:
-        order = cp.empty((k, k), dtype=cp.int32)
-        slots = 1 << max(k - 1, 1).bit_length()  # a power of two >= k
-        launch(get_kernel(_SOURCE, "sort_gap_rows"), k, 512,
-               (gaps, np.int32(k), np.int32(slots), queue_size, np.uint32(_PRUNE_MIN_ROWS),
-                order), shared_mem=8 * slots)
+    width = min(k, _PRUNE_NEAREST)
+    nearest = cp.empty((k, width), dtype=cp.float32)
+    order = cp.empty((k, width), dtype=cp.int32)
+    launch(get_kernel(_SOURCE, "select_gap_rows"), k, _PRUNE_NEAREST,
+           (gaps, np.int32(k), np.int32(width), queue_size, np.uint32(_PRUNE_MIN_ROWS), nearest,
+            order))
     # the direct distance's relative and absolute error: NumPy floats on the host, no sync
     kappa_d, absolute = (float(v) for v in error_bound(d, XT.dtype)[1:3])
     rest_size = cp.zeros(1, dtype=cp.uint32)
@@ -346,10 +346,10 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     sms = device_attribute("MultiProcessorCount")
     launch(get_kernel(_SOURCE, "recheck_pruned", XT.dtype, _PRUNE_CANDIDATES),
            min(-(-n // (_PRUNE_WARPS * rows)), sms * 8), 32 * _PRUNE_WARPS,
-           (XT, np.int64(n), np.int32(d), centers, np.int32(k), gaps, kernel_pointer(order),
-            np.int32(rows), np.float64(kappa_d), np.float64(absolute), queue_size, queue,
-            queue_best, np.uint32(_PRUNE_MIN_ROWS), labels, kernel_pointer(changed), rest_size,
-            rest), shared_mem=shared)
+           (XT, np.int64(n), np.int32(d), centers, np.int32(k), nearest, order,
+            np.int32(width), np.int32(rows), np.float64(kappa_d), np.float64(absolute),
+            queue_size, queue, queue_best, np.uint32(_PRUNE_MIN_ROWS), labels,
+            kernel_pointer(changed), rest_size, rest), shared_mem=shared)
     return rest_size, rest
 
 
