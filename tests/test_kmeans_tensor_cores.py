@@ -469,6 +469,31 @@ def test_tc_exact_on_clustered_data_prunes_its_re_check(cp, d, k_per_blob, dtype
 
 
 @pytest.mark.gpu
+def test_tc_exact_skips_the_pruned_re_check_for_fewer_rows_than_its_minimum(cp, rng,
+                                                                           monkeypatch):
+    """Fewer rows than _PRUNE_MIN_ROWS can never queue enough: the pruned re-check (its
+    gaps, selection and kernel) is not launched at all, the full re-check takes the queue,
+    and the labels are tiled's; from that many rows on it is."""
+    from gpumine.kmeans import tensor_cores
+
+    calls = []
+    pruned = tensor_cores._recheck_pruned
+
+    def counting(*args):
+        calls.append(1)
+        return pruned(*args)
+
+    monkeypatch.setattr(tensor_cores, "_recheck_pruned", counting)
+    X, C = _blobs(rng, 5000, 64, 16, 16, 1.0, 0.0, np.float32)
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 5001)
+    _assert_same_as_tiled(cp, X, C)
+    assert calls == []
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 5000)
+    _assert_same_as_tiled(cp, X, C)
+    assert calls == [1]
+
+
+@pytest.mark.gpu
 def test_pruned_re_check_passes_a_short_queue_on_whole(cp, rng, monkeypatch):
     """Fewer queued rows than _PRUNE_MIN_ROWS: no gaps, every row passed on in queue order,
     no label written, nothing counted."""

@@ -283,7 +283,8 @@ def _assign(X, centers, labels, changed, exact: bool):
                      queue_size, queue, queue_best, exact)
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
         rest_size, rest = queue_size, queue
-        if exact and d >= _PRUNE_MIN_DIMS:
+        # (fewer rows than _PRUNE_MIN_ROWS cannot queue enough: no launches at all)
+        if exact and d >= _PRUNE_MIN_DIMS and n >= _PRUNE_MIN_ROWS:
             rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best,
                                               labels, changed)
         _recheck(XT, centers, rest_size, rest, labels, changed)
