@@ -443,7 +443,7 @@ def test_pruned_re_check_where_centre_gaps_overflow(cp, dtype, scale, rng, monke
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize(("d", "k_per_blob"), [(40, 4), (64, 16), (128, 16)])
+@pytest.mark.parametrize(("d", "k_per_blob"), [(24, 16), (40, 4), (64, 16), (128, 16)])
 def test_tc_exact_on_clustered_data_prunes_its_re_check(cp, d, k_per_blob, dtype, rng,
                                                        monkeypatch):
     """Blobs far from the shift, many centres in each: the bound queues many rows (it scales
@@ -460,6 +460,7 @@ def test_tc_exact_on_clustered_data_prunes_its_re_check(cp, d, k_per_blob, dtype
 
     monkeypatch.setattr(tensor_cores, "_recheck", counting)
     monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 100)
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MID_ROWS", 100)  # d = 24 pruned too
     X, C = _blobs(rng, 20000, d, 16, k_per_blob, 1.0, 0.0, dtype)
     queued = tensor_cores.queued_rows(_columns(cp, X), cp.asarray(C))
     assert queued > 200
@@ -473,7 +474,8 @@ def test_tc_exact_skips_the_pruned_re_check_for_fewer_rows_than_its_minimum(cp, 
                                                                            monkeypatch):
     """Fewer rows than _PRUNE_MIN_ROWS can never queue enough: the pruned re-check (its
     gaps, selection and kernel) is not launched at all, the full re-check takes the queue,
-    and the labels are tiled's; from that many rows on it is."""
+    and the labels are tiled's; from that many rows on it is. From 17 to 32 features it
+    waits for _PRUNE_MID_ROWS rows."""
     from gpumine.kmeans import tensor_cores
 
     calls = []
@@ -491,6 +493,14 @@ def test_tc_exact_skips_the_pruned_re_check_for_fewer_rows_than_its_minimum(cp, 
     monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 5000)
     _assert_same_as_tiled(cp, X, C)
     assert calls == [1]
+    # 17 to 32 features: only from _PRUNE_MID_ROWS rows
+    X, C = _blobs(rng, 5000, 24, 16, 16, 1.0, 0.0, np.float32)
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MID_ROWS", 5001)
+    _assert_same_as_tiled(cp, X, C)
+    assert calls == [1]
+    monkeypatch.setattr(tensor_cores, "_PRUNE_MID_ROWS", 5000)
+    _assert_same_as_tiled(cp, X, C)
+    assert calls == [1, 1]
 
 
 @pytest.mark.gpu

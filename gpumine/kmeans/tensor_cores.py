@@ -81,7 +81,7 @@ bound on emulated scaled-FP16 arithmetic and the labels against ``tiled`` on adv
 data: near-ties, data far from the origin or near float32's underflow, d from 1 to 4096,
 float32 and float64.
 
-From 33 features the queued rows first go through a pruned re-check
+From 33 features (17 from 2M rows) the queued rows first go through a pruned re-check
 (:func:`_recheck_pruned`): each row's best centre by the scores rules out, by the triangle
 inequality, every centre farther from it than twice the row's distance, and the few left
 decide the label by the same direct distances; rows with more than 128 such candidates go
@@ -126,9 +126,11 @@ _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
 _RECHECK_SPLIT_ROWS = 1 << 19  # ... and at most this many rows (its ranges' scratch)
 _RECHECK_RANGES = 16  # the compact rows' centres in up to this many ranges, a block row each
-_PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features (below, the full re-check is
-#                       as fast: 10M x 32 on blobs 10.3 against 10.5 ms, uniform shapes 2-30 %
-#                       slower with it; record tc-recheck-pruned-ab-h100-2026-11-27-0145528.json)
+_PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features, ...
+_PRUNE_MID_DIMS = 17  # ... and from this many with at least _PRUNE_MID_ROWS rows: its launches
+_PRUNE_MID_ROWS = 1 << 21  # cost a small fit more than it saves (50k x 32 x 2048 +25 %); from
+#                            4M rows neutral on uniform data, 10M x 32 x 1024 blobs 10.5 -> 8.3
+#                            ms (tc-prune-min-dims-*-h100-2026-11-27-d9307f3.json, -3703c80)
 _PRUNE_MAX_K = 4096  # recheck_pruned up to this many centres (their gaps: k^2 floats) ...
 _PRUNE_MAX_ROW_BYTES = 4096  # ... and rows of up to this many bytes (a warp's row in shared)
 _PRUNE_CANDIDATES = 128  # a row with more candidates goes on to the full re-check
@@ -284,7 +286,8 @@ def _assign(X, centers, labels, changed, exact: bool):
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
         rest_size, rest = queue_size, queue
         # (fewer rows than _PRUNE_MIN_ROWS cannot queue enough: no launches at all)
-        if exact and d >= _PRUNE_MIN_DIMS and n >= _PRUNE_MIN_ROWS:
+        wide = d >= _PRUNE_MIN_DIMS or (d >= _PRUNE_MID_DIMS and n >= _PRUNE_MID_ROWS)
+        if exact and wide and n >= _PRUNE_MIN_ROWS:
             rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best,
                                               labels, changed)
         _recheck(XT, centers, rest_size, rest, labels, changed)
