@@ -130,7 +130,7 @@ _PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features, ...
 _PRUNE_MID_DIMS = 17  # ... and from this many with at least _PRUNE_MID_ROWS rows: its launches
 _PRUNE_MID_ROWS = 1 << 21  # cost a small fit more than it saves (50k x 32 x 2048 +25 %); from
 #                            4M rows neutral on uniform data, 10M x 32 x 1024 blobs 10.5 -> 8.3
-#                            ms (tc-prune-min-dims-*-h100-2026-11-27-d9307f3.json, -3703c80)
+#                            ms (records tc-prune-min-dims-*-h100-2026-11-27-*)
 _PRUNE_MAX_K = 4096  # recheck_pruned up to this many centres (their gaps: k^2 floats) ...
 _PRUNE_MAX_ROW_BYTES = 4096  # ... and rows of up to this many bytes (a warp's row in shared)
 _PRUNE_CANDIDATES = 128  # a row with more candidates goes on to the full re-check
