@@ -30,10 +30,16 @@ def test_the_reason_names_the_measured_times():
     race = measured.MeasuredAssign.__new__(measured.MeasuredAssign)
     race.names, race.chosen, race.seconds = ["tc-exact", "hamerly"], "hamerly", {
         "tc-exact": 0.036, "hamerly": 0.0091}
-    race.races, race.stride = 3, 1
+    race.races, race.stride, race.handed_back = 3, 1, None
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 3 race(s) (an assignment, each candidate's latest "
         "call): hamerly 9.1 ms, tc-exact 36 ms")
+    race.chosen, race.handed_back, race.seconds["hamerly"] = "tc-exact", "hamerly", 0.05
+    assert race.reason("the fixed rule") == (
+        "measured on this fit's data, 3 race(s) (an assignment, each candidate's latest "
+        "call): tc-exact 36 ms, hamerly 50 ms; hamerly won one, then averaged the time above "
+        f"over {measured.WATCH_CALLS} calls and handed the labels back")
+    race.chosen, race.handed_back, race.seconds["hamerly"] = "hamerly", None, 0.0091
     race.stride = 8
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 1 race on every 8th row (an assignment of those rows, "
@@ -90,6 +96,37 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
                         max_iter=40, device="gpu").fit(X) for assign in ("auto", "tiled")]
     np.testing.assert_array_equal(cp.asnumpy(seeded[0].cluster_centers_),
                                   cp.asnumpy(seeded[1].cluster_centers_))
+
+
+@pytest.mark.gpu
+def test_a_winner_with_bounds_that_slows_down_hands_the_labels_back(monkeypatch):
+    """hamerly wins the race (forced) against a tc-exact time of 0 s: after WATCH_CALLS
+    timed calls it is slower on average, so tc-exact assigns the rest of the run, the
+    reason says so, and the fit still equals assign="tiled"'s, bit for bit (with an empty
+    cluster relocated on the way)."""
+    import cupy as cp
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
+
+    def choose(race):
+        race.winner = 1  # hamerly, the last to run
+        race.owner.chosen = race.entries[1][0]
+        race.owner.seconds = {name: 0.0 for name, _ in race.entries}
+        race.queue, race.watch = None, (0, 0.0)
+
+    monkeypatch.setattr(measured._Race, "_choose", choose)
+    # uniform rows: Lloyd's iterations go on to max_iter (labels keep moving)
+    X = cp.asarray(np.random.default_rng(5).uniform(size=(30_011, 8)).astype(np.float32))
+    init = cp.asnumpy(X[:48]).copy()
+    init[5] += 1e4
+    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
+                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    assert raced.strategies_["assign"] == "tc-exact"
+    assert "hamerly won one" in raced.strategy_reasons_["assign"]
+    assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS + measured.WATCH_CALLS
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
+                                  cp.asnumpy(tiled.cluster_centers_))
 
 
 @pytest.mark.gpu
