@@ -22,7 +22,7 @@ loosen it scans more points. So when it wins, its calls stay timed, and once
 :data:`WATCH_CALLS` of them average more than the best stateless candidate's race time, that
 one takes the labels back for the rest of the run (no cost: it keeps no state). On 64 blobs
 at 10M x 32, k = 1024 ``hamerly`` won its third race at 6.1 ms against ``tc-exact``'s 8.4 and
-then averaged 13.5 ms a call (record ``auto-race-profile-h100-2026-11-27-*``).
+then averaged 13.5 ms a call (record ``auto-race-watch-h100-2026-11-27-e17b805.json``).
 
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
