@@ -181,3 +181,32 @@ __device__ __forceinline__ V block_all_reduce(V value, V* scratch, Op op) {
     __syncthreads();  // scratch may be written again
     return total;
 }
+
+// The one block scan: the exclusive prefix sum of one int per thread of a BLOCK-thread block,
+// in thread order (lanes by shuffles, then the warps' totals in warp order), and the block's
+// total in *total where it is given. Every thread of the block must call it; scratch:
+// BLOCK / 32 ints in shared memory (free again when it returns).
+template <int BLOCK>
+__device__ __forceinline__ int block_exclusive_sum(int value, int* scratch,
+                                                   int* total = nullptr) {
+    static_assert(BLOCK % kWarpSize == 0, "BLOCK is a whole number of warps");
+    const int lane = threadIdx.x & (kWarpSize - 1), warp = threadIdx.x / kWarpSize;
+    int inclusive = value;
+#pragma unroll
+    for (int offset = 1; offset < kWarpSize; offset <<= 1) {
+        const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+        if (lane >= offset) inclusive += other;
+    }
+    if (lane == kWarpSize - 1) scratch[warp] = inclusive;
+    __syncthreads();
+    int before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < BLOCK / kWarpSize; ++w) {
+        const int t = scratch[w];
+        before += w < warp ? t : 0;
+        all += t;
+    }
+    if (total != nullptr) *total = all;
+    __syncthreads();  // scratch may be written again
+    return before + inclusive - value;
+}

@@ -502,32 +502,8 @@ recheck_pruned(const T* __restrict__ XT,                 // IN  (d, n) points
     }
 }
 
-// The exclusive prefix sum of each thread's v over a block of SELECT_THREADS threads, in
-// thread order, and the block's total in *total; `scratch` holds SELECT_THREADS / 32 ints.
-// Every thread of the block calls it.
 constexpr int SELECT_THREADS = GPUMINE_BLOCK;
 static_assert(SELECT_THREADS == 256, "select_gap_rows: a thread per 8-bit digit");
-__device__ __forceinline__ int block_exclusive_sum(int v, int* scratch, int* total) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int inclusive = v;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-        const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-        if (lane >= offset) inclusive += other;
-    }
-    __syncthreads();  // scratch free (an earlier call's readers are done)
-    if (lane == 31) scratch[warp] = inclusive;
-    __syncthreads();
-    int before = 0, all = 0;
-#pragma unroll
-    for (int w = 0; w < SELECT_THREADS / 32; ++w) {
-        const int t = scratch[w];
-        before += w < warp ? t : 0;
-        all += t;
-    }
-    *total = all;
-    return before + inclusive - v;
-}
 
 // Each centre's `width` smallest gaps (centre_gaps' row b, width = min(k, 256)), ties by
 // index, sorted ascending into sorted[b * width ...] with their centres in order[...]: what
@@ -569,8 +545,7 @@ select_gap_rows(const float* __restrict__ gaps,           // IN  (k, k) centre_g
         }
         __syncthreads();
         const int count = histogram[threadIdx.x];
-        int total;
-        const int below = block_exclusive_sum(count, scratch, &total);
+        const int below = block_exclusive_sum<SELECT_THREADS>(count, scratch);
         if (below < wanted && wanted <= below + count) {  // exactly one digit
             chosen[0] = threadIdx.x;
             chosen[1] = below;
@@ -588,9 +563,9 @@ select_gap_rows(const float* __restrict__ gaps,           // IN  (k, k) centre_g
         less += bits < prefix;
         equal += bits == prefix;
     }
-    int total_less, total_equal;
-    const int less_before = block_exclusive_sum(less, scratch, &total_less);
-    const int equal_before = block_exclusive_sum(equal, scratch, &total_equal);
+    int total_less;
+    const int less_before = block_exclusive_sum<SELECT_THREADS>(less, scratch, &total_less);
+    const int equal_before = block_exclusive_sum<SELECT_THREADS>(equal, scratch);
     key[threadIdx.x] = 0xffffffffu;  // empty: after every gap
     index[threadIdx.x] = 0x7fffffff;
     __syncthreads();

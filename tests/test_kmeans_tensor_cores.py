@@ -469,6 +469,19 @@ def test_tc_exact_on_clustered_data_prunes_its_re_check(cp, d, k_per_blob, dtype
     _assert_same_as_tiled(cp, X, C, rng.randint(0, len(C), size=len(X)).astype(np.int32))
 
 
+@pytest.mark.parametrize(("n", "d", "k", "itemsize", "expected"), [
+    (1 << 20, 33, 1024, 4, True), (1 << 20, 32, 1024, 4, False), (1 << 21, 17, 1024, 4, True),
+    (1 << 21, 16, 1024, 4, False), ((1 << 14) - 1, 128, 1024, 4, False),
+    (1 << 20, 128, 4096, 8, True), (1 << 20, 128, 4097, 4, False),
+    (1 << 20, 512, 64, 8, True), (1 << 20, 513, 64, 8, False), (1 << 20, 1025, 64, 4, False)])
+def test_which_fits_prune_their_re_check(n, d, k, itemsize, expected):
+    """The pruned re-check's one gate: features (fewer with many rows), rows, centres (their
+    k x k gaps) and row bytes (a warp's row in shared memory)."""
+    from gpumine.kmeans import tensor_cores
+
+    assert tensor_cores._prunes(n, d, k, itemsize) is expected
+
+
 @pytest.mark.gpu
 def test_tc_exact_skips_the_pruned_re_check_for_fewer_rows_than_its_minimum(cp, rng,
                                                                            monkeypatch):

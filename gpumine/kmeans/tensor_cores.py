@@ -285,13 +285,21 @@ def _assign(X, centers, labels, changed, exact: bool):
                      queue_size, queue, queue_best, exact)
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
         rest_size, rest = queue_size, queue
-        # (fewer rows than _PRUNE_MIN_ROWS cannot queue enough: no launches at all)
-        wide = d >= _PRUNE_MIN_DIMS or (d >= _PRUNE_MID_DIMS and n >= _PRUNE_MID_ROWS)
-        if exact and wide and n >= _PRUNE_MIN_ROWS:
+        if exact and _prunes(n, d, k, X.dtype.itemsize):
             rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best,
                                               labels, changed)
         _recheck(XT, centers, rest_size, rest, labels, changed)
     return queue_size
+
+
+def _prunes(n: int, d: int, k: int, itemsize: int) -> bool:
+    """Whether tc-exact's queued rows go through :func:`_recheck_pruned` first: from
+    ``_PRUNE_MIN_DIMS`` features (``_PRUNE_MID_DIMS`` from ``_PRUNE_MID_ROWS`` rows), up to
+    ``_PRUNE_MAX_K`` centres and ``_PRUNE_MAX_ROW_BYTES`` a row, and only with at least
+    ``_PRUNE_MIN_ROWS`` rows (fewer can never queue enough: nothing is launched)."""
+    wide = d >= _PRUNE_MIN_DIMS or (d >= _PRUNE_MID_DIMS and n >= _PRUNE_MID_ROWS)
+    return (wide and n >= _PRUNE_MIN_ROWS and k <= _PRUNE_MAX_K
+            and d * itemsize <= _PRUNE_MAX_ROW_BYTES)
 
 
 @declares(_SOURCE, "centre_gaps", _TYPES)
@@ -313,8 +321,8 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     centres with k = 1024, 40 % of the rows are queued (the bound scales with the rows' and
     centres' norms, the margins with the blobs' spread) and each has about the sixteen
     centres of its blob as candidates, not 1024. With fewer than ``_PRUNE_MIN_ROWS``
-    queued (read on the device), past ``_PRUNE_MAX_K`` centres or past
-    ``_PRUNE_MAX_ROW_BYTES`` a row, every queued row goes on.
+    queued (read on the device), every queued row goes on. The caller checks
+    :func:`_prunes` (at most ``_PRUNE_MAX_K`` centres and ``_PRUNE_MAX_ROW_BYTES`` a row).
 
     Each centre's ``_PRUNE_NEAREST`` smallest gaps are selected and sorted once a call
     (``select_gap_rows``: a radix selection and a bitonic sort a centre), so a row's
@@ -327,8 +335,6 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     cp = cupy_module()
     d, n = XT.shape
     k = centers.shape[0]
-    if k > _PRUNE_MAX_K or d * XT.dtype.itemsize > _PRUNE_MAX_ROW_BYTES:
-        return queue_size, queue
     gaps = cp.empty((k, k), dtype=cp.float32)
     tiles = -(-k // 64)
     launch(get_kernel(_SOURCE, "centre_gaps", XT.dtype), (tiles, tiles), 256,
