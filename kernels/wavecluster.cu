@@ -279,6 +279,21 @@ __device__ __forceinline__ void uf_unite(I* parent, I a, I b) {
     }
 }
 
+// uf_unite from a root held across calls: unite the component of `root` (a cell whose root
+// chain the caller keeps) with that of cell b, and return the smaller of the two roots,
+// from which the next call starts (a thread uniting one cell with each of its neighbours
+// walks that cell's chain once, not once a neighbour). A stale root -- hooked by another
+// thread since -- is still an ancestor, so the finds start from it safely.
+template <typename I>
+__device__ __forceinline__ I uf_unite_root(I* parent, I root, I b) {
+    while (true) {
+        I x = uf_find<true>(parent, root), y = uf_find<true>(parent, b);
+        if (x == y) return x;
+        if (x < y) { const I tmp = x; x = y; y = tmp; }
+        if (uf_cas(&parent[x], x, y) == x) return y;
+    }
+}
+
 // Flat index of the cell at `offset` (WC_MAX_DIMS steps) from coordinates c, or -1 off the
 // grid.
 __device__ __forceinline__ index_t neighbour_at(const index_t* c, const int* offset,
@@ -292,10 +307,17 @@ __device__ __forceinline__ index_t neighbour_at(const index_t* c, const int* off
     return f;
 }
 
+// Each offset o (half of the neighbourhood) as its flat step and the axes it steps down
+// and up (bit a: axis a of the WC_MAX_DIMS): a neighbour is off the grid exactly where the
+// offset steps down an axis at which the cell is at index 0, or up one at which it is at
+// the last index -- two masks a cell, two ANDs an offset, where a bounds check and a
+// multiply per axis and offset cost several times more (5-d stacks of the "auto" rule).
 __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) foreground
                          index_t* parent,                    // INOUT (cells) from 0..cells-1
                          const index_t* __restrict__ shape,  // IN  (8)
-                         const int* __restrict__ offsets,    // IN  (n_offsets, 8)
+                         const index_t* __restrict__ step,   // IN  (n_offsets) flat steps
+                         const int* __restrict__ down,       // IN  (n_offsets) axes stepped down
+                         const int* __restrict__ up,         // IN  (n_offsets) axes stepped up
                          int n_offsets,                      // IN
                          index_t cells)                      // IN
 {
@@ -303,9 +325,17 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
     if (t >= cells || !mask[t]) return;
     index_t c[WC_MAX_DIMS];
     unflatten(t, shape, c);
+    int first = 0, last = 0;  // the axes at which the cell is at index 0, at the last index
+#pragma unroll
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        first |= (c[a] == 0) << a;
+        last |= (c[a] == shape[a] - 1) << a;
+    }
+    index_t root = t;
     for (int o = 0; o < n_offsets; ++o) {
-        const index_t f = neighbour_at(c, offsets + o * WC_MAX_DIMS, shape);
-        if (f >= 0 && mask[f]) uf_unite(parent, t, f);
+        if ((down[o] & first) | (up[o] & last)) continue;
+        const index_t f = t + step[o];
+        if (mask[f]) root = uf_unite_root(parent, root, f);
     }
 }
 
