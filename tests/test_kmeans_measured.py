@@ -32,18 +32,18 @@ def test_the_reason_names_the_measured_times():
         "tc-exact": 0.036, "hamerly": 0.0091}
     race.races, race.stride, race.handed_back = 3, 1, None
     assert race.reason("the fixed rule") == (
-        "measured on this fit's data, 3 race(s) (an assignment, each candidate's latest "
-        "call): hamerly 9.1 ms, tc-exact 36 ms")
+        "measured on this fit's data, 3 race(s) (an assignment, each candidate's best "
+        "recent call): hamerly 9.1 ms, tc-exact 36 ms")
     race.chosen, race.handed_back, race.seconds["hamerly"] = "tc-exact", "hamerly", 0.05
     assert race.reason("the fixed rule") == (
-        "measured on this fit's data, 3 race(s) (an assignment, each candidate's latest "
-        "call): tc-exact 36 ms, hamerly 50 ms; hamerly won one, then averaged the time above "
-        f"over {measured.WATCH_CALLS} calls and handed the labels back")
+        "measured on this fit's data, 3 race(s) (an assignment, each candidate's best "
+        "recent call): tc-exact 36 ms, hamerly 50 ms; hamerly won one, then averaged the time "
+        f"above over {measured.WATCH_CALLS} calls and handed the labels back")
     race.chosen, race.handed_back, race.seconds["hamerly"] = "hamerly", None, 0.0091
     race.stride = 8
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 1 race on every 8th row (an assignment of those rows, "
-        "each candidate's latest call): hamerly 9.1 ms, tc-exact 36 ms")
+        "each candidate's best recent call): hamerly 9.1 ms, tc-exact 36 ms")
     race.chosen = None
     assert "did not end" in race.reason("the fixed rule")
 
@@ -96,6 +96,34 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
                         max_iter=40, device="gpu").fit(X) for assign in ("auto", "tiled")]
     np.testing.assert_array_equal(cp.asnumpy(seeded[0].cluster_centers_),
                                   cp.asnumpy(seeded[1].cluster_centers_))
+
+
+@pytest.mark.gpu
+def test_a_candidate_with_bounds_sits_out_the_first_race(monkeypatch):
+    """hamerly first races after RERACE_FIRST of the winner's calls (its bounds skip little
+    while the centres move most): with RERACE_FIRST beyond the fit's iterations it never
+    assigns, the first race is tc-exact's alone, and the fit equals assign="tiled"'s."""
+    import cupy as cp
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
+    monkeypatch.setattr(measured, "RERACE_FIRST", 1000)
+    used = []
+    switch = measured._Race._switch
+
+    def spy(race, index):
+        used.append(race.entries[index][0])
+        switch(race, index)
+
+    monkeypatch.setattr(measured._Race, "_switch", spy)
+    X = cp.asarray(_blobs(30_011, 8, 24, seed=4))
+    init = cp.asnumpy(X[:48])
+    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=20, tol=0,
+                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    assert raced.n_iter_ == tiled.n_iter_ == 20
+    assert set(used) == {"tc-exact"} and len(used) >= 20
+    assert raced.strategies_["assign"] == "tc-exact"
+    assert "hamerly" not in raced.strategy_reasons_["assign"]
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
 
 
 @pytest.mark.gpu

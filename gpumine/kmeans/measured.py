@@ -8,21 +8,26 @@ re-checks 16 % of the rows and takes 36 ms, while a whole ``hamerly`` iteration 
 ms; in 1024 blobs ``hamerly``'s bounds skip most points (9 ms an iteration against
 ``tc-exact``'s 24). The shape-based choice (a measured table or the fixed rule,
 :func:`gpumine.registry.resolve_kmeans_pair`) cannot see this, so on a large fit
-``"auto"`` measures: the candidates run in turn for :data:`TRIAL_CALLS` iterations each at
-the start of the first Lloyd run, each timed by CUDA events around its call, and the
-fastest of their last calls assigns the next iterations (and the later runs of
-``n_init``); candidates without state (``tiled``, ``tc-exact``: wide data) race on a
-sample of the rows instead, beside the first iteration (:data:`SAMPLE_STRIDE`). ``hamerly``
-gets faster as the centres settle, so when it loses it races again
-after :data:`RERACE_FIRST` iterations, then 16, 32, ...: at 1024 blobs it loses the first
-race to ``tc-exact`` and is twice as fast over 50 iterations (record
-``fit-vs-flash-2026-11-26-1df75f5``). A race flatters ``hamerly``: its compared call comes
-right after the full scan that fills its bounds, when they are at their tightest; as they
-loosen it scans more points. So when it wins, its calls stay timed, and once
-:data:`WATCH_CALLS` of them average more than the best stateless candidate's race time, that
-one takes the labels back for the rest of the run (no cost: it keeps no state). On 64 blobs
-at 10M x 32, k = 1024 ``hamerly`` won its third race at 6.1 ms against ``tc-exact``'s 8.4 and
-then averaged 13.5 ms a call (record ``auto-race-watch-h100-2026-11-27-e17b805.json``).
+``"auto"`` measures: the candidates without state run in turn for :data:`TRIAL_CALLS`
+iterations each at the start of the first Lloyd run, each timed by CUDA events around its
+call, and the fastest (:data:`COMPARED_CALLS`) assigns the next iterations (and the later
+runs of ``n_init``); where no candidate has state (``tiled``, ``tc-exact``: wide data) they race
+on a sample of the rows instead, beside the first iteration (:data:`SAMPLE_STRIDE`).
+``hamerly``, whose bounds are state, gets faster as the centres settle, so it first races
+after :data:`RERACE_FIRST` iterations of the others' winner and, when it loses, again after
+16, 32, ...: in the first iterations the centres move most and its bounds skip little --
+its call after the full scan that fills them took 21-33 ms against ``tc-exact``'s 7.5-8.6
+on uniform data, 64 and 1024 blobs alike (10M x 32, k = 1024; record
+``auto-race-first-h100-2026-11-27-be0b3a3.json``), a race it lost at a cost of 38-48 ms a
+fit. At 1024 blobs it wins its first race and is twice as fast as ``tc-exact`` over 50
+iterations (record ``fit-vs-flash-2026-11-26-1df75f5``). A race flatters ``hamerly``: its
+compared call comes right after the full scan that fills its bounds, when they are at their
+tightest; as they loosen it scans more points. So when it wins, its calls stay timed, and
+once :data:`WATCH_CALLS` of them average more than the best stateless candidate's race
+time, that one takes the labels back for the rest of the run (no cost: it keeps no state).
+On 64 blobs at 10M x 32, k = 1024 ``hamerly`` won its third race at 6.1 ms against
+``tc-exact``'s 8.4 and then averaged 13.5 ms a call (record
+``auto-race-watch-h100-2026-11-27-e17b805.json``).
 
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
@@ -43,20 +48,26 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["RACE_MIN_ITER", "RACE_MIN_WORK", "RERACE_FIRST", "SAMPLE_MIN_ROWS", "SAMPLE_STRIDE",
-           "TRIAL_CALLS", "WATCH_CALLS", "MeasuredAssign", "race_candidates"]
+__all__ = ["COMPARED_CALLS", "RACE_MIN_ITER", "RACE_MIN_WORK", "RERACE_FIRST", "SAMPLE_MIN_ROWS",
+           "SAMPLE_STRIDE", "TRIAL_CALLS", "WATCH_CALLS", "MeasuredAssign", "race_candidates"]
 
 #: A fit races its assignments from this much work an assignment on (n x d x k): about a
 #: millisecond of ``tiled`` on the H100, where the race's few slower calls are noise.
 RACE_MIN_WORK = 10**10
 #: ... and when it may run at least this many iterations.
 RACE_MIN_ITER = 10
-#: Calls each candidate makes in a race; the last one is compared.
+#: Calls each candidate makes in a race; all but the first are compared.
 TRIAL_CALLS = 2
+#: A candidate's race time is the fastest of its last this many compared calls (the race's,
+#: and for the winner those that led up to it): one call's time can carry another load's
+#: hiccup -- a ``tc-exact`` call of 10.7 ms among its 7.5s once made ``hamerly`` win a race
+#: it lost over the next calls (record ``auto-race-first-h100-2026-11-27-be0b3a3.json``).
+COMPARED_CALLS = 3
 #: A winner with bounds is timed over this many calls at a time after its race; slower on
 #: average than the best stateless candidate's race time, it hands the labels back.
 WATCH_CALLS = 4
-#: The winner's calls before the losers race again; doubled after each race.
+#: The winner's calls before a candidate with bounds races (first, or again after it lost);
+#: doubled after each race.
 RERACE_FIRST = 8
 #: Candidates without state (all but ``hamerly``) race on every SAMPLE_STRIDE-th row (a
 #: copy), beside the fit's first iteration, where the sample keeps SAMPLE_MIN_ROWS rows:
@@ -104,7 +115,8 @@ class MeasuredAssign:
     used : str or None
         What assigned last: the winner, or the candidate of a race the fit ended in.
     seconds : dict
-        Each candidate's last compared call, in seconds (device time).
+        Each candidate's race time: the fastest of its last :data:`COMPARED_CALLS` compared
+        calls, in seconds (device time).
     races : int
         Races run (the first, then one after each period of the winner's calls).
     stride : int
@@ -147,21 +159,21 @@ class MeasuredAssign:
                           for name, seconds in sorted(self.seconds.items(), key=lambda i: i[1]))
         if self.handed_back is not None:
             return (f"measured on this fit's data, {self.races} race(s) (an assignment, each "
-                    f"candidate's latest call): {times}; {self.handed_back} won one, then "
+                    f"candidate's best recent call): {times}; {self.handed_back} won one, then "
                     f"averaged the time above over {WATCH_CALLS} calls and handed the labels "
                     f"back")
         if self.stride > 1:
             return (f"measured on this fit's data, 1 race on every {self.stride}th row (an "
-                    f"assignment of those rows, each candidate's latest call): {times}")
+                    f"assignment of those rows, each candidate's best recent call): {times}")
         return (f"measured on this fit's data, {self.races} race(s) (an assignment, each "
-                f"candidate's latest call): {times}")
+                f"candidate's best recent call): {times}")
 
 
 class _Race:
-    """:class:`MeasuredAssign` bound to the first run: the race (on every ``stride``-th row,
-    beside the first iteration, where no candidate has state), the winner, and a loser with
-    bounds raced again after :data:`RERACE_FIRST` of the winner's calls, then twice as many
-    each time (:meth:`_choose`)."""
+    """:class:`MeasuredAssign` bound to the first run: the race of the candidates without
+    state (on every ``stride``-th row, beside the first iteration, where no candidate has
+    state), the winner, and a candidate with bounds raced after :data:`RERACE_FIRST` of the
+    winner's calls, then, while it loses, after twice as many each time (:meth:`_choose`)."""
 
     counts_changes = True
     graph_safe = False
@@ -173,15 +185,19 @@ class _Race:
             strategy = owner._strategies[name]
             self.entries.append((name, strategy.bind(X) if hasattr(strategy, "bind")
                                  else strategy))
-        # the calls to come, each a candidate's index; empty: time to choose
-        self.queue = [i for i in range(len(self.entries)) for _ in range(TRIAL_CALLS)]
+        # the calls to come, each a candidate's index; empty: time to choose. A candidate
+        # with bounds sits out the first race (module docstring): it races after the
+        # winner's first RERACE_FIRST calls, as a loser would
+        bounded = {i for i, (_, fn) in enumerate(self.entries) if hasattr(fn, "reset")}
+        first = [i for i in range(len(self.entries)) if i not in bounded] or sorted(bounded)
+        self.queue = [i for i in first for _ in range(TRIAL_CALLS)]
         self.current, self.timed, self.winner = None, {}, None
         self.period, self.races = RERACE_FIRST, 1
         # a winner with bounds, watched: (the best stateless candidate, its race time), and
         # the winner's timed calls since the last look; `fresh`: its next call scans all
         self.watch, self.calls, self.fresh = None, [], False
         # no candidate with state, and rows enough: the race runs on a sample of the rows
-        stateless = not any(hasattr(fn, "reset") for _, fn in self.entries)
+        stateless = not bounded
         self.stride = (SAMPLE_STRIDE if stateless and X.shape[0] // SAMPLE_STRIDE
                        >= SAMPLE_MIN_ROWS else 1)
         owner.stride = self.stride
@@ -219,11 +235,19 @@ class _Race:
         if not self.queue:
             self._choose()
         index = self.queue.pop(0) if self.queue else self.winner
+        fn = self.entries[index][1]
+        scan = index != self.current and hasattr(fn, "reset")
         self._switch(index)
         stream = cupy_module().cuda.get_current_stream()
         start = stream.record()
-        self.entries[index][1](X, centers, labels, changed)
-        self.timed[index] = (start, stream.record())  # the candidate's last call
+        fn(X, centers, labels, changed)
+        if scan or index not in self.timed:
+            # not compared: a candidate with bounds scans every point at the start of its
+            # turn (its older calls had other bounds), and a first call compiles kernels
+            self.timed[index] = []
+        else:
+            self.timed[index] = [*self.timed[index][1 - COMPARED_CALLS:],
+                                 (start, stream.record())]
 
     def _race_sample(self, X, centers) -> None:
         """Every candidate's :data:`TRIAL_CALLS` calls on every ``stride``-th row of X (a
@@ -236,10 +260,13 @@ class _Race:
         scratch = cp.zeros(sample.shape[0], dtype=cp.int32)
         stream = cp.cuda.get_current_stream()
         for index, (_, fn) in enumerate(self.entries):
-            for _ in range(TRIAL_CALLS):
+            pairs = []
+            for call in range(TRIAL_CALLS):
                 start = stream.record()
                 fn(sample, centers, scratch)
-                self.timed[index] = (start, stream.record())
+                if call:  # the first compiles kernels: not compared
+                    pairs.append((start, stream.record()))
+            self.timed[index] = pairs[-COMPARED_CALLS:]
 
     def _watched(self, X, centers, labels, changed) -> None:
         """The winner with bounds, each call timed; every :data:`WATCH_CALLS` calls their mean
@@ -271,18 +298,20 @@ class _Race:
             self.calls.append((start, stream.record()))
 
     def _choose(self) -> None:
-        """The fastest last call wins. A loser with bounds (hamerly) races again after the
-        winner's next calls: its bounds skip more points as the centres settle, while the
-        others cost about the same from iteration to iteration. A winner with bounds keeps
+        """The fastest race time wins (:data:`COMPARED_CALLS`). A candidate with bounds
+        (hamerly) that lost, or that sat out the first race, races after the winner's next
+        calls: its bounds skip more points as the centres settle, while the others cost
+        about the same from iteration to iteration. A winner with bounds keeps
         the labels for good (racing the others again would cost it a full scan)."""
         from gpumine.backend import cupy_module
 
         cp = cupy_module()
-        seconds = {}
-        for index, (start, end) in self.timed.items():
-            end.synchronize()  # sync: none in practice -- the loop's readback passed it
-            seconds[self.entries[index][0]] = cp.cuda.get_elapsed_time(start, end) / 1e3
-        winner = min(self.timed, key=lambda i: seconds[self.entries[i][0]])
+        seconds, raced = {}, [i for i, pairs in self.timed.items() if pairs]
+        for index in raced:
+            self.timed[index][-1][1].synchronize()  # sync: none in practice (readbacks passed it)
+            seconds[self.entries[index][0]] = min(cp.cuda.get_elapsed_time(start, end)
+                                                  for start, end in self.timed[index]) / 1e3
+        winner = min(raced, key=lambda i: seconds[self.entries[i][0]])
         if self.winner is not None:
             self.races += 1
         self.winner = winner
@@ -292,7 +321,7 @@ class _Race:
         again = [] if winner in bounded else bounded
         if not again:
             self.queue = None
-            stateless = [i for i in self.timed if i not in bounded]
+            stateless = [i for i in raced if i not in bounded]
             if winner in bounded and stateless:
                 best = min(stateless, key=lambda i: seconds[self.entries[i][0]])
                 self.watch = (best, seconds[self.entries[best][0]])
