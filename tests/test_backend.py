@@ -84,6 +84,34 @@ def test_gpu_backend_round_trip():
     np.testing.assert_array_equal(b.to_host(device_array * 2), a * 2)
 
 
+def test_upload_on_the_cpu_is_asarray():
+    values = [[1, 2], [3, 4]]
+    out = backend.upload(values, np, dtype=np.float32)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.asarray(values))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size", [0, 1, 3000])
+def test_gpu_upload_is_ordered_and_owns_its_copy(size):
+    """A small table uploaded while the device is busy (a spin kernel queued first) holds
+    the values of the upload -- the host array, changed at once afterwards, does not reach
+    it -- and work queued after it reads them. A device array passes through."""
+    cp = backend.cupy_module()
+    spin = cp.RawKernel(r"""extern "C" __global__ void spin(long long cycles, long long* out) {
+        long long t0 = clock64(); while (clock64() - t0 < cycles) {} out[0] = 1; }""", "spin")
+    flag = cp.zeros(1, dtype=cp.int64)
+    host = np.arange(size, dtype=np.int64) * 5 - 2
+    expected = host.copy()
+    spin((1,), (1,), (np.int64(50_000_000), flag))  # ~25 ms queued ahead
+    out = backend.upload(host, cp, np.int64)
+    host[:] = -99  # the upload owns its values: staged before it returned
+    assert out.dtype == np.int64 and out.shape == (size,)
+    np.testing.assert_array_equal(cp.asnumpy(out + 0), expected)
+    assert int(flag[0]) == 1  # sync: none left -- the spin ran
+    assert backend.upload(out, cp) is out
+
+
 @pytest.mark.parametrize("shape", [(0,), (7,), (1000, 3)])
 def test_host_buffer_is_written_in_the_background(shape):
     buffer = backend.get_backend("cpu").host_buffer(shape, np.int64)

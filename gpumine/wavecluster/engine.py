@@ -78,6 +78,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpumine.backend import upload
 from gpumine.validation import is_device_array
 from gpumine.wavecluster import hierarchy
 from gpumine.wavecluster.hierarchy import (
@@ -620,7 +621,7 @@ def add_border_cells(components, n_components, coarse, *, base_points: float, un
     else:
         table = np.full(n_components + 1, none, dtype=np.int64)  # sync: none, a host table
         table[np.asarray(numbers, dtype=np.int64)] = numbers
-        own = xp.asarray(table)[components]  # one upload of n_components + 1 numbers
+        own = upload(table, xp)[components]  # one upload of n_components + 1 numbers
     if nearest is not None:
         # the specks (every occupied cell outside the clusters), or the border (the occupied
         # cells outside every component), joined in one pass

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from gpumine.backend import cupy_module, get_backend
+from gpumine.backend import cupy_module, get_backend, upload
 from gpumine.exceptions import InvalidParameterError
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch, resident_blocks
 from gpumine.wavecluster.labeling import neighbour_offsets
@@ -96,16 +96,8 @@ def _blocks(count):
 
 
 def _upload(values, dtype):
-    """A small host array (a table of a few thousand numbers) on the device, in the current
-    stream: one ``cudaMemcpyAsync`` from its own pages, which the driver stages and returns
-    from without waiting for the device. ``cupy.asarray`` stages it through CuPy's pinned
-    pool instead: 25 us a call with the device idle, 47 while it works, against 9 and 16
-    (record ``wavecluster-auto-uploads-h100-2026-11-27-989e2b5.json``); an ``"auto"`` fit
-    uploads a handful of tables."""
-    host = np.ascontiguousarray(values, dtype=dtype)
-    out = cupy_module().empty(host.shape, dtype=host.dtype)
-    out.set(host)  # sync: none -- staged by the driver, ordered in the current stream
-    return out
+    """A small host table on the device (:func:`gpumine.backend.upload`)."""
+    return upload(values, cupy_module(), dtype)
 
 
 @functools.lru_cache(maxsize=256)

@@ -71,6 +71,7 @@ import math
 import numpy as np
 from scipy import ndimage
 
+from gpumine.backend import upload
 from gpumine.wavecluster.labeling import flat_steps, neighbour_offsets
 
 __all__ = [
@@ -694,7 +695,7 @@ class _LevelStack:
         (labels (m, b0 + 1, ...), count). Numbers run in raster order of the first cell, in
         the box as in the grid."""
         xp = self.xp
-        thresholds = xp.asarray(np.array([(p - 0.5) * self.unit for p in points]))
+        thresholds = upload([(p - 0.5) * self.unit for p in points], xp, np.float64)
         mask = padded[None] >= thresholds.reshape((-1,) + (1,) * padded.ndim)
         labels, n = self.label(mask.reshape((-1, *padded.shape[1:])), self.connectivity)
         return labels.reshape((len(points), *padded.shape)), n
@@ -898,14 +899,14 @@ def _paint(leaves, splits, labelling, numbers, split_numbers, like, connectivity
         here = [k for i, k in leaves if i == level]
         if here:
             table = xp.zeros(n + 1, dtype=out.dtype)
-            table[xp.asarray(numbers(level, labelled, here))] = xp.arange(
+            table[upload(numbers(level, labelled, here), xp)] = xp.arange(
                 next_id, next_id + len(here), dtype=out.dtype)
             next_id += len(here)
             out = xp.where(out == 0, table[labelled], out)
         grown = [k for i, k in splits if i == level and grow]
         if grown:  # the regions of one level's splits are apart: grow them together
             inside = xp.zeros(n + 1, dtype=bool)
-            inside[xp.asarray(split_numbers(level, labelled, grown))] = True
+            inside[upload(split_numbers(level, labelled, grown), xp)] = True
             out = grow_labels(out, inside[labelled], connectivity, xp=xp, to_host=to_host,
                               spread=spread)
     return out, next_id - 1

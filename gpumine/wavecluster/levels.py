@@ -77,6 +77,7 @@ import functools
 
 import numpy as np
 
+from gpumine.backend import upload
 from gpumine.wavecluster.hierarchy import AUTO_SPLIT_MIN_SHARE, grow_labels
 
 __all__ = ["AUTO_COARSER_CONTAIN", "joint_table", "joint_tables", "next_level_cells",
@@ -231,7 +232,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
     parent = None  # each finer cell's piece, where a cluster splits
 
     def pieces_of_cells():
-        return next_level_cells(xp.asarray(piece_index)[upper], coarse.shape, xp)
+        return next_level_cells(upload(piece_index, xp)[upper], coarse.shape, xp)
 
     if mass is None:
         table = (joint or functools.partial(joint_tables, xp=xp, weigh=weigh))(
@@ -253,7 +254,7 @@ def split_by_coarser_level(components, n_components, coarse, upper, n_upper, upp
         next_number += held.size
         region = components == int(clusters[k - 1])  # sync: none, a host number
         parent = pieces_of_cells() if parent is None else parent  # once for all splits
-        seeds = xp.where(region, xp.asarray(numbers)[parent], 0)
+        seeds = xp.where(region, upload(numbers, xp)[parent], 0)
         grown = grow_labels(seeds.astype(components.dtype), region, connectivity, xp=xp,
                             to_host=to_host, spread=spread)
         out = xp.where(region, grown, out)
