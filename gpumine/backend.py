@@ -400,24 +400,28 @@ def _probe_gpu() -> tuple[Backend | None, str]:
 def upload(values, xp, dtype=None):
     """A small host array (a table, a few numbers) as an array of ``xp``.
 
-    On CuPy: one ``cudaMemcpyAsync`` from the array's own pages, in the current stream,
-    which the driver stages and returns from without waiting for the device; where
-    ``cupy.asarray`` stages it through CuPy's pinned pool (on the H100 machine 25 us a
-    call with the device idle, 47 while it works, against 9 and 16: record
-    ``wavecluster-auto-uploads-h100-2026-11-27-989e2b5.json``). For large arrays use
-    :meth:`Backend.to_device`. NumPy, or an array already on the device: ``xp.asarray``.
+    On CuPy's default stream: one copy from the array's own pages on the legacy default
+    stream, which the driver stages and returns from without waiting for the device, the
+    stream ordering it after the work queued before; where ``cupy.asarray`` stages it
+    through CuPy's pinned pool (on the H100 machine, the device idle, 15 us a call against
+    27; with a kernel running both vary from run to run, this one never the slower;
+    WaveCluster's ``"auto"`` fits 2-10 % faster: record
+    ``wavecluster-auto-uploads-h100-2026-11-27-989e2b5.json``). On another stream, or for
+    NumPy or an array already on the device: ``xp.asarray`` (a copy ordered in that stream:
+    the legacy stream's would not be, in a non-blocking one). For large arrays use
+    :meth:`Backend.to_device`.
 
     Examples
     --------
     >>> upload([3, 1, 2], np, dtype=np.int64)
     array([3, 1, 2])
     """
-    if xp is np or is_device_array(values):
+    if xp is np or is_device_array(values) or xp.cuda.get_current_stream().ptr != 0:
         return xp.asarray(values, dtype=dtype)
     host = np.ascontiguousarray(values, dtype=dtype)
     out = xp.empty(host.shape, dtype=host.dtype)
     if host.size:
-        out.set(host)  # sync: none -- staged by the driver, ordered in the current stream
+        out.set(host)  # sync: none -- staged by the driver, ordered by the default stream
     return out
 
 

@@ -93,23 +93,29 @@ def test_upload_on_the_cpu_is_asarray():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("size", [0, 1, 3000])
-def test_gpu_upload_is_ordered_and_owns_its_copy(size):
-    """A small table uploaded while the device is busy (a spin kernel queued first) holds
-    the values of the upload -- the host array, changed at once afterwards, does not reach
-    it -- and work queued after it reads them. A device array passes through."""
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_gpu_upload_is_ordered_and_owns_its_copy(size, non_blocking):
+    """A small table uploaded while the device is busy (a spin kernel queued first, on the
+    default stream or in a non-blocking one) holds the values of the upload -- the host
+    array, changed at once afterwards, does not reach it -- and work queued after it in the
+    same stream reads them. A device array passes through."""
+    import contextlib
+
     cp = backend.cupy_module()
     spin = cp.RawKernel(r"""extern "C" __global__ void spin(long long cycles, long long* out) {
         long long t0 = clock64(); while (clock64() - t0 < cycles) {} out[0] = 1; }""", "spin")
-    flag = cp.zeros(1, dtype=cp.int64)
-    host = np.arange(size, dtype=np.int64) * 5 - 2
-    expected = host.copy()
-    spin((1,), (1,), (np.int64(50_000_000), flag))  # ~25 ms queued ahead
-    out = backend.upload(host, cp, np.int64)
-    host[:] = -99  # the upload owns its values: staged before it returned
-    assert out.dtype == np.int64 and out.shape == (size,)
-    np.testing.assert_array_equal(cp.asnumpy(out + 0), expected)
-    assert int(flag[0]) == 1  # sync: none left -- the spin ran
-    assert backend.upload(out, cp) is out
+    with cp.cuda.Stream(non_blocking=True) if non_blocking else contextlib.nullcontext():
+        flag = cp.zeros(1, dtype=cp.int64)
+        host = np.arange(size, dtype=np.int64) * 5 - 2
+        expected = host.copy()
+        spin((1,), (1,), (np.int64(50_000_000), flag))  # ~25 ms queued ahead
+        out = backend.upload(host, cp, np.int64)
+        host[:] = -99  # the upload owns its values: staged before it returned
+        doubled = out * 2  # queued after the upload in the same stream
+        assert out.dtype == np.int64 and out.shape == (size,)
+        np.testing.assert_array_equal(cp.asnumpy(doubled), expected * 2)
+        assert int(flag[0]) == 1  # sync: none left -- the spin ran
+        assert backend.upload(out, cp) is out
 
 
 @pytest.mark.parametrize("shape", [(0,), (7,), (1000, 3)])

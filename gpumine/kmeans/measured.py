@@ -301,8 +301,8 @@ class _Race:
         """The fastest race time wins (:data:`COMPARED_CALLS`). A candidate with bounds
         (hamerly) that lost, or that sat out the first race, races after the winner's next
         calls: its bounds skip more points as the centres settle, while the others cost
-        about the same from iteration to iteration. A winner with bounds keeps
-        the labels for good (racing the others again would cost it a full scan)."""
+        about the same from iteration to iteration. A winner with bounds keeps the labels
+        for good (racing the others again would cost it a full scan)."""
         from gpumine.backend import cupy_module
 
         cp = cupy_module()
