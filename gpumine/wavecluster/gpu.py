@@ -292,7 +292,8 @@ def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
     strides = np.cumprod((1, *padded[:0:-1]))[::-1]
     offsets = np.array([(0,) * (_MAX_DIMS - len(shape)) + o
                         for o in neighbour_offsets(len(shape), connectivity)]
-                       or np.zeros((0, _MAX_DIMS)), dtype=np.int64).reshape(-1, _MAX_DIMS)
+                       or np.zeros((0, _MAX_DIMS)),  # sync: none, host offsets
+                       dtype=np.int64).reshape(-1, _MAX_DIMS)
     bits = 1 << np.arange(_MAX_DIMS)
     step = offsets @ strides
     down = (offsets < 0) @ bits
@@ -647,7 +648,8 @@ def _stack_geometry(shape, plane_shape, box):
     geometry (a few microseconds against about 19 for the structured scalar; an ``"auto"``
     fit asks for a handful, most of them alike). Read-only."""
     return _geometry(tuple(map(int, shape)), tuple(map(int, plane_shape)),
-                     tuple((int(sl.start), int(sl.stop)) for sl in box))
+                     tuple((int(sl.start), int(sl.stop))  # sync: none, host slices
+                           for sl in box))
 
 
 @functools.lru_cache(maxsize=256)
