@@ -990,9 +990,10 @@ __global__ void tree_roots(const int* __restrict__ level,   // IN  (cells)
         is_root[t] = level[t] > hooked[t] ? R(1) : R(0);
 }
 
-// Each root's row of the (m, roots) table of flags: 1 at the levels where it roots a
-// component (hooked < j <= level); a prefix sum along each level then numbers the level's
-// components in raster order of their first cells.
+// Each root's column of the (m, roots) table of flags, the top level's row first: 1 at the
+// levels where it roots a component (hooked < j <= level). One prefix sum over the whole
+// table then gives every node its index + 1 (the top level's nodes first, each level's in
+// raster order of their first cells): node(j, row) = node_index[(m - 1 - j) * roots + row] - 1.
 template <typename R>
 __global__ void tree_rows(const int* __restrict__ level,   // IN  (cells)
                           const int* __restrict__ hooked,  // IN  (cells)
@@ -1005,38 +1006,37 @@ __global__ void tree_rows(const int* __restrict__ level,   // IN  (cells)
         const int top = level[t], below = hooked[t];
         if (top <= below) continue;
         const index_t row = (index_t)rank[t] - 1;
-        for (int j = 0; j < m; ++j) flags[(index_t)j * roots + row] = (below < j && j <= top);
+        for (int j = 0; j < m; ++j)
+            flags[(index_t)(m - 1 - j) * roots + row] = (below < j && j <= top);
     }
 }
 
-// Node k of root r at level j: k = begin[j] + number - 1 (number: r's prefix-summed flag at
-// j), its level, and its parent node at level j - 1: r's own node there where r is still a
-// root, else the node of the set r was hooked into (hook_root). -1 at level 0.
+// Each node's level and its parent node at level j - 1: its root's own node there where
+// the root is still a root, else the node of the set it was hooked into (hook_root); -1 at
+// level 0. node_index: tree_rows' table, prefix-summed.
 template <typename R>
-__global__ void tree_nodes(const int* __restrict__ level,        // IN  (cells)
-                           const int* __restrict__ hooked,       // IN  (cells)
+__global__ void tree_nodes(const int* __restrict__ level,          // IN  (cells)
+                           const int* __restrict__ hooked,         // IN  (cells)
                            const index_t* __restrict__ hook_root,  // IN  (cells) where hooked >= 0
-                           const R* __restrict__ rank,           // IN  (cells)
-                           const int* __restrict__ number,       // IN  (m, roots) prefix sums
-                           const index_t* __restrict__ begin,    // IN  (m) each level's first node
-                           index_t cells, index_t roots,         // IN
-                           int* __restrict__ node_level,         // OUT (nodes)
-                           index_t* __restrict__ node_parent)    // OUT (nodes)
+                           const R* __restrict__ rank,             // IN  (cells)
+                           const int* __restrict__ node_index,     // IN  (m, roots)
+                           index_t cells, int m, index_t roots,    // IN
+                           int* __restrict__ node_level,           // OUT (nodes)
+                           index_t* __restrict__ node_parent)      // OUT (nodes)
 {
     for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < cells;
          t += (index_t)gridDim.x * blockDim.x) {
         const int top = level[t], below = hooked[t];
         if (top <= below) continue;
         const index_t row = (index_t)rank[t] - 1;
-        const index_t into = below >= 0 ? hook_root[t] : t;  // only read where below == j - 1
-        const index_t into_row = below >= 0 ? (index_t)rank[into] - 1 : row;
+        const index_t into_row = below >= 0 ? (index_t)rank[hook_root[t]] - 1 : row;
         for (int j = below + 1; j <= top; ++j) {
-            const index_t k = begin[j] + number[(index_t)j * roots + row] - 1;
+            const index_t k = node_index[(index_t)(m - 1 - j) * roots + row] - 1;
             node_level[k] = j;
             index_t up = -1;
             if (j > 0) {
                 const index_t r = j - 1 > below ? row : into_row;
-                up = begin[j - 1] + number[(index_t)(j - 1) * roots + r] - 1;
+                up = node_index[(index_t)(m - j) * roots + r] - 1;
             }
             node_parent[k] = up;
         }
@@ -1047,15 +1047,14 @@ __global__ void tree_nodes(const int* __restrict__ level,        // IN  (cells)
 // cells' densities added to their nodes: direct[k + 1] (warp_add; slot 0 takes nothing).
 // Whole warps step together.
 template <typename R>
-__global__ void tree_cells(const int* __restrict__ level,        // IN  (cells)
-                           const index_t* __restrict__ own_root, // IN  (cells) where level >= 0
-                           const R* __restrict__ rank,           // IN  (cells)
-                           const int* __restrict__ number,       // IN  (m, roots)
-                           const index_t* __restrict__ begin,    // IN  (m)
-                           const double* __restrict__ values,    // IN  (cells)
-                           index_t cells, index_t roots,         // IN
-                           index_t* __restrict__ cell_node,      // OUT (cells)
-                           double* __restrict__ direct)          // INOUT (nodes + 1) zeroed
+__global__ void tree_cells(const int* __restrict__ level,         // IN  (cells)
+                           const index_t* __restrict__ own_root,  // IN  (cells) where level >= 0
+                           const R* __restrict__ rank,            // IN  (cells)
+                           const int* __restrict__ node_index,    // IN  (m, roots)
+                           const double* __restrict__ values,     // IN  (cells)
+                           index_t cells, int m, index_t roots,   // IN
+                           index_t* __restrict__ cell_node,       // OUT (cells)
+                           double* __restrict__ direct)           // INOUT (nodes + 1) zeroed
 {
     for (index_t base = (index_t)blockIdx.x * blockDim.x; base < cells;
          base += (index_t)gridDim.x * blockDim.x) {
@@ -1065,7 +1064,7 @@ __global__ void tree_cells(const int* __restrict__ level,        // IN  (cells)
             const int j = level[t];
             if (j >= 0) {
                 const index_t row = (index_t)rank[own_root[t]] - 1;
-                k = begin[j] + number[(index_t)j * roots + row] - 1;
+                k = node_index[(index_t)(m - 1 - j) * roots + row] - 1;
             }
             cell_node[t] = k;
         }

@@ -121,11 +121,12 @@ def levels_tree(coarse, thresholds, connectivity: int) -> DeviceLevelsTree:
     last level they reach) join their neighbours of band j and above in one launch, from the
     top band down; after band j the sets are level j's components. A root hooked in band j
     roots a component of every level above j up to its own band and of none below, so the
-    nodes (a component of a level) are numbered, per level in raster order of their first
-    cells, by one prefix sum over the roots; a node's parent is its root's own node one
-    level down or, where the root was hooked there, the node of the set it was hooked into
-    (kept at the end of that band). Launches: two a level and about ten in all; three
-    syncs (the roots' count, the levels' counts, the masses and parents).
+    nodes (a component of a level) are numbered, the top level's first and each level's in
+    raster order of their first cells, by one prefix sum over a (levels, roots) table; a
+    node's parent is its root's own node one level down or, where the root was hooked
+    there, the node of the set it was hooked into (kept at the end of that band).
+    Launches: two a level and about ten in all; three syncs (the roots' count, the levels'
+    counts, the masses and parents).
 
     Parameters
     ----------
@@ -184,29 +185,28 @@ def levels_tree(coarse, thresholds, connectivity: int) -> DeviceLevelsTree:
     roots = int(rank[-1]) if cells else 0  # sync: how many cells root a component
     if roots * max(m, 1) >= 2**31:
         raise InvalidParameterError("levels_tree: more than 2^31 components over the levels")
-    number = cp.zeros((m, roots), dtype=cp.int32)
+    # every node's index + 1: the (m, roots) flags, the top level's row first, summed
+    node_index = cp.empty(m * roots, dtype=cp.int32)
     if roots:
         launch(get_kernel(_SOURCE, "tree_rows", type_name), _stream_blocks(cells), _BLOCK,
-               (level, hooked, rank, np.int64(cells), np.int32(m), np.int64(roots), number))
-        cp.cumsum(number, axis=1, out=number)
-        counts = to_host(number[:, -1]).astype(np.int64)  # sync: each level's components
+               (level, hooked, rank, np.int64(cells), np.int32(m), np.int64(roots), node_index))
+        cp.cumsum(node_index, out=node_index)
+        # sync: one past each level's last node (the rows' last sums, top level first)
+        ends = to_host(node_index.reshape(m, roots)[:, -1])[::-1].astype(np.int64)
     else:
-        counts = np.zeros(m, dtype=np.int64)
-    ends = np.cumsum(counts[::-1])[::-1].copy()  # level j's nodes end after the levels above
+        ends = np.zeros(m, dtype=np.int64)
     nodes = int(ends[0]) if m else 0  # sync: none, host numbers
-    begins = np.append(ends[1:], 0)  # sync: none, host numbers
     node_level = cp.empty(nodes, dtype=cp.int32)
     node_parent = cp.empty(nodes, dtype=cp.int64)
     cell_node = cp.empty(cells, dtype=cp.int64)
     direct = cp.zeros(nodes + 1, dtype=cp.float64)
     packed = cp.zeros(1 + 2 * nodes, dtype=cp.float64)
-    begin = upload(begins, cp, np.int64)
     launch(get_kernel(_SOURCE, "tree_nodes", type_name), _stream_blocks(cells), _BLOCK,
-           (level, hooked, hook_root, rank, number, begin, np.int64(cells), np.int64(roots),
-            node_level, node_parent))
+           (level, hooked, hook_root, rank, node_index, np.int64(cells), np.int32(m),
+            np.int64(roots), node_level, node_parent))
     launch(get_kernel(_SOURCE, "tree_cells", type_name), _stream_blocks(cells), _BLOCK,
-           (level, own_root, rank, number, begin, values, np.int64(cells), np.int64(roots),
-            cell_node, direct))
+           (level, own_root, rank, node_index, values, np.int64(cells), np.int32(m),
+            np.int64(roots), cell_node, direct))
     if nodes:
         launch(get_kernel(_SOURCE, "tree_mass"), _stream_blocks(nodes), _BLOCK,
                (node_parent, direct, np.int64(nodes), np.int32(m), packed))

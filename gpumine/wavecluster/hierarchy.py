@@ -356,7 +356,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     if stack is None and levels_tree is not None:
         stack = _TreeLevels(coarse, levels, unit=unit, minimum=minimum,
                             levels_tree=levels_tree, label=label, connectivity=connectivity,
-                            xp=xp)
+                            xp=xp, to_host=to_host)
     elif stack is None:
         stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
                             label=label, connectivity=connectivity, xp=xp, weigh=weigh,
@@ -464,7 +464,7 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=Non
         if levels_tree is not None and coarse.size <= TREE_CELLS:
             return _TreeLevels(coarse, levels, unit=unit, minimum=minimum,
                                levels_tree=levels_tree, label=label,
-                               connectivity=connectivity, xp=xp)
+                               connectivity=connectivity, xp=xp, to_host=to_host)
         return _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, **options)
 
     boxes = _first_boxes(jobs)  # once for every way of sharing
@@ -746,9 +746,10 @@ class _TreeLevels(_LevelStack):
     significant."""
 
     def __init__(self, coarse, levels, *, unit, minimum, levels_tree, label, connectivity,
-                 xp):
+                 xp, to_host=np.asarray):
         self.coarse, self.levels, self.unit = coarse, levels, unit
         self.label, self.connectivity, self.xp = label, connectivity, xp
+        self.to_host = to_host
         self.plane = self.paint = self.kept = None
         self.components = levels_tree(coarse, [(p - 0.5) * unit for p in levels], connectivity)
         # the significant components of each level up to the first that holds none
@@ -786,7 +787,8 @@ class _TreeLevels(_LevelStack):
         for level in sorted({i for i, _ in splits}, reverse=True) if grow else ():
             mark = np.zeros(tree.level.size, np.int64)  # sync: none, host arrays
             mark[tree.nodes(path[level], ids[level][[k for i, k in splits if i == level]])] = 1
-            out = grow_labels(out, tree.paint(mark) != 0, self.connectivity, spread=spread)
+            out = grow_labels(out, tree.paint(mark) != 0, self.connectivity, xp=self.xp,
+                              to_host=self.to_host, spread=spread)
         return out, next_id - 1
 
 
