@@ -133,9 +133,10 @@ def test_auto_fits_from_the_tree_equal_the_stacks(cp, name, monkeypatch):
     assert calls  # the levels came from the tree
     monkeypatch.setattr(hierarchy, "TREE_CELLS", 0)
     stacks = WaveCluster(device="gpu").fit(X)
+    assert tree.threshold_ == stacks.threshold_  # the device's unit, summed on the device
     for fit in (tree, stacks):
         assert fit.n_clusters_ == cpu.n_clusters_ >= 2
-        assert fit.threshold_ == cpu.threshold_
+        assert fit.threshold_ == pytest.approx(cpu.threshold_, rel=1e-12)
         np.testing.assert_array_equal(fit.labels_, cpu.labels_)
         np.testing.assert_array_equal(fit.grid_labels_, cpu.grid_labels_)
     np.testing.assert_array_equal(cp.asnumpy(on_device.labels_), cpu.labels_)

@@ -16,17 +16,12 @@ import numpy as np
 
 from gpumine.backend import cupy_module, get_backend, upload
 from gpumine.exceptions import InvalidParameterError
-from gpumine.kernels import declares, get_kernel, launch
-from gpumine.wavecluster.gpu import (
-    _BLOCK,
-    _SOURCE,
-    _blocks,
-    _stream_blocks,
-    _union_find_constants,
-)
+from gpumine.kernels import declares, get_kernel, launch, resident_blocks
+from gpumine.wavecluster.gpu import _BLOCK, _blocks, _stream_blocks, _union_find_constants
 
 __all__ = ["DeviceLevelsTree", "levels_tree"]
 
+_SOURCE = "wavecluster_tree.cu"
 _MAX_DIMS = 8
 
 
@@ -104,10 +99,7 @@ class DeviceLevelsTree:
         return out
 
 
-@declares(_SOURCE, "tree_start")
-@declares(_SOURCE, "tree_union")
-@declares(_SOURCE, "tree_settle")
-@declares(_SOURCE, "tree_roots", ("int", "long long"))
+@declares(_SOURCE, "tree_bands", ("int", "long long"))
 @declares(_SOURCE, "tree_rows", ("int", "long long"))
 @declares(_SOURCE, "tree_nodes", ("int", "long long"))
 @declares(_SOURCE, "tree_cells", ("int", "long long"))
@@ -125,8 +117,10 @@ def levels_tree(coarse, thresholds, connectivity: int) -> DeviceLevelsTree:
     raster order of their first cells, by one prefix sum over a (levels, roots) table; a
     node's parent is its root's own node one level down or, where the root was hooked
     there, the node of the set it was hooked into (kept at the end of that band).
-    Launches: two a level and about ten in all; three syncs (the roots' count, the levels'
-    counts, the masses and parents).
+    Launches: the union-find in one (cooperative: a grid barrier between the steps of a
+    band and between bands, where a launch a step cost more than the stacks on the
+    H100), about eight in all; three syncs (the roots' count, the levels' counts, the
+    masses and parents).
 
     Parameters
     ----------
@@ -159,28 +153,21 @@ def levels_tree(coarse, thresholds, connectivity: int) -> DeviceLevelsTree:
     values = cp.ascontiguousarray(coarse, dtype=cp.float64).ravel()
     cells, m = values.size, thresholds.size
     to_host = get_backend("gpu").to_host
+    rank_type = cp.int32 if cells < 2**31 else cp.int64
+    type_name = "int" if rank_type is cp.int32 else "long long"
     level = cp.empty(cells, dtype=cp.int32)
     parent = cp.empty(cells, dtype=cp.int64)
     hooked = cp.empty(cells, dtype=cp.int32)
-    launch(get_kernel(_SOURCE, "tree_start"), _stream_blocks(cells), _BLOCK,
-           (values, upload(thresholds, cp, np.float64), np.int32(m), np.int64(cells), level,
-            parent, hooked))
-    grid, step, down, up, n_offsets = _union_find_constants(cp.cuda.Device().id, shape,
-                                                            connectivity, True)
     own_root = cp.empty(cells, dtype=cp.int64)  # read only where written: a cell's band
     hook_root = cp.empty(cells, dtype=cp.int64)  # and where a root was hooked
-    union, settle = get_kernel(_SOURCE, "tree_union"), get_kernel(_SOURCE, "tree_settle")
-    for band in range(m - 1, -1, -1):
-        launch(union, _blocks(cells), _BLOCK,
-               (level, parent, hooked, grid, step, down, up, np.int32(n_offsets),
-                np.int32(band), np.int64(cells)))
-        launch(settle, _stream_blocks(cells), _BLOCK,
-               (level, hooked, parent, np.int32(band), np.int64(cells), own_root, hook_root))
-    rank_type = cp.int32 if cells < 2**31 else cp.int64
-    type_name = "int" if rank_type is cp.int32 else "long long"
     rank = cp.empty(cells, dtype=rank_type)
-    launch(get_kernel(_SOURCE, "tree_roots", type_name), _stream_blocks(cells), _BLOCK,
-           (level, hooked, np.int64(cells), rank))
+    grid, step, down, up, n_offsets = _union_find_constants(cp.cuda.Device().id, shape,
+                                                            connectivity, True)
+    bands = get_kernel(_SOURCE, "tree_bands", type_name, cooperative=True)
+    launch(bands, max(1, min(resident_blocks(bands, _BLOCK), _blocks(cells))), _BLOCK,
+           (values, upload(thresholds, cp, np.float64), np.int32(m), grid, step, down, up,
+            np.int32(n_offsets), np.int64(cells), level, parent, hooked, own_root, hook_root,
+            rank))
     cp.cumsum(rank, out=rank)
     roots = int(rank[-1]) if cells else 0  # sync: how many cells root a component
     if roots * max(m, 1) >= 2**31:
