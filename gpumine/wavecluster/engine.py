@@ -471,8 +471,7 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None, planes=None):
                                      base_levels=AUTO_THRESHOLD_LEVELS, split=split)
         plans.append((unit, minimum, projections, split, len(jobs), halves))
         jobs.append((grid, levels, projections, unit, minimum))
-    stacks = stack_levels(jobs, **common, **backend, planes=planes,
-                          levels_tree=kwargs.get("levels_tree"))
+    stacks = stack_levels(jobs, **common, **backend, planes=planes)
     found = []
     for k, (grid, plan) in enumerate(zip(grids, plans, strict=True)):
         if plan is None:

@@ -282,20 +282,18 @@ def label_sliding_window(mask, connectivity):
 
 
 @functools.lru_cache(maxsize=64)
-def _union_find_constants(device_id: int, shape: tuple, connectivity: int, both: bool = False):
+def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
     """The grid shape and the neighbour offsets as ``uf_union`` reads them, on device
     ``device_id``: each offset's flat step and the axes it steps down and up (bit ``a``:
     axis ``a`` of the 8 the kernels index, 1s in front), uploaded once per shape, not once
-    per level that ``threshold="auto"`` labels. ``both``: both signs of every offset (the
-    whole neighbourhood, ``tree_union``'s); else half. Read-only."""
+    per level that ``threshold="auto"`` labels. Read-only."""
     cp = cupy_module()
     padded = _padded_shape(shape)
     strides = np.cumprod((1, *padded[:0:-1]))[::-1]
     offsets = np.array([(0,) * (_MAX_DIMS - len(shape)) + o
-                        for o in neighbour_offsets(len(shape), connectivity)],
+                        for o in neighbour_offsets(len(shape), connectivity)]
+                       or np.zeros((0, _MAX_DIMS)),  # sync: none, host offsets
                        dtype=np.int64).reshape(-1, _MAX_DIMS)
-    if both:
-        offsets = np.concatenate([offsets, -offsets])
     bits = 1 << np.arange(_MAX_DIMS)
     step = offsets @ strides
     down = (offsets < 0) @ bits
@@ -828,12 +826,4 @@ def stages(*, device_labels: bool = True):
         prepare=None if device_labels else _host_buffers, to_host=get_backend("gpu").to_host,
         spread=spread_labels, nearest=nearest_cluster, joint=joint_mass,
         summaries=grid_summaries, tree=stack_tree, plane=stack_plane, paint=stack_paint,
-        planes=stack_build, levels_tree=_levels_tree)
-
-
-def _levels_tree(coarse, thresholds, connectivity):
-    """:func:`gpumine.wavecluster.gpu_tree.levels_tree` (imported here: it builds on this
-    module)."""
-    from gpumine.wavecluster.gpu_tree import levels_tree
-
-    return levels_tree(coarse, thresholds, connectivity)
+        planes=stack_build)

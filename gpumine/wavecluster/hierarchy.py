@@ -356,7 +356,7 @@ def resolve_stacked(coarse, projections, *, unit: float, minimum: float, base_le
     if stack is None and levels_tree is not None:
         stack = _TreeLevels(coarse, levels, unit=unit, minimum=minimum,
                             levels_tree=levels_tree, label=label, connectivity=connectivity,
-                            xp=xp, to_host=to_host)
+                            xp=xp)
     elif stack is None:
         stack = _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
                             label=label, connectivity=connectivity, xp=xp, weigh=weigh,
@@ -436,7 +436,7 @@ def plan_levels(projections, *, unit: float, base_levels, split: bool = True) ->
 
 
 def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=None,
-                 plane=None, paint=None, planes=None, levels_tree=None) -> list:
+                 plane=None, paint=None, planes=None) -> list:
     """Several grids' levels labelled at once: one :class:`_LevelStack` per job.
 
     ``jobs`` is a list of ``(coarse, levels, projections, unit, minimum)``, one per grid
@@ -451,30 +451,20 @@ def stack_levels(jobs, *, label, connectivity: int, xp, weigh, to_host, tree=Non
     cells, which the padding keeps. ``tree``, ``plane`` and ``paint``: the backend's reading
     of a stack and its levels, ``planes`` its stacking of several grids' levels
     (:class:`~gpumine.wavecluster.pipeline.Stages`; None: calls on ``xp``).
-    ``levels_tree``: the backend's component tree (``Stages.levels_tree``): a grid of at
-    most :data:`TREE_CELLS` cells that shares no stack takes its levels from it
-    (:class:`_TreeLevels`: each cell and neighbour pair looked at once, where stacks of its
-    levels take several calls).
     """
     options = {"label": label, "connectivity": connectivity, "xp": xp, "weigh": weigh,
                "to_host": to_host, "tree": tree, "plane": plane, "paint": paint}
-
-    def alone(job):
-        coarse, levels, projections, unit, minimum = job
-        if levels_tree is not None and coarse.size <= TREE_CELLS:
-            return _TreeLevels(coarse, levels, unit=unit, minimum=minimum,
-                               levels_tree=levels_tree, label=label,
-                               connectivity=connectivity, xp=xp, to_host=to_host)
-        return _LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, **options)
-
     boxes = _first_boxes(jobs)  # once for every way of sharing
     # all the grids in one stack; else the first (the largest) alone and the rest in one
-    for first in range(min(len(jobs) - 1, 2)):
-        shared = _LevelStack.shared(jobs[first:], **options, boxes=boxes[first:],
+    for alone in range(min(len(jobs) - 1, 2)):
+        shared = _LevelStack.shared(jobs[alone:], **options, boxes=boxes[alone:],
                                     planes=planes)
         if shared is not None:
-            return [alone(job) for job in jobs[:first]] + shared
-    return [alone(job) for job in jobs]
+            return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum,
+                                **options)
+                    for coarse, levels, projections, unit, minimum in jobs[:alone]] + shared
+    return [_LevelStack(coarse, levels, projections, unit=unit, minimum=minimum, **options)
+            for coarse, levels, projections, unit, minimum in jobs]
 
 
 def stack_planes(grids, boxes, counts, thresholds, common, *, xp=np) -> tuple:
@@ -746,10 +736,9 @@ class _TreeLevels(_LevelStack):
     significant."""
 
     def __init__(self, coarse, levels, *, unit, minimum, levels_tree, label, connectivity,
-                 xp, to_host=np.asarray):
+                 xp):
         self.coarse, self.levels, self.unit = coarse, levels, unit
         self.label, self.connectivity, self.xp = label, connectivity, xp
-        self.to_host = to_host
         self.plane = self.paint = self.kept = None
         self.components = levels_tree(coarse, [(p - 0.5) * unit for p in levels], connectivity)
         # the significant components of each level up to the first that holds none
@@ -787,8 +776,7 @@ class _TreeLevels(_LevelStack):
         for level in sorted({i for i, _ in splits}, reverse=True) if grow else ():
             mark = np.zeros(tree.level.size, np.int64)  # sync: none, host arrays
             mark[tree.nodes(path[level], ids[level][[k for i, k in splits if i == level]])] = 1
-            out = grow_labels(out, tree.paint(mark) != 0, self.connectivity, xp=self.xp,
-                              to_host=self.to_host, spread=spread)
+            out = grow_labels(out, tree.paint(mark) != 0, self.connectivity, spread=spread)
         return out, next_id - 1
 
 
