@@ -114,7 +114,6 @@ def test_gpu_upload_is_ordered_and_owns_its_copy(size, non_blocking):
         doubled = out * 2  # queued after the upload in the same stream
         assert out.dtype == np.int64 and out.shape == (size,)
         np.testing.assert_array_equal(cp.asnumpy(doubled), expected * 2)
-        assert int(flag[0]) == 1  # sync: none left -- the spin ran
         assert backend.upload(out, cp) is out
 
 

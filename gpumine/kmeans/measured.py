@@ -188,8 +188,9 @@ class _Race:
         # the calls to come, each a candidate's index; empty: time to choose. A candidate
         # with bounds sits out the first race (module docstring): it races after the
         # winner's first RERACE_FIRST calls, as a loser would
-        bounded = {i for i, (_, fn) in enumerate(self.entries) if hasattr(fn, "reset")}
-        first = [i for i in range(len(self.entries)) if i not in bounded] or sorted(bounded)
+        self.bounded = [i for i, (_, fn) in enumerate(self.entries) if hasattr(fn, "reset")]
+        first = ([i for i in range(len(self.entries)) if i not in self.bounded]
+                 or self.bounded)
         self.queue = [i for i in first for _ in range(TRIAL_CALLS)]
         self.current, self.timed, self.winner = None, {}, None
         self.period, self.races = RERACE_FIRST, 1
@@ -197,7 +198,7 @@ class _Race:
         # the winner's timed calls since the last look; `fresh`: its next call scans all
         self.watch, self.calls, self.fresh = None, [], False
         # no candidate with state, and rows enough: the race runs on a sample of the rows
-        stateless = not bounded
+        stateless = not self.bounded
         self.stride = (SAMPLE_STRIDE if stateless and X.shape[0] // SAMPLE_STRIDE
                        >= SAMPLE_MIN_ROWS else 1)
         owner.stride = self.stride
@@ -317,12 +318,11 @@ class _Race:
         self.winner = winner
         self.owner.seconds, self.owner.chosen = seconds, self.entries[winner][0]
         self.owner.races = self.races
-        bounded = [i for i, (_, fn) in enumerate(self.entries) if hasattr(fn, "reset")]
-        again = [] if winner in bounded else bounded
+        again = [] if winner in self.bounded else self.bounded
         if not again:
             self.queue = None
-            stateless = [i for i in raced if i not in bounded]
-            if winner in bounded and stateless:
+            stateless = [i for i in raced if i not in self.bounded]
+            if winner in self.bounded and stateless:
                 best = min(stateless, key=lambda i: seconds[self.entries[i][0]])
                 self.watch = (best, seconds[self.entries[best][0]])
             return

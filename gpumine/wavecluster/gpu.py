@@ -95,11 +95,6 @@ def _blocks(count):
     return max(1, -(-int(count) // _BLOCK))
 
 
-def _upload(values, dtype):
-    """A small host table on the device (:func:`gpumine.backend.upload`)."""
-    return upload(values, cupy_module(), dtype)
-
-
 @functools.lru_cache(maxsize=256)
 def _constant(device_id: int, values: tuple, dtype: str):
     """A few numbers (a grid's shape, a wavelet's taps) on device ``device_id``, uploaded
@@ -156,7 +151,7 @@ def quantize_histogram(XT, weight, grid_bounds, grid_shape, *, total=True):
     kernel = get_kernel(_SOURCE, "quantize_histogram", "true" if shared else "false")
     blocks = (min(_blocks(n), device_attribute("MultiProcessorCount") * _STREAM_BLOCKS_PER_SM)
               if shared else _blocks(n))
-    edges = _upload(grid_bounds, np.float64)  # (2, d), once
+    edges = upload(grid_bounds, cp, np.float64)  # (2, d), once
     lo, hi = edges[0], edges[1]
     m = _constant(cp.cuda.Device().id, tuple(int(s) for s in grid_shape), "int64")
     launch(kernel, blocks, _BLOCK, (XT, _optional(weight), np.int64(n), np.int32(d), lo, hi, m,
@@ -290,9 +285,8 @@ def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
     cp = cupy_module()
     padded = _padded_shape(shape)
     strides = np.cumprod((1, *padded[:0:-1]))[::-1]
-    offsets = np.array([(0,) * (_MAX_DIMS - len(shape)) + o
-                        for o in neighbour_offsets(len(shape), connectivity)]
-                       or np.zeros((0, _MAX_DIMS)),  # sync: none, host offsets
+    offsets = np.array([(0,) * (_MAX_DIMS - len(shape)) + o  # sync: none, host offsets
+                        for o in neighbour_offsets(len(shape), connectivity)],
                        dtype=np.int64).reshape(-1, _MAX_DIMS)
     bits = 1 << np.arange(_MAX_DIMS)
     step = offsets @ strides
@@ -463,7 +457,7 @@ def joint_mass(jobs):
     hosts = [table for job in jobs for table in job[2:4]]
     # where each host table starts in the one upload
     starts = np.cumsum([0, *(table.size for table in hosts)]).tolist()  # sync: none, host
-    tables = _upload(np.concatenate(hosts), np.int64)
+    tables = upload(np.concatenate(hosts), cp, np.int64)
     sizes = [(int(job[2].max()) + 1) * job[5] for job in jobs]  # sync: none, host tables
     mass_at = np.cumsum([0, *sizes]).tolist()  # sync: none, host numbers
     mass = cp.zeros(mass_at[-1], dtype=cp.float64)
@@ -686,7 +680,7 @@ def stack_paint(planes, table, shape, box):
     out = cp.empty(shape, dtype=cp.int64)
     launch(get_kernel(_SOURCE, "stack_paint"), _blocks(out.size), _BLOCK,
            (planes, np.int32(planes.shape[0]), np.int64(planes[0].size),
-            _upload(table, np.int64),  # the host table, uploaded once a call
+            upload(table, cp, np.int64),  # the host table, uploaded once a call
             geometry, np.int64(out.size), out))
     return out
 
@@ -786,7 +780,7 @@ def _histogram(X, weight, grid_bounds, grid_shape):
 
 
 def _device_results(remap, point_component, components, n_clusters, prepared):
-    remap = _upload(remap, remap.dtype)
+    remap = upload(remap, cupy_module(), remap.dtype)
     return remap[point_component], remap[components]
 
 
