@@ -317,75 +317,44 @@ __device__ __forceinline__ index_t neighbour_at(const index_t* c, const int* off
 // joins both ends by offsets of fewer axes, each united or skipped for the same reason, so
 // by induction on the axes every neighbouring pair of the connectivity ends in one set. In
 // a dense region that spares most of the finds (120 of 121 offsets are diagonals in 5-d).
-// The foreground cells (t in the grid's list, any order: the union-find's result does not
-// depend on it), appended a warp at a time (a ballot, one atomic a warp): uf_union then runs
-// a thread per foreground cell, its warps full, where a thread per cell of a sparse stack
-// (2 % foreground in the 5-d stacks of the "auto" rule) left most lanes of a warp idle
-// through its neighbour loop. L: unsigned int, or unsigned long long from 2^32 cells.
-template <typename L>
-__global__ void uf_foreground(const bool* __restrict__ mask,  // IN  (cells)
-                              index_t cells,                  // IN
-                              L* __restrict__ list,           // OUT (count) the cells
-                              unsigned long long* count)      // INOUT (1) zeroed
-{
-    const int lane = threadIdx.x & 31;
-    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < cells;
-         base += (index_t)gridDim.x * blockDim.x) {
-        const index_t t = base + threadIdx.x;  // whole warps step together
-        const bool in = t < cells && mask[t];
-        const unsigned ballot = __ballot_sync(0xffffffffu, in);
-        if (ballot == 0u) continue;
-        const int leader = __ffs(ballot) - 1;
-        unsigned long long start = 0;
-        if (lane == leader) start = atomicAdd(count, (unsigned long long)__popc(ballot));
-        start = __shfl_sync(0xffffffffu, start, leader);
-        if (in) list[start + __popc(ballot & ((1u << lane) - 1u))] = (L)t;
-    }
-}
-
-template <typename L>
 __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) foreground
                          index_t* parent,                    // INOUT (cells) from 0..cells-1
-                         const L* __restrict__ list,         // IN  (*count) foreground cells
-                         const unsigned long long* count,    // IN  (1)
                          const index_t* __restrict__ shape,  // IN  (8)
                          const index_t* __restrict__ step,   // IN  (n_offsets) flat steps
                          const int* __restrict__ down,       // IN  (n_offsets) axes stepped down
                          const int* __restrict__ up,         // IN  (n_offsets) axes stepped up
-                         int n_offsets)                      // IN
+                         int n_offsets,                      // IN
+                         index_t cells)                      // IN
 {
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= cells || !mask[t]) return;
+    index_t c[WC_MAX_DIMS];
+    unflatten(t, shape, c);
+    int first = 0, last = 0;  // the axes at which the cell is at index 0, at the last index
+#pragma unroll
+    for (int a = 0; a < WC_MAX_DIMS; ++a) {
+        first |= (c[a] == 0) << a;
+        last |= (c[a] == shape[a] - 1) << a;
+    }
     index_t stride[WC_MAX_DIMS];  // each axis's flat stride
     stride[WC_MAX_DIMS - 1] = 1;
 #pragma unroll
     for (int a = WC_MAX_DIMS - 2; a >= 0; --a) stride[a] = stride[a + 1] * shape[a + 1];
-    const index_t n = (index_t)*count;
-    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (index_t)gridDim.x * blockDim.x) {
-        const index_t t = (index_t)list[i];
-        index_t c[WC_MAX_DIMS];
-        unflatten(t, shape, c);
-        int first = 0, last = 0;  // the axes at which the cell is at index 0, at the last
+    index_t root = t;
+    for (int o = 0; o < n_offsets; ++o) {
+        const int below = down[o], above = up[o];
+        if ((below & first) | (above & last)) continue;
+        const index_t f = t + step[o];
+        if (!mask[f]) continue;
+        const int axes = below | above;
+        bool joined = false;  // through a foreground face neighbour on one of the axes
+        if (axes & (axes - 1)) {
 #pragma unroll
-        for (int a = 0; a < WC_MAX_DIMS; ++a) {
-            first |= (c[a] == 0) << a;
-            last |= (c[a] == shape[a] - 1) << a;
+            for (int a = 0; a < WC_MAX_DIMS; ++a)
+                if (!joined && ((axes >> a) & 1))
+                    joined = mask[t + (((above >> a) & 1) ? stride[a] : -stride[a])];
         }
-        index_t root = t;
-        for (int o = 0; o < n_offsets; ++o) {
-            const int below = down[o], above = up[o];
-            if ((below & first) | (above & last)) continue;
-            const index_t f = t + step[o];
-            if (!mask[f]) continue;
-            const int axes = below | above;
-            bool joined = false;  // through a foreground face neighbour on one of the axes
-            if (axes & (axes - 1)) {
-#pragma unroll
-                for (int a = 0; a < WC_MAX_DIMS; ++a)
-                    if (!joined && ((axes >> a) & 1))
-                        joined = mask[t + (((above >> a) & 1) ? stride[a] : -stride[a])];
-            }
-            if (!joined) root = uf_unite_root(parent, root, f);
-        }
+        if (!joined) root = uf_unite_root(parent, root, f);
     }
 }
 

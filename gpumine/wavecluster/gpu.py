@@ -300,8 +300,7 @@ def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
 
 @declares(_SOURCE, "uf_tile_2d")
 @declares(_SOURCE, "uf_border_2d")
-@declares(_SOURCE, "uf_foreground", ("unsigned int", "unsigned long long"))
-@declares(_SOURCE, "uf_union", ("unsigned int", "unsigned long long"))
+@declares(_SOURCE, "uf_union")
 @declares(_SOURCE, "uf_compress")
 def label_union_find_gpu(mask, connectivity):
     """Atomic union-find (label equivalence) over the foreground cells.
@@ -310,9 +309,7 @@ def label_union_find_gpu(mask, connectivity):
     pairs across tiles are united in global memory (measured on the H100 machine: the
     dense levels of the automatic threshold, 4M foreground cells of 4.2M, hooked in
     1.2 ms by the one-pass kernel, where every cell contends for a few roots). Other
-    grids: the foreground cells listed, then one pass of hooking over each one's
-    neighbours (a thread per foreground cell, not per cell: the stacks of the ``"auto"``
-    rule are sparse).
+    grids: one pass of hooking over every cell's neighbours.
     """
     cp = cupy_module()
     if mask.ndim > _MAX_DIMS:
@@ -334,16 +331,8 @@ def label_union_find_gpu(mask, connectivity):
     parent = cp.arange(mask.size, dtype=cp.int64)
     shape, step, down, up, n_offsets = _union_find_constants(cp.cuda.Device().id, mask.shape,
                                                              connectivity)
-    # the foreground cells listed on the device (no sync: the union reads their count there)
-    wide = mask.size >= 2**32
-    list_type, type_name = ((cp.uint64, "unsigned long long") if wide
-                            else (cp.uint32, "unsigned int"))
-    cells = cp.empty(mask.size, dtype=list_type)
-    count = cp.zeros(1, dtype=cp.uint64)
-    launch(get_kernel(_SOURCE, "uf_foreground", type_name), _stream_blocks(mask.size), _BLOCK,
-           (mask, np.int64(mask.size), cells, count))
-    launch(get_kernel(_SOURCE, "uf_union", type_name), _stream_blocks(mask.size), _BLOCK,
-           (mask, parent, cells, count, shape, step, down, up, np.int32(n_offsets)))
+    launch(get_kernel(_SOURCE, "uf_union"), _blocks(mask.size), _BLOCK,
+           (mask, parent, shape, step, down, up, np.int32(n_offsets), np.int64(mask.size)))
     launch(get_kernel(_SOURCE, "uf_compress"), _blocks(mask.size), _BLOCK,
            (mask, parent, np.int64(mask.size)))
     return _compact(parent, mask)
