@@ -312,13 +312,6 @@ __device__ __forceinline__ index_t neighbour_at(const index_t* c, const int* off
 // offset steps down an axis at which the cell is at index 0, or up one at which it is at
 // the last index -- two masks a cell, two ANDs an offset, where a bounds check and a
 // multiply per axis and offset cost several times more (5-d stacks of the "auto" rule).
-// A diagonal offset (two axes or more) is not looked at where the cell one step along one
-// of its axes, the way the offset goes (a face neighbour, inside the grid as both ends
-// are), is foreground: that cell joins both ends by offsets of fewer axes, each united or
-// skipped for the same reason, so by induction on the axes every neighbouring pair of the
-// connectivity ends in one set. The face neighbours are read once a cell (two bits an
-// axis), so in a dense region most of the offsets (120 of 121 are diagonals in 5-d) cost
-// neither a read nor a find.
 __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) foreground
                          index_t* parent,                    // INOUT (cells) from 0..cells-1
                          const index_t* __restrict__ shape,  // IN  (8)
@@ -338,25 +331,9 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
         first |= (c[a] == 0) << a;
         last |= (c[a] == shape[a] - 1) << a;
     }
-    // the face neighbours that are foreground, one bit an axis each way: read once, a
-    // diagonal offset then needs no read where one of them joins its two ends
-    int face_down = 0, face_up = 0;
-    index_t stride = 1;
-#pragma unroll
-    for (int a = WC_MAX_DIMS - 1; a >= 0; --a) {
-        if (shape[a] > 1) {
-            if (!((first >> a) & 1)) face_down |= (int)mask[t - stride] << a;
-            if (!((last >> a) & 1)) face_up |= (int)mask[t + stride] << a;
-        }
-        stride *= shape[a];
-    }
     index_t root = t;
     for (int o = 0; o < n_offsets; ++o) {
-        const int below = down[o], above = up[o];
-        if ((below & first) | (above & last)) continue;
-        const int axes = below | above;
-        // a diagonal joined through a foreground face neighbour on one of its axes
-        if ((axes & (axes - 1)) && ((below & face_down) | (above & face_up))) continue;
+        if ((down[o] & first) | (up[o] & last)) continue;
         const index_t f = t + step[o];
         if (mask[f]) root = uf_unite_root(parent, root, f);
     }
