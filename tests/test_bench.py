@@ -136,9 +136,11 @@ def test_committed_baseline_covers_every_ratio():
     assert baseline["tolerance"] == 1.6
 
 
-def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypatch):
+def test_gate_passes_on_this_code_and_fails_on_an_injected_3x_slowdown(monkeypatch):
     # The baseline is measured here, on this machine, as --update-baseline records one:
-    # the committed baseline belongs to the machine that measured it.
+    # the committed baseline belongs to the machine that measured it. The injected slowdown
+    # is 3x against the 1.6x tolerance: a 2x one measured under the tolerance once on a
+    # loaded 2-core CI machine, whose baseline had been measured slow.
     backend = get_backend("cpu")
     baseline = {"ratios": measure_ratios(backend), "tolerance": 1.6}
     measured = measure_ratios(backend)
@@ -148,11 +150,12 @@ def test_gate_passes_on_this_code_and_fails_on_an_injected_2x_slowdown(monkeypat
 
     real = reference.update_numpy
 
-    def twice_as_slow(*args, **kwargs):
+    def three_times_as_slow(*args, **kwargs):
+        real(*args, **kwargs)
         real(*args, **kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(reference, "update_numpy", twice_as_slow)
+    monkeypatch.setattr(reference, "update_numpy", three_times_as_slow)
     measured = measure_ratios(backend)
     failures = check(measured, baseline)
     assert len(failures) == 1 and failures[0].startswith("update numpy / one pass over X"), \
