@@ -45,12 +45,6 @@ _BLOCK = BLOCK  # minmax_columns is compiled for it
 _MAX_DIMS = 8
 _SLIDING_WINDOW_MAX_DIMS = 4
 _UF_TILE = 32  # UF_TILE in wavecluster.cu: 2-d union-find's tiles
-#: Up to this many cells (padded) a box grows in one block, in shared memory
-#: (``grow_shared``: a block barrier a step); larger boxes in ``grow_geodesic``'s one
-#: cooperative launch (a grid barrier a step).
-GROW_SHARED_CELLS = 2 ** 14
-_GROW_SHARED_BYTES = 13  # grow_shared's shared memory a cell: label, step, region
-_GROW_SHARED_BLOCK = 1024
 _EMPTY = np.iinfo(np.int64).max
 _SHARED_HISTOGRAM = 48 * 1024
 _STREAM_BLOCKS_PER_SM = 8
@@ -345,14 +339,11 @@ def label_union_find_gpu(mask, connectivity):
 
 
 @declares(_GROW, "grow_geodesic")
-@declares(_GROW, "grow_shared")
 def spread_labels(labels, region, steps):
     """:func:`gpumine.wavecluster.hierarchy.grow_labels`'s breadth-first steps on the device,
-    all in one launch (``kernels/wavecluster_grow.cu``), where the host's loop pays a copy of
-    the box each way and NumPy calls a step: a box of up to :data:`GROW_SHARED_CELLS` cells
-    in one block, held in shared memory, a block barrier a step (``grow_shared``); a larger
-    one in one cooperative launch, a grid barrier a step (``grow_geodesic``). (One block
-    over global memory was no faster a fit: record
+    all in one cooperative launch (``kernels/wavecluster_grow.cu``): a grid barrier a step,
+    where the host's loop pays a copy of the box each way and NumPy calls a step. (One block
+    with a block barrier a step was no faster a fit: record
     ``wavecluster-growth-one-block-ab-h100-2026-11-26-039897f.txt``.)
 
     Parameters
@@ -371,31 +362,16 @@ def spread_labels(labels, region, steps):
     """
     cp = cupy_module()
     a = cp.ascontiguousarray(labels, dtype=cp.int64)
+    b = a.copy()
     inside = cp.ascontiguousarray(region, dtype=cp.bool_)
     # sync: none, host offsets (uploaded once per box shape)
     offsets = _constant(cp.cuda.Device().id, tuple(int(o) for o in steps), "int64")
-    shared = a.size * _GROW_SHARED_BYTES
-    if a.size <= GROW_SHARED_CELLS and shared <= device_attribute("MaxSharedMemoryPerBlockOptin"):
-        # a small box: one block, the box in shared memory, a block barrier a step
-        launch(_grow_shared_kernel(cp.cuda.Device().id), 1, _GROW_SHARED_BLOCK,
-               (a, inside, offsets, np.int32(len(steps)), np.int64(a.size)), shared_mem=shared)
-        return a
-    b = a.copy()
     changed = cp.zeros(3, dtype=cp.int32)
     kernel = get_kernel(_GROW, "grow_geodesic", cooperative=True)
     grid = max(1, min(resident_blocks(kernel, _BLOCK), _blocks(a.size)))
     launch(kernel, grid, _BLOCK, (a, b, inside, offsets, np.int32(len(steps)),
                                   np.int64(a.size), changed))
     return a
-
-
-@functools.lru_cache(maxsize=8)
-def _grow_shared_kernel(device_id: int):
-    """``grow_shared``, allowed the most dynamic shared memory a block may opt into on
-    device ``device_id`` (set once: a driver call)."""
-    kernel = get_kernel(_GROW, "grow_shared")
-    kernel.max_dynamic_shared_size_bytes = device_attribute("MaxSharedMemoryPerBlockOptin")
-    return kernel
 
 
 @functools.lru_cache(maxsize=64)
