@@ -97,7 +97,7 @@ def test_gpu_labelling_matches_scipy(cp, name, rng, snake):
 
 @pytest.mark.parametrize("shape", [(5, 4, 6, 3, 5), (3, 4, 3, 5, 3, 4), (3, 2, 3, 3, 2, 3, 2, 3)])
 def test_union_find_gpu_labels_up_to_eight_dimensions(cp, shape, rng):
-    """Sparse to dense masks, every connectivity."""
+    """Sparse to dense masks; connectivity 1, 2 and full."""
     label = registry.load_strategy("wavecluster.label", "union-find-gpu")
     for p in (0.15, 0.4, 0.75):
         mask = rng.random_sample(shape) < p
