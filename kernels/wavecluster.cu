@@ -266,24 +266,12 @@ __device__ __forceinline__ index_t uf_cas(index_t* at, index_t expected, index_t
                               (unsigned long long)desired);
 }
 
-// Unite the components of cells a and b (parents in global or shared memory): hook the
-// larger root under the smaller by a compare-and-swap on the root, retried until it sticks
-// (or the roots are one).
-template <typename I>
-__device__ __forceinline__ void uf_unite(I* parent, I a, I b) {
-    while (true) {
-        I x = uf_find<true>(parent, a), y = uf_find<true>(parent, b);
-        if (x == y) return;
-        if (x < y) { const I tmp = x; x = y; y = tmp; }
-        if (uf_cas(&parent[x], x, y) == x) return;
-    }
-}
-
-// uf_unite from a root held across calls: unite the component of `root` (a cell whose root
-// chain the caller keeps) with that of cell b, and return the smaller of the two roots,
-// from which the next call starts (a thread uniting one cell with each of its neighbours
-// walks that cell's chain once, not once a neighbour). A stale root -- hooked by another
-// thread since -- is still an ancestor, so the finds start from it safely.
+// uf_unite_root's loop: unite the components of cells a and b (parents in global or shared
+// memory) by hooking the larger root under the smaller with a compare-and-swap on the root,
+// retried until it sticks (or the roots are one); returns the smaller root, from which a
+// caller uniting one cell with each of its neighbours starts the next call (it walks that
+// cell's chain once, not once a neighbour). A stale root -- hooked by another thread since
+// -- is still an ancestor, so the finds start from it safely.
 template <typename I>
 __device__ __forceinline__ I uf_unite_root(I* parent, I root, I b) {
     while (true) {
@@ -292,6 +280,12 @@ __device__ __forceinline__ I uf_unite_root(I* parent, I root, I b) {
         if (x < y) { const I tmp = x; x = y; y = tmp; }
         if (uf_cas(&parent[x], x, y) == x) return y;
     }
+}
+
+// Unite the components of cells a and b (uf_unite_root, the root not kept).
+template <typename I>
+__device__ __forceinline__ void uf_unite(I* parent, I a, I b) {
+    uf_unite_root(parent, a, b);
 }
 
 // Flat index of the cell at `offset` (WC_MAX_DIMS steps) from coordinates c, or -1 off the

@@ -237,7 +237,7 @@ class _Race:
             self._choose()
         index = self.queue.pop(0) if self.queue else self.winner
         fn = self.entries[index][1]
-        scan = index != self.current and hasattr(fn, "reset")
+        scan = index != self.current and index in self.bounded
         self._switch(index)
         stream = cupy_module().cuda.get_current_stream()
         start = stream.record()
