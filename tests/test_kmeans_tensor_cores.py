@@ -29,28 +29,68 @@ def _split(values: np.ndarray, exponent) -> tuple[np.ndarray, np.ndarray]:
     return hi, (scaled - hi).astype(np.float16).astype(np.float32)
 
 
-def _emulated_scores(X, C):
+def _cut(values: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """``values`` cut toward zero to multiples of ``2**(exponent - 23)``: 24 bits below a
+    number of that binary exponent."""
+    step = np.ldexp(1.0, exponent - 23)
+    return np.trunc(values / step) * step
+
+
+def _block_sum(acc: np.ndarray, terms: np.ndarray) -> np.ndarray:
+    """The accumulation model of :mod:`gpumine.kmeans.tensor_cores` for one block: the
+    accumulator and the block's products (exact, float64, last axis) aligned to the largest
+    and cut to 24 bits, their sum cut to 24 bits once more."""
+    parts = np.concatenate([acc[..., None], terms], axis=-1)
+    largest = np.abs(parts).max(axis=-1)
+    exponent = np.frexp(largest)[1] - 1  # 2**exponent <= largest
+    total = _cut(parts, exponent[..., None]).sum(axis=-1)  # exact: a few 25-bit numbers
+    return np.where(total == 0, 0.0, _cut(total, np.frexp(np.abs(total))[1] - 1))
+
+
+def _emulated_scores(X, C, accumulate="nearest"):
     """||c||^2 - 2 x.c as the fused kernel computes it: rows scaled by their own power of two
     and centres by one from the largest norm, FP16 splits, FP32 accumulation in feature
     order of lo.hi + hi.lo, then hi.hi in the same chain (up to 64 features), or of hi.hi
     in one chain and lo.hi + hi.lo in another added at the end (past 64), unscaled
-    exactly, the score by one rounding from float64. Rows the kernel would not scale
-    (factor outside float32) are NaN."""
+    exactly, the score by one rounding from float64. ``accumulate``: ``"nearest"``, every
+    product added in float32 (round to nearest); ``"blocks"``, the tensor core as the bound
+    models it (blocks of four products and the accumulator, cut to 24 bits; an instruction's
+    16 features in four blocks). Rows the kernel would not scale (factor outside float32)
+    are NaN."""
     X, C = X.astype(np.float32), C.astype(np.float32)
     row_exp = _scale_exponent(np.abs(X).max(axis=1))[:, None]
     cmax = np.sqrt((C.astype(np.float64) ** 2).sum(1)).max()
     c_exp = _scale_exponent(np.nextafter(np.float32(cmax), np.float32(np.inf)))
     Xh, Xl = _split(X, row_exp)
     Ch, Cl = _split(C, c_exp)
-    small = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
-    for j in range(X.shape[1]):  # products of FP16 numbers are exact in float32
-        for a, b in ((Xl, Ch), (Xh, Cl)):
-            small = (small + np.outer(a[:, j], b[:, j])).astype(np.float32)
-    G = small.copy() if X.shape[1] <= 64 else np.zeros_like(small)
-    for j in range(X.shape[1]):
-        G = (G + np.outer(Xh[:, j], Ch[:, j])).astype(np.float32)
-    if X.shape[1] > 64:
-        G = (G + small).astype(np.float32)
+    d = X.shape[1]
+    if accumulate == "blocks":
+        def chain(acc, pairs, steps):
+            # each step an instruction of 16 features per pair of operands, four blocks each
+            for j0 in steps:
+                for a, b in pairs:
+                    for f in range(j0, min(j0 + 16, d), 4):
+                        stop = min(f + 4, d)
+                        terms = (a[:, None, f:stop].astype(np.float64)
+                                 * b[None, :, f:stop].astype(np.float64))
+                        acc = _block_sum(acc, terms)
+            return acc
+
+        steps = range(0, d, 16)
+        zero = np.zeros((X.shape[0], C.shape[0]))
+        small = chain(zero, ((Xl, Ch), (Xh, Cl)), steps)
+        G = chain(small if d <= 64 else zero, ((Xh, Ch),), steps)
+        G = (G + small).astype(np.float32) if d > 64 else G.astype(np.float32)
+    else:
+        small = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
+        for j in range(d):  # products of FP16 numbers are exact in float32
+            for a, b in ((Xl, Ch), (Xh, Cl)):
+                small = (small + np.outer(a[:, j], b[:, j])).astype(np.float32)
+        G = small.copy() if d <= 64 else np.zeros_like(small)
+        for j in range(d):
+            G = (G + np.outer(Xh[:, j], Ch[:, j])).astype(np.float32)
+        if d > 64:
+            G = (G + small).astype(np.float32)
     factor = 1 - row_exp - c_exp
     G64 = np.ldexp(G.astype(np.float64), factor - 1)
     norms = (C.astype(np.float64) ** 2).sum(1).astype(np.float32)
@@ -65,13 +105,14 @@ CASES = [  # (n, d, k, scale, offset): d up to the fused kernel's 128
 ]
 
 
+@pytest.mark.parametrize("accumulate", ["nearest", "blocks"])
 @pytest.mark.parametrize(("n", "d", "k", "scale", "offset"), CASES)
-def test_score_bound_holds_on_emulated_half_splits(n, d, k, scale, offset, rng):
+def test_score_bound_holds_on_emulated_half_splits(n, d, k, scale, offset, accumulate, rng):
     X = (rng.normal(size=(n, d)) * scale + offset).astype(np.float32)
     C = (rng.normal(size=(k, d)) * scale + offset).astype(np.float32)
     X64, C64 = X.astype(np.float64), C.astype(np.float64)
     exact = (C64**2).sum(1)[None, :] - 2.0 * X64 @ C64.T
-    got = _emulated_scores(X, C).astype(np.float64)
+    got = _emulated_scores(X, C, accumulate).astype(np.float64)
     scaled = np.isfinite(got).all(axis=1)  # the kernel never decides the others
     # rows near float32's underflow are the ones whose unscaling factor leaves its range
     assert scaled.all() if scale >= 1e-20 else not scaled.any()
@@ -87,6 +128,30 @@ def test_score_bound_holds_on_emulated_half_splits(n, d, k, scale, offset, rng):
     real = np.abs(got - exact) > 0
     if real.any() and scale >= 1e-3:
         assert np.median((e / np.maximum(np.abs(got - exact), 1e-300))[real]) < 2.0**16
+
+
+@pytest.mark.parametrize("d", [16, 48, 64, 100, 128])
+def test_score_bound_holds_where_truncation_cuts_every_product(d):
+    """The bound against the block model on its worst case: one large product, every other
+    one just under the accumulator's last bit (all of them cut), and half the rows with
+    the large feature last (the small products first)."""
+    n, k = 8, 4
+    under = np.float32((1 - 2.0**-11) * 2.0**-11)  # hi parts whose products fall under 2**-23
+    X = np.full((n, d), under, dtype=np.float32)
+    C = np.full((k, d), np.float32(2.0**-12), dtype=np.float32)
+    X[:, 0], C[:, 0] = 1.0, 1.0
+    X[n // 2:, 0], X[n // 2:, -1] = under, 1.0
+    C[:, -1] = 1.0
+    X64, C64 = X.astype(np.float64), C.astype(np.float64)
+    exact = (C64**2).sum(1)[None, :] - 2.0 * X64 @ C64.T
+    got = _emulated_scores(X, C, "blocks").astype(np.float64)
+    kappa_g, _, absolute, _, _ = error_bound(d, np.float32)
+    x_norm = np.sqrt((X64**2).sum(1))[:, None]
+    cmax = np.sqrt((C64**2).sum(1)).max()
+    e = kappa_g * (2 * x_norm * cmax + cmax**2) + absolute * (1 + x_norm + cmax)
+    error = np.abs(got - exact)
+    assert np.all(error <= e)
+    assert error.max() > 2.0**-23 * (d - 2)  # the products were cut: the case is a real one
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -22,19 +22,31 @@ absolute term: FP16's subnormal spacing ``2**-24``); the kernel accumulates ``lo
 hi.lo`` and ``hi.hi`` in FP32, the small products before the large ones: up to 64 features
 every small product of a tile goes into the accumulator first, at 128 they go into an
 accumulator of their own, added to the large ones' once every feature is in. The products
-of FP16 numbers are exact; the tensor core's FP32 accumulation is modelled pessimistically
-as a chain of additions, each with a relative error of ``u_a = 2**-21`` (an m16n8k16
-instruction aligns its 16 products and the accumulator to the largest and truncates them
-to float32's 24 bits: at most ``17 * 2**-23`` of their magnitudes, below the
-``16 * 2**-21`` the chain allows it). In a chain a term is moved by the roundings of the
-additions from its own on, so a large product goes through at most ``d`` of them and a
-small one, ``2**-10`` of a large one (``|lo| <= 2**-11 |v|``), through at most ``3d``
-(``2d`` in its own accumulator, then the final addition's one rounding). With
-``gamma_m(u) = m u / (1 - m u)`` and the dropped ``lo.lo`` and ``r`` terms, for either order:
+of FP16 numbers are exact. The tensor core's FP32 accumulation is modelled as blocks of at
+most four products and the accumulator: the block's terms are aligned to the largest of them
+and cut to float32's 24 bits (truncation: each term loses less than ``2**-23`` of the largest,
+``M``), and the block's sum is cut to 24 bits once more (less than ``2**-23`` of the sum). A
+block with ``t`` products thus moves the result by less than ``2**-23 (t + 2) S``, ``S`` the
+block's magnitudes (accumulator and products), and ``S`` is at most the magnitudes summed so
+far. Whether the hardware sums 4, 8 or 16 products a block, an m16n8k16 instruction is at most
+four such blocks, each carrying at most ``t + 2`` of ``2**-23``, and a block of zeros (the
+padding past d) moves nothing: over the ``ceil(d / 16)`` instructions of a product's
+features that is ``m = d + 8 floor(d / 16) + 2 min(4, d mod 16)`` units, so the large
+products (magnitudes ``sum |x_l c_l|``, times ``1 + 2**-9`` for the splits) move the result
+by at most ``2**-23 m`` of them, and the small ones, ``2**-10`` of a large one (``|lo| <=
+2**-11 |v|``) in two instructions a step, by ``2**-33 * 2m``, whatever the order (up to 64
+features the small products go first into the same accumulator, at 128 into their own,
+added with one more rounding at the end).
+On the H100 the worst error seen on inputs built to be cut (every product just under the
+accumulator's last bit) is ``4 * 2**-23`` of the magnitudes an instruction, against the
+model's 24 (record ``tc-accumulation-probe-h100-2026-11-28-*.json``); the model before
+2026-11-28, a chain of ``d`` additions of ``2**-21`` each (64 an instruction), made the bound
+2.6 times as wide at 32 to 128 features. With ``beta = (1 + 2**-9) (2**-23 m + 2**-33 * 2m +
+2**-24)`` (the last for the final addition), the dropped ``lo.lo`` and ``r`` terms and the
+accumulator's own growth (``1.002``):
 
-    |G_hat - x.c| <= [3.01 * 2**-22 + 1.002 (gamma_d(u_a) + 2**-10 gamma_3d(u_a))
-                      + 1.01 * 2**-24] sum |x_l c_l| + 2**-24 (||x||_1 + ||c||_1)
-                                                        (scaled values)
+    |G_hat - x.c| <= [3.01 * 2**-22 + 1.002 beta + 1.01 * 2**-24] sum |x_l c_l|
+                     + 2**-24 (||x||_1 + ||c||_1)                  (scaled values)
 
 and since the scaled ``|x| >= 2**12`` and ``cmax >= 2**12``, ``||x||_1 + ||c||_1 <=
 sqrt(d) (|x| + cmax) <= 2**-11 sqrt(d) |x| cmax``: the absolute term is at most
@@ -44,8 +56,8 @@ inside the score's one FMA (exact: a power of two); a row whose factor leaves fl
 range, or with a non-finite value, is never decided.
 
 (The three products of a feature step in turn, as before 2026-11-27, made every large
-product go through up to ``3d`` roundings: a bound three times as wide, and three times
-the rows re-checked on uniform data.)
+product go through up to ``3d`` additions of the chain model: a bound three times as wide,
+and three times the rows re-checked on uniform data.)
 
 For wider data the product is one cuBLAS SGEMM in float32 arithmetic (compute type
 ``CUBLAS_COMPUTE_32F_PEDANTIC``, no TF32), any summation order:
@@ -159,6 +171,24 @@ def _gamma(m: int, u: float) -> float:
     return m * u / (1 - m * u)
 
 
+def _accumulation(d: int) -> float:
+    """The module docstring's ``beta``: what the fused kernel's FP32 accumulation on the tensor
+    cores can move a product of d features, relative to ``sum |x_l c_l|`` (blocks of at most
+    four products a truncation, four blocks an m16n8k16 instruction).
+
+    Examples
+    --------
+    >>> bool(_accumulation(128) * 2.0**23 < 200)
+    True
+    """
+    full, rest = divmod(d, 16)
+    # per instruction its products and two for each block that holds one (at most four; a
+    # block of the padding's zeros and the accumulator alone moves nothing)
+    units = d + 8 * full + 2 * min(4, rest)
+    grow = 1 + 2.0 ** -9  # the splits' magnitudes over the products'
+    return grow * (2.0 ** -23 * units + 2.0 ** -33 * 2 * units + 2.0 ** -24)
+
+
 def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
     """``[kappa_g, kappa_d, a, 0, kappa_s]`` of the module docstring.
 
@@ -175,7 +205,7 @@ def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
     u_data = u if np.dtype(dtype) == np.float32 else 2.0 ** -53
     if path == "half":
         kappa_p = (3.01 * 2.0 ** -22 + 1.01 * 2.0 ** -24 + 2.0 ** -34 * d**0.5
-                   + 1.002 * (_gamma(d, 2.0 ** -21) + 2.0 ** -10 * _gamma(3 * d, 2.0 ** -21)))
+                   + 1.002 * _accumulation(d))
     elif path == "sgemm":
         kappa_p = _gamma(d + 1, u)
     else:

@@ -1,0 +1,154 @@
+"""tc-exact with the accumulation model of 2026-11-28 against the chain model before it, in
+one process (issue 13).
+
+Usage (repository root, on a machine with a CUDA GPU and CuPy; flash-kmeans when
+importable)::
+
+    python benchmarks/tc_bound_ab.py --out benchmarks/results [--tag ...]
+
+``old`` is :func:`gpumine.kmeans.tensor_cores.error_bound` with the FP32 accumulation of the
+fused kernel modelled as a chain of d additions of ``2**-21`` each (the code before
+2026-11-28), ``new`` the code as it is (blocks of at most four products cut to 24 bits);
+the two are swapped in turns in one process (the cached device bounds cleared at each
+swap). For each case (``tc_clustered.py``'s data: uniform MT19937 seed 5489 or 64 blobs;
+centres the first k rows, ``init``, or those of 10 ``tiled`` iterations, ``iter10``): the
+rows each bound queues for the re-check, the device time of one assignment (5 calls after
+a warm-up, two rounds in turns) and whether the labels equal ``tiled``'s on every row
+(poisoned labels in). Then what a user sees: the device time of one Lloyd iteration
+(``tc-exact`` + ``atomic``, from the same centres, as ``tc_assign.py`` times it) beside
+flash-kmeans' in the same process, and the wall time of ``GPUKMeans(assign="tc-exact")``
+fits from device data (20 iterations, ``tol=0``) on the blobs. Writes
+``tc-bound-ab[-tag]-<date>-<commit>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from functools import partial
+
+import numpy as np
+from fit_timing import save  # the script's folder is on sys.path
+from fit_vs_flash import _data
+from gpu_check import device_time
+from tc_clustered import _centres
+
+CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
+         (10_000_000, 32, 1024, "uniform"), (10_000_000, 32, 1024, "blobs:64"),
+         (1_000_000, 64, 1024, "blobs:64"), (1_000_000, 128, 1024, "blobs:1024"),
+         (50_000, 32, 2048, "uniform"), (1_000_000, 16, 256, "blobs:64")]
+ITERATION_CASES = [(1_000_000, 128, 1024, "uniform"), (10_000_000, 32, 1024, "uniform")]
+FIT_CASES = [(1_000_000, 128, 1024, "blobs:64"), (1_000_000, 64, 1024, "blobs:64")]
+
+
+def chain_bound(d, dtype, path="half"):
+    """error_bound with the chain model of the accumulation (the code before 2026-11-28)."""
+    from gpumine.kmeans import tensor_cores as tc
+
+    bound = tc.error_bound(d, dtype, path)
+    if path == "half":
+        kappa_p = (3.01 * 2.0 ** -22 + 1.01 * 2.0 ** -24 + 2.0 ** -34 * d**0.5
+                   + 1.002 * (tc._gamma(d, 2.0 ** -21) + 2.0 ** -10 * tc._gamma(3 * d, 2.0 ** -21)))
+        bound[0] = (kappa_p + 3 * 2.0 ** -24) * (1 + 2.0 ** -20)
+    return bound
+
+
+class Bounds:
+    """Swaps tensor_cores' error_bound between the two models."""
+
+    def __init__(self):
+        from gpumine.kmeans import tensor_cores as tc
+
+        self.tc, self.new = tc, tc.error_bound
+        self.old = chain_bound
+
+    def use(self, which):
+        self.tc.error_bound = self.new if which == "new" else self.old
+        self.tc._BOUNDS.clear()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--centres", default="/tmp")
+    parser.add_argument("--tag", default="")
+    args = parser.parse_args()
+    from gpumine import GPUKMeans, registry
+    from gpumine.backend import get_backend
+    from gpumine.bench.peers import gpumine_step, peer_steps
+    from gpumine.bench.record import context
+    from gpumine.kmeans.tensor_cores import queued_rows
+
+    backend = get_backend("gpu")
+    cp = backend.xp
+    bounds = Bounds()
+    record = {**context(backend), "rows": [], "iterations": [], "fits": []}
+    assign = registry.load_strategy("kmeans.assign", "tc-exact")
+    tiled = registry.load_strategy("kmeans.assign", "tiled")
+    for n, d, k, kind in CASES:
+        X = cp.ascontiguousarray(cp.asarray(_data(n, d, kind)).T).T
+        for stage in ("init", "iter10"):
+            centres = _centres(cp, X, k, stage, os.path.join(
+                args.centres, f"centres-{n}-{d}-{k}-{kind}-{stage}.npy"))
+            expected = cp.zeros(n, dtype=cp.int32)
+            tiled(X, centres, expected)
+            row = {"n": n, "d": d, "k": k, "data": kind, "centres": stage}
+            scratch = cp.zeros(n, dtype=cp.int32)
+            for which in ("old", "new", "old", "new"):
+                bounds.use(which)
+                row.setdefault(f"queued_{which}", queued_rows(X, centres))
+                row.setdefault(f"assign_ms_{which}", []).append(
+                    device_time(cp, partial(assign, X, centres, scratch), 5) * 1e3)
+                labels = cp.full(n, -7, dtype=cp.int32)
+                assign(X, centres, labels)
+                row[f"labels_equal_tiled_{which}"] = bool((labels == expected).all())  # sync
+            print(row, flush=True)
+            record["rows"].append(row)
+        del X
+        cp.get_default_memory_pool().free_all_blocks()
+    update = registry.load_strategy("kmeans.update", "atomic")
+    for n, d, k, kind in ITERATION_CASES:
+        host = _data(n, d, kind)
+        X = cp.ascontiguousarray(cp.asarray(host).T).T
+        centres = X[:k].copy()
+        row = {"n": n, "d": d, "k": k, "data": kind}
+        for which in ("old", "new", "old", "new"):
+            bounds.use(which)
+            step, _ = gpumine_step(backend, X, centres, assign, update)
+            row.setdefault(f"iteration_ms_{which}", []).append(device_time(cp, step, 10) * 1e3)
+        steps, skipped = peer_steps(host, cp.asnumpy(centres), "cuda")
+        if "flash-kmeans" in steps:
+            row["flash_iteration_ms"] = device_time(cp, steps["flash-kmeans"], 10) * 1e3
+        else:
+            row["flash_skipped"] = skipped.get("flash-kmeans")
+        del steps
+        print(row, flush=True)
+        record["iterations"].append(row)
+        del X
+        cp.get_default_memory_pool().free_all_blocks()
+    for n, d, k, kind in FIT_CASES:
+        X = cp.asarray(_data(n, d, kind))
+        init = cp.asnumpy(X[:k])
+        row = {"n": n, "d": d, "k": k, "data": kind, "max_iter": 20}
+        for which in ("old", "new", "old", "new", "old", "new"):
+            bounds.use(which)
+            cp.cuda.Device().synchronize()
+            start = time.perf_counter()
+            fit = GPUKMeans(k, init=init, n_init=1, max_iter=20, tol=0, assign="tc-exact",
+                            device="gpu").fit(X)
+            cp.cuda.Device().synchronize()
+            row.setdefault(f"fit_s_{which}", []).append(time.perf_counter() - start)
+            row[f"inertia_{which}"] = float(fit.inertia_)
+            row[f"labels_digest_{which}"] = int(np.asarray(fit.labels_, np.int64).sum())
+        print(row, flush=True)
+        record["fits"].append(row)
+        del X
+        cp.get_default_memory_pool().free_all_blocks()
+    bounds.use("new")
+    save(args.out, "tc-bound-ab" + (f"-{args.tag}" if args.tag else ""), record)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
