@@ -46,7 +46,7 @@ def chain_bound(d, dtype, path="half"):
     """error_bound with the chain model of the accumulation (the code before 2026-11-28)."""
     from gpumine.kmeans import tensor_cores as tc
 
-    bound = tc.error_bound(d, dtype, path)
+    bound = _BLOCK_BOUND(d, dtype, path)
     if path == "half":
         kappa_p = (3.01 * 2.0 ** -22 + 1.01 * 2.0 ** -24 + 2.0 ** -34 * d**0.5
                    + 1.002 * (tc._gamma(d, 2.0 ** -21) + 2.0 ** -10 * tc._gamma(3 * d, 2.0 ** -21)))
@@ -54,14 +54,18 @@ def chain_bound(d, dtype, path="half"):
     return bound
 
 
+_BLOCK_BOUND = None  # tensor_cores.error_bound as the code has it, kept before any swap
+
+
 class Bounds:
     """Swaps tensor_cores' error_bound between the two models."""
 
     def __init__(self):
+        global _BLOCK_BOUND
         from gpumine.kmeans import tensor_cores as tc
 
-        self.tc, self.new = tc, tc.error_bound
-        self.old = chain_bound
+        _BLOCK_BOUND = _BLOCK_BOUND or tc.error_bound
+        self.tc, self.new, self.old = tc, _BLOCK_BOUND, chain_bound
 
     def use(self, which):
         self.tc.error_bound = self.new if which == "new" else self.old
