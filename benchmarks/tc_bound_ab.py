@@ -17,7 +17,10 @@ a warm-up, two rounds in turns) and whether the labels equal ``tiled``'s on ever
 (poisoned labels in). Then what a user sees: the device time of one Lloyd iteration
 (``tc-exact`` + ``atomic``, from the same centres, as ``tc_assign.py`` times it) beside
 flash-kmeans' in the same process, and the wall time of ``GPUKMeans(assign="tc-exact")``
-fits from device data (20 iterations, ``tol=0``) on the blobs. Writes
+fits from device data (20 iterations, ``tol=0``) on the blobs, with the update the fit picks
+and with ``update="atomic-f64"``, whose sums do not depend on the order the atomics land in:
+the same labels from both bounds give the same fit there (a digest of the labels and the
+inertia of every fit), where float32 partials can differ run to run in the last bits. Writes
 ``tc-bound-ab[-tag]-<date>-<commit>.json``.
 """
 
@@ -134,20 +137,24 @@ def main() -> int:
     for n, d, k, kind in FIT_CASES:
         X = cp.asarray(_data(n, d, kind))
         init = cp.asnumpy(X[:k])
-        row = {"n": n, "d": d, "k": k, "data": kind, "max_iter": 20}
-        for which in ("old", "new", "old", "new", "old", "new"):
-            bounds.use(which)
-            cp.cuda.Device().synchronize()
-            start = time.perf_counter()
-            fit = GPUKMeans(k, init=init, n_init=1, max_iter=20, tol=0, assign="tc-exact",
-                            device="gpu").fit(X)
-            cp.cuda.Device().synchronize()
-            row.setdefault(f"fit_s_{which}", []).append(time.perf_counter() - start)
-            row[f"inertia_{which}"] = float(fit.inertia_)
-            # sync: the fit's labels (device data in, device labels out), after its timing
-            row[f"labels_digest_{which}"] = int(cp.asnumpy(fit.labels_).astype(np.int64).sum())
-        print(row, flush=True)
-        record["fits"].append(row)
+        for update_name in ("auto", "atomic-f64"):
+            row = {"n": n, "d": d, "k": k, "data": kind, "max_iter": 20, "update": update_name}
+            for which in ("old", "new", "old", "new", "old", "new"):
+                bounds.use(which)
+                cp.cuda.Device().synchronize()
+                start = time.perf_counter()
+                fit = GPUKMeans(k, init=init, n_init=1, max_iter=20, tol=0, assign="tc-exact",
+                                update=update_name, device="gpu").fit(X)
+                cp.cuda.Device().synchronize()
+                row.setdefault(f"fit_s_{which}", []).append(time.perf_counter() - start)
+                row.setdefault(f"inertia_{which}", []).append(float(fit.inertia_))
+                # sync: the fit's labels (device data in, device labels out), after its timing
+                row.setdefault(f"labels_digest_{which}", []).append(
+                    int(cp.asnumpy(fit.labels_).astype(np.int64) @ np.arange(n) % (1 << 61)))
+            row["update_picked"] = fit.strategies_.get("update") if hasattr(
+                fit, "strategies_") else None
+            print(row, flush=True)
+            record["fits"].append(row)
         del X
         cp.get_default_memory_pool().free_all_blocks()
     bounds.use("new")
