@@ -941,11 +941,12 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
         }
     };
-    // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), so
-    // the rounding of a chain of additions through the accumulator matters only where the
-    // large ones are added: every small product goes in first, or into an accumulator of its
-    // own added at the end. Either way the long chain is d additions, not 3d: a third of the
-    // bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
+    // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), and
+    // what an mma's accumulation cuts scales with what the accumulator holds, so the small
+    // products' instructions cost little where they run before any large one: every small
+    // product goes in first, or into an accumulator of its own added at the end. Either way
+    // only the large products' d / 16 instructions carry the large magnitudes, not 3d / 16: a
+    // third of the bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
     // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
     // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
     // not read).

@@ -89,9 +89,10 @@ satisfies ``|D_hat - D| <= kappa_d D`` with
 
 That is the test ``top2_decides`` applies (in float64); a NaN or infinite margin (input
 past float32's range) is never decided. ``tests/test_kmeans_tensor_cores.py`` checks the
-bound on emulated scaled-FP16 arithmetic and the labels against ``tiled`` on adversarial
-data: near-ties, data far from the origin or near float32's underflow, d from 1 to 4096,
-float32 and float64.
+bound on emulated scaled-FP16 arithmetic (float32 additions rounded to nearest, and the
+accumulation model's cut blocks, on its worst case too) and the labels against ``tiled`` on
+adversarial data: near-ties, data far from the origin or near float32's underflow, d from 1
+to 4096, float32 and float64.
 
 From 33 features (17 from 2M rows) the queued rows first go through a pruned re-check
 (:func:`_recheck_pruned`): each row's best centre by the scores rules out, by the triangle
