@@ -62,12 +62,14 @@ extern "C" __global__ void probe(const unsigned short* __restrict__ A,  // IN  (
 
 
 def run(cp, kernel, A, B, C):
+    """The error of ``D = C + sum_s A_s B_s`` by the tensor cores (a warp a problem), per
+    output, in units of ``2**-23 T``."""
     P, S = A.shape[:2]
     D = cp.full((P, 16, 8), np.nan, dtype=cp.float32)
     kernel(((P * 32 + 255) // 256,), (256,),
            (cp.asarray(A.view(np.uint16)), cp.asarray(B.view(np.uint16)), cp.asarray(C),
             np.int32(S), np.int32(P), D))
-    D = cp.asnumpy(D).astype(np.float64)
+    D = cp.asnumpy(D).astype(np.float64)  # sync: the probe's results, once a family
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
     exact = C.astype(np.float64) + np.einsum("psik,pskn->pin", A64, B64)
     T = np.abs(C).astype(np.float64) + np.einsum("psik,pskn->pin", np.abs(A64), np.abs(B64))
