@@ -695,6 +695,46 @@ __device__ __forceinline__ void mma_f16(float (&acc)[4], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// gpumine.kmeans.accumulation's probe of the accumulation model the bound rests on: warp w
+// computes D = C + A_0 B_0 + ... + A_{steps-1} B_{steps-1} with one mma_f16 a step, as the
+// fused kernel accumulates, each operand read from global memory in the mma's fragment
+// layout (lane = 4 group + member: A rows group and group + 8, columns 2 member + 0/1 and
+// + 8; B columns group, rows 2 member + 0/1 and + 8; C and D rows group and group + 8,
+// columns 2 member + 0/1).
+__global__ void mma_accumulation_probe(
+    const unsigned short* __restrict__ A,  // IN  (P, S, 16, 16) FP16 bits, row-major
+    const unsigned short* __restrict__ B,  // IN  (P, S, 16, 8) FP16 bits, k x n
+    const float* __restrict__ C,           // IN  (P, 16, 8)
+    int steps, int problems,               // IN  S, P
+    float* __restrict__ D)                 // OUT (P, 16, 8)
+{
+    const int warp = (int)(((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (warp >= problems) return;  // a whole warp leaves: the mma's lanes stay together
+    auto pack = [](unsigned short low, unsigned short high) {
+        return (unsigned)low | ((unsigned)high << 16);
+    };
+    const float* c = C + (index_t)warp * 128;
+    float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1],
+                    c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+    for (int s = 0; s < steps; ++s) {
+        const unsigned short* a = A + ((index_t)warp * steps + s) * 256;
+        const unsigned short* b = B + ((index_t)warp * steps + s) * 128;
+        const unsigned fa[4] = {pack(a[g * 16 + 2 * t], a[g * 16 + 2 * t + 1]),
+                                pack(a[(g + 8) * 16 + 2 * t], a[(g + 8) * 16 + 2 * t + 1]),
+                                pack(a[g * 16 + 2 * t + 8], a[g * 16 + 2 * t + 9]),
+                                pack(a[(g + 8) * 16 + 2 * t + 8], a[(g + 8) * 16 + 2 * t + 9])};
+        const unsigned fb[2] = {pack(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]),
+                                pack(b[(2 * t + 8) * 8 + g], b[(2 * t + 9) * 8 + g])};
+        mma_f16(acc, fa, fb);
+    }
+    float* d = D + (index_t)warp * 128;
+    d[g * 8 + 2 * t] = acc[0];
+    d[g * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2];
+    d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+
 // The exponent s with 2^s * v < 2^13 for every |v| <= top, and 2^s * top >= 2^12 when
 // top > 0 (s = 13 for zero or a non-finite top, whose rows the caller never decides).
 __device__ __forceinline__ int half_scale(float top) {

@@ -210,6 +210,23 @@ def _assert_same_as_tiled(cp, X, C, previous=None):
     assert got_changed == expected_changed
 
 
+@pytest.mark.gpu
+def test_device_accumulation_stays_within_the_bounds_model(cp):
+    """The bound's premise on this GPU: chains of the fused kernel's mma (16, 32, 128
+    products) never move a result by more than the model allows (its units of 2**-23 of the
+    magnitudes), on random inputs and on the model's worst case, where the alignment cuts
+    every product after a large one (and some error shows, or the probe probed nothing)."""
+    from gpumine.kmeans.accumulation import probe
+    from gpumine.kmeans.tensor_cores import _has_mma
+
+    if not _has_mma(cp):
+        pytest.skip("no FP16 mma before compute capability 8.0: tc-exact runs tiled's kernel")
+    for chain, found in probe(problems=512).items():
+        for family, error in found["families"].items():
+            assert error["max"] <= found["allowance"], (chain, family, error)
+        assert found["families"]["large_then_tiny_c0"]["max"] > 0, chain
+
+
 SHAPES = [  # (n, d, k): d past every fused width and on the cuBLAS path; k around the tile
     (1, 1, 1), (129, 1, 2), (1000, 3, 63), (1000, 8, 64), (1000, 9, 65), (4099, 17, 100),
     (3000, 32, 1), (2000, 33, 256), (2000, 64, 2000), (1500, 100, 130), (1000, 128, 77),

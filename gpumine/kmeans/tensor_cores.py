@@ -39,7 +39,8 @@ features the small products go first into the same accumulator, at 128 into thei
 added with one more rounding at the end).
 On the H100 the worst error seen on inputs built to be cut (every product just under the
 accumulator's last bit) is ``4 * 2**-23`` of the magnitudes an instruction, against the
-model's 24 (record ``tc-accumulation-probe-h100-2026-11-28-*.json``); the model before
+model's 24 (:mod:`gpumine.kmeans.accumulation` measures a device against the model; record
+``tc-accumulation-probe-h100-2026-11-28-*.json``); the model before
 2026-11-28, a chain of ``d`` additions of ``2**-21`` each (64 an instruction), made the bound
 2.6 times as wide at 32 to 128 features. With ``beta = (1 + 2**-9) (2**-23 m + 2**-33 * 2m +
 2**-24)`` (the last for the final addition), the dropped ``lo.lo`` and ``r`` terms and the
@@ -125,6 +126,7 @@ import numpy as np
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy, InvalidParameterError
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
+from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
 __all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
@@ -175,17 +177,15 @@ def _gamma(m: int, u: float) -> float:
 def _accumulation(d: int) -> float:
     """The module docstring's ``beta``: what the fused kernel's FP32 accumulation on the tensor
     cores can move a product of d features, relative to ``sum |x_l c_l|`` (blocks of at most
-    four products a truncation, four blocks an m16n8k16 instruction).
+    four products a truncation, four blocks an m16n8k16 instruction:
+    :func:`~gpumine.kmeans.accumulation.model_units`, which the GPU tests hold the device to).
 
     Examples
     --------
     >>> bool(_accumulation(128) * 2.0**23 < 200)
     True
     """
-    full, rest = divmod(d, 16)
-    # per instruction its products and two for each block that holds one (at most four; a
-    # block of the padding's zeros and the accumulator alone moves nothing)
-    units = d + 8 * full + 2 * min(4, rest)
+    units = model_units(d)
     grow = 1 + 2.0 ** -9  # the splits' magnitudes over the products'
     return grow * (2.0 ** -23 * units + 2.0 ** -33 * 2 * units + 2.0 ** -24)
 
