@@ -110,7 +110,8 @@ def units(A, B, C) -> np.ndarray:
             np.int32(problems), D))
     got = cp.asnumpy(D).astype(np.float64)  # sync: the probe's outputs, once a call
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
-    # exact in float64: products of FP16 numbers, summed over at most 43 bits of exponents
+    # exact in float64: products of FP16 numbers (22 bits), the families' sums spanning fewer
+    # than 53 bits
     exact = C.astype(np.float64) + np.einsum("psik,pskn->pin", A64, B64)
     T = np.abs(C.astype(np.float64)) + np.einsum("psik,pskn->pin", np.abs(A64), np.abs(B64))
     return np.where(T > 0, np.abs(got - exact) / (2.0**-23 * np.where(T > 0, T, 1.0)), 0.0)
