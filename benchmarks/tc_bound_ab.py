@@ -124,6 +124,7 @@ def main() -> int:
             bounds.use(which)
             step, _ = gpumine_step(backend, X, centres, assign, update)
             row.setdefault(f"iteration_ms_{which}", []).append(device_time(cp, step, 10) * 1e3)
+        # sync: the centres for the peers, once a case
         steps, skipped = peer_steps(host, cp.asnumpy(centres), "cuda")
         if "flash-kmeans" in steps:
             row["flash_iteration_ms"] = device_time(cp, steps["flash-kmeans"], 10) * 1e3
@@ -136,7 +137,7 @@ def main() -> int:
         cp.get_default_memory_pool().free_all_blocks()
     for n, d, k, kind in FIT_CASES:
         X = cp.asarray(_data(n, d, kind))
-        init = cp.asnumpy(X[:k])
+        init = cp.asnumpy(X[:k])  # sync: the fits' init, once a case
         for update_name in ("auto", "atomic-f64"):
             row = {"n": n, "d": d, "k": k, "data": kind, "max_iter": 20, "update": update_name}
             for which in ("old", "new", "old", "new", "old", "new"):
@@ -147,10 +148,12 @@ def main() -> int:
                                 update=update_name, device="gpu").fit(X)
                 cp.cuda.Device().synchronize()
                 row.setdefault(f"fit_s_{which}", []).append(time.perf_counter() - start)
-                row.setdefault(f"inertia_{which}", []).append(float(fit.inertia_))
+                inertia = float(fit.inertia_)  # sync: a fitted number, after the timing
+                row.setdefault(f"inertia_{which}", []).append(inertia)
                 # sync: the fit's labels (device data in, device labels out), after its timing
+                labels = cp.asnumpy(fit.labels_).astype(np.int64)
                 row.setdefault(f"labels_digest_{which}", []).append(
-                    int(cp.asnumpy(fit.labels_).astype(np.int64) @ np.arange(n) % (1 << 61)))
+                    int(labels @ np.arange(n) % (1 << 61)))  # sync: none, host arrays
             row["update_picked"] = fit.strategies_.get("update") if hasattr(
                 fit, "strategies_") else None
             print(row, flush=True)

@@ -37,8 +37,8 @@ def model_units(d: int) -> int:
     products in m16n8k16 instructions) moves it, in units of ``2**-23`` of the magnitudes it
     carries: per instruction its products and two for each block that holds one (at most
     four blocks; a block of the padding's zeros and the accumulator alone moves nothing)."""
-    full, rest = divmod(int(d), 16)
-    return int(d) + 8 * full + 2 * min(4, rest)
+    full, rest = divmod(d, 16)
+    return d + 8 * full + 2 * min(4, rest)
 
 
 def _log_uniform(rng, shape, low, high):
@@ -131,9 +131,8 @@ def probe(problems: int = 4096, steps=(1, 2, 8), seed: int = 5489) -> dict:
     for s in steps:
         found = {}
         for name, (A, B, C) in families(rng, problems, s).items():
-            ratio = units(A, B, C)
-            found[name] = {"max": float(ratio.max()),  # sync: none, host arrays
-                           "p99.99": float(np.quantile(ratio, 0.9999)),
-                           "median": float(np.median(ratio))}
+            ratio = units(A, B, C)  # host values
+            stats = np.array([ratio.max(), np.quantile(ratio, 0.9999), np.median(ratio)])
+            found[name] = dict(zip(("max", "p99.99", "median"), stats.tolist(), strict=True))
         out[f"K={16 * s}"] = {"allowance": model_units(16 * s), "families": found}
     return out
