@@ -29,8 +29,10 @@ def main() -> int:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
+    from fit_timing import save  # the script's folder is on sys.path
+
     from gpumine.backend import get_backend
-    from gpumine.bench.record import context, write_record
+    from gpumine.bench.record import context
     from gpumine.kmeans.accumulation import probe
 
     backend = get_backend("gpu")
@@ -38,9 +40,7 @@ def main() -> int:
     for chain, found in chains.items():
         print(chain, json.dumps(found), flush=True)
     record = {**context(backend), "problems_per_family": 4096, "chains": chains}
-    path = write_record(args.out, "tc-accumulation-probe" + (f"-{args.tag}" if args.tag else ""),
-                        record)
-    print(f"wrote {path}")
+    save(args.out, "tc-accumulation-probe" + (f"-{args.tag}" if args.tag else ""), record)
     return 0
 
 

@@ -45,11 +45,12 @@ ITERATION_CASES = [(1_000_000, 128, 1024, "uniform"), (10_000_000, 32, 1024, "un
 FIT_CASES = [(1_000_000, 128, 1024, "blobs:64"), (1_000_000, 64, 1024, "blobs:64")]
 
 
-def chain_bound(d, dtype, path="half"):
-    """error_bound with the chain model of the accumulation (the code before 2026-11-28)."""
+def chain_bound(block_bound, d, dtype, path="half"):
+    """``block_bound`` (error_bound as the code has it) with the chain model of the
+    accumulation instead (the code before 2026-11-28)."""
     from gpumine.kmeans import tensor_cores as tc
 
-    bound = _BLOCK_BOUND(d, dtype, path)
+    bound = block_bound(d, dtype, path)
     if path == "half":
         kappa_p = (3.01 * 2.0 ** -22 + 1.01 * 2.0 ** -24 + 2.0 ** -34 * d**0.5
                    + 1.002 * (tc._gamma(d, 2.0 ** -21) + 2.0 ** -10 * tc._gamma(3 * d, 2.0 ** -21)))
@@ -57,22 +58,18 @@ def chain_bound(d, dtype, path="half"):
     return bound
 
 
-_BLOCK_BOUND = None  # tensor_cores.error_bound as the code has it, kept before any swap
+def bound_switch():
+    """``use(which)``: tensor_cores' error_bound set to the ``"new"`` (block) or ``"old"``
+    (chain) model, its cached device bounds cleared."""
+    from gpumine.kmeans import tensor_cores as tc
 
+    models = {"new": tc.error_bound, "old": partial(chain_bound, tc.error_bound)}
 
-class Bounds:
-    """Swaps tensor_cores' error_bound between the two models."""
+    def use(which):
+        tc.error_bound = models[which]
+        tc._BOUNDS.clear()
 
-    def __init__(self):
-        global _BLOCK_BOUND
-        from gpumine.kmeans import tensor_cores as tc
-
-        _BLOCK_BOUND = _BLOCK_BOUND or tc.error_bound
-        self.tc, self.new, self.old = tc, _BLOCK_BOUND, chain_bound
-
-    def use(self, which):
-        self.tc.error_bound = self.new if which == "new" else self.old
-        self.tc._BOUNDS.clear()
+    return use
 
 
 def main() -> int:
@@ -89,7 +86,7 @@ def main() -> int:
 
     backend = get_backend("gpu")
     cp = backend.xp
-    bounds = Bounds()
+    use_bound = bound_switch()
     record = {**context(backend), "rows": [], "iterations": [], "fits": []}
     assign = registry.load_strategy("kmeans.assign", "tc-exact")
     tiled = registry.load_strategy("kmeans.assign", "tiled")
@@ -103,8 +100,9 @@ def main() -> int:
             row = {"n": n, "d": d, "k": k, "data": kind, "centres": stage}
             scratch = cp.zeros(n, dtype=cp.int32)
             for which in ("old", "new", "old", "new"):
-                bounds.use(which)
-                row.setdefault(f"queued_{which}", queued_rows(X, centres))
+                use_bound(which)
+                if f"queued_{which}" not in row:  # a count and a sync: once a bound
+                    row[f"queued_{which}"] = queued_rows(X, centres)
                 row.setdefault(f"assign_ms_{which}", []).append(
                     device_time(cp, partial(assign, X, centres, scratch), 5) * 1e3)
                 labels = cp.full(n, -7, dtype=cp.int32)
@@ -121,7 +119,7 @@ def main() -> int:
         centres = X[:k].copy()
         row = {"n": n, "d": d, "k": k, "data": kind}
         for which in ("old", "new", "old", "new"):
-            bounds.use(which)
+            use_bound(which)
             step, _ = gpumine_step(backend, X, centres, assign, update)
             row.setdefault(f"iteration_ms_{which}", []).append(device_time(cp, step, 10) * 1e3)
         # sync: the centres for the peers, once a case
@@ -141,7 +139,7 @@ def main() -> int:
         for update_name in ("auto", "atomic-f64"):
             row = {"n": n, "d": d, "k": k, "data": kind, "max_iter": 20, "update": update_name}
             for which in ("old", "new", "old", "new", "old", "new"):
-                bounds.use(which)
+                use_bound(which)
                 cp.cuda.Device().synchronize()
                 start = time.perf_counter()
                 fit = GPUKMeans(k, init=init, n_init=1, max_iter=20, tol=0, assign="tc-exact",
@@ -160,7 +158,7 @@ def main() -> int:
             record["fits"].append(row)
         del X
         cp.get_default_memory_pool().free_all_blocks()
-    bounds.use("new")
+    use_bound("new")
     save(args.out, "tc-bound-ab" + (f"-{args.tag}" if args.tag else ""), record)
     return 0
 

@@ -49,14 +49,14 @@ def _block_sum(acc: np.ndarray, terms: np.ndarray) -> np.ndarray:
 
 def _emulated_scores(X, C, accumulate="nearest"):
     """||c||^2 - 2 x.c as the fused kernel computes it: rows scaled by their own power of two
-    and centres by one from the largest norm, FP16 splits, FP32 accumulation in feature
-    order of lo.hi + hi.lo, then hi.hi in the same chain (up to 64 features), or of hi.hi
-    in one chain and lo.hi + hi.lo in another added at the end (past 64), unscaled
-    exactly, the score by one rounding from float64. ``accumulate``: ``"nearest"``, every
+    and centres by one from the largest norm, FP16 splits, FP32 accumulation an instruction
+    (16 features) of lo.hi, one of hi.lo, then hi.hi in the same accumulator (up to 64
+    features), or of hi.hi in one and lo.hi + hi.lo in another added at the end (past 64),
+    unscaled exactly, the score by one rounding from float64. ``accumulate``: how an
+    instruction's four blocks of four products join the accumulator: ``"nearest"``, each
     product added in float32 (round to nearest); ``"blocks"``, the tensor core as the bound
-    models it (blocks of four products and the accumulator, cut to 24 bits; an instruction's
-    16 features in four blocks). Rows the kernel would not scale (factor outside float32)
-    are NaN."""
+    models it (the block and the accumulator cut to 24 bits). Rows the kernel would not
+    scale (factor outside float32) are NaN."""
     X, C = X.astype(np.float32), C.astype(np.float32)
     row_exp = _scale_exponent(np.abs(X).max(axis=1))[:, None]
     cmax = np.sqrt((C.astype(np.float64) ** 2).sum(1)).max()
@@ -64,33 +64,27 @@ def _emulated_scores(X, C, accumulate="nearest"):
     Xh, Xl = _split(X, row_exp)
     Ch, Cl = _split(C, c_exp)
     d = X.shape[1]
-    if accumulate == "blocks":
-        def chain(acc, pairs, steps):
-            # each step an instruction of 16 features per pair of operands, four blocks each
-            for j0 in steps:
-                for a, b in pairs:
-                    for f in range(j0, min(j0 + 16, d), 4):
-                        stop = min(f + 4, d)
-                        terms = (a[:, None, f:stop].astype(np.float64)
-                                 * b[None, :, f:stop].astype(np.float64))
-                        acc = _block_sum(acc, terms)
-            return acc
 
-        steps = range(0, d, 16)
-        zero = np.zeros((X.shape[0], C.shape[0]))
-        small = chain(zero, ((Xl, Ch), (Xh, Cl)), steps)
-        G = chain(small if d <= 64 else zero, ((Xh, Ch),), steps)
-        G = (G + small).astype(np.float32) if d > 64 else G.astype(np.float32)
-    else:
-        small = np.zeros((X.shape[0], C.shape[0]), dtype=np.float32)
-        for j in range(d):  # products of FP16 numbers are exact in float32
-            for a, b in ((Xl, Ch), (Xh, Cl)):
-                small = (small + np.outer(a[:, j], b[:, j])).astype(np.float32)
-        G = small.copy() if d <= 64 else np.zeros_like(small)
-        for j in range(d):
-            G = (G + np.outer(Xh[:, j], Ch[:, j])).astype(np.float32)
-        if d > 64:
-            G = (G + small).astype(np.float32)
+    def add(acc, terms):  # products of FP16 numbers are exact in float64 (and float32)
+        if accumulate == "blocks":
+            return _block_sum(acc, terms)
+        for t in range(terms.shape[-1]):
+            acc = (acc + terms[..., t]).astype(np.float32).astype(np.float64)
+        return acc
+
+    def chain(acc, pairs):
+        for j0 in range(0, d, 16):  # an instruction per pair of operands, four blocks each
+            for a, b in pairs:
+                for f in range(j0, min(j0 + 16, d), 4):
+                    stop = min(f + 4, d)
+                    acc = add(acc, a[:, None, f:stop].astype(np.float64)
+                              * b[None, :, f:stop].astype(np.float64))
+        return acc
+
+    zero = np.zeros((X.shape[0], C.shape[0]))
+    small = chain(zero, ((Xl, Ch), (Xh, Cl)))
+    G = chain(small if d <= 64 else zero, ((Xh, Ch),))
+    G = (G + small if d > 64 else G).astype(np.float32)
     factor = 1 - row_exp - c_exp
     G64 = np.ldexp(G.astype(np.float64), factor - 1)
     norms = (C.astype(np.float64) ** 2).sum(1).astype(np.float32)
