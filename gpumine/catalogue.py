@@ -71,7 +71,8 @@ BUILTIN_STRATEGIES = (
         target=f"{_KMEANS}.tensor_cores:assign_tc_exact",
         description="exact: split-FP16 tensor-core scores with a per-row top-2 (fused "
                     "mma.sync kernel for d <= 128, cuBLAS float32 beyond), rows whose margin "
-                    "is within the rounding bound re-assigned directly; labels equal 'tiled' "
+                    "is within the rounding bound re-assigned directly; in a fit, a one-"
+                    "product screen first while it decides most rows; labels equal 'tiled' "
                     "bit for bit",
     ),
     Strategy(

@@ -51,14 +51,15 @@ __device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
 
 // True when the computed top-2 decides the exact label: the margin exceeds twice the score
 // error plus the direct computation's own error on the two distances (the docstring of
-// gpumine.kmeans.tensor_cores derives it). NaN margins are never decided.
+// gpumine.kmeans.tensor_cores derives it). `extra`: a further score error (the screen's
+// dropped lo parts; 0 for the split products). NaN margins are never decided.
 __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, double cmax,
-                                             const double* bound) {
+                                             const double* bound, double extra = 0.0) {
     if (bound[3] != 0.0) return true;
     const double x_norm = sqrt(x_norm2);
     const double e_score = bound[0] * (2.0 * x_norm * cmax + cmax * cmax)
                            + bound[2] * (1.0 + x_norm + cmax)
-                           + bound[4] * (x_norm + cmax) * (x_norm + cmax);
+                           + bound[4] * (x_norm + cmax) * (x_norm + cmax) + extra;
     const double margin = (double)t.second - (double)t.best;
     const double distances = fabs(2.0 * x_norm2 + (double)t.best + (double)t.second)
                              + 2.0 * e_score;
@@ -659,10 +660,13 @@ __device__ __forceinline__ float half_bits_to_float(unsigned short h) {
     return f;
 }
 
-// The FP16 split of v (|v| < 2^13): hi = fp16(v), lo = fp16(v - hi), v - hi exact in float.
-__device__ __forceinline__ void half_split(float v, unsigned short& hi, unsigned short& lo) {
+// The FP16 split of v (|v| < 2^13): hi = fp16(v), lo = fp16(v - hi), v - hi exact in float;
+// returns v - hi (what the product of hi alone leaves out).
+__device__ __forceinline__ float half_split(float v, unsigned short& hi, unsigned short& lo) {
     hi = to_half_bits(v);
-    lo = to_half_bits(v - half_bits_to_float(hi));
+    const float rest = v - half_bits_to_float(hi);
+    lo = to_half_bits(rest);
+    return rest;
 }
 
 // Two FP16 values in one register, the lower feature in the low half (mma's order).
@@ -763,6 +767,43 @@ __global__ void tc_split_centers(const float* __restrict__ padded,  // IN  (k_pa
     }
 }
 
+// The screen's centre term: the largest ||c - c_hi|| over the centres (c_hi: the FP16 hi part
+// tc_split_centers makes, unscaled), rounded up, by an atomicMax on its float bits. A warp
+// per padded centre (zero past d and k).
+__global__ void tc_center_residuals(const float* __restrict__ padded,  // IN  (k_pad, dp)
+                                    int k_pad, int dp,                 // IN
+                                    const unsigned* __restrict__ cmax, // IN  (1) float bits
+                                    unsigned* __restrict__ c_residual) // INOUT (1) float bits,
+                                                                       //       zeroed before
+{
+    const int scale = half_scale(__uint_as_float(*cmax));
+    const int c = (int)(((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x & 31;
+    if (c >= k_pad) return;  // whole warps leave
+    double sum = 0.0;
+    for (int j = lane; j < dp; j += 32) {
+        unsigned short hi, lo;
+        const float rest = half_split(ldexpf(padded[(index_t)c * dp + j], scale), hi, lo);
+        sum += (double)rest * (double)rest;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (lane == 0)  // unscaled (a power of two: exact), rounded up to float
+        atomicMax(c_residual, __float_as_uint(__double2float_ru(ldexp(sqrt(sum), -scale))));
+}
+
+// The next call's pass (plan[0]: 1 the screen then the split kernel on the screen's queued
+// rows, 0 the split kernel alone): the screen while it leaves at most `limit` rows, as it
+// did (plan 1: its queue) or would have (plan 0: the split kernel's count). One thread.
+__global__ void tc_screen_plan(int* __restrict__ plan,                   // INOUT (1)
+                               const unsigned* __restrict__ screen_queue, // IN (1)
+                               const unsigned* __restrict__ screen_misses,// IN (1)
+                               unsigned limit)                            // IN
+{
+    const unsigned left = plan[0] == 1 ? *screen_queue : *screen_misses;
+    plan[0] = left <= limit ? 1 : 0;
+}
+
 // Asynchronous global-to-shared copies of 16 bytes (sm_80), in commit groups.
 __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
     const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
@@ -812,10 +853,18 @@ struct HalfTile {
 // hi.hi alone (tc-fast). The score ||c||^2 - 2 x.c takes the product unscaled by the row's
 // coefficient -2^(1 - s_row - s_centres) in its one FMA. Rows whose coefficient leaves
 // float's range, or with a non-finite value, are never decided.
+// The screen (tc-exact's first pass where the plan says so: gpumine.kmeans.tensor_cores,
+// "The screen"): SPLIT false with `c_residual`, hi.hi alone, each row decided where its
+// margin also covers what the dropped lo parts can move, 2 (rho_x cmax + (|x| + rho_x)
+// rho_c) by Cauchy-Schwarz, rho_x = ||x - x_hi|| (summed here as the row is split) and
+// rho_c the centres' largest (tc_center_residuals); the other rows are queued. The split
+// kernel then takes those rows (`rows`, `row_count`) where plan[0] is 1, every row where it
+// is 0 -- counting there, with `screen_misses`, the rows the screen's margin would not
+// decide (the next call's plan: tc_screen_plan). `plan` null: one pass over every row.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
-// the first centre tile is copied), then 2 * BN + 128 words, 128 + DP doubles and 128 ints,
-// SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
+// the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles and
+// 128 ints, SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
@@ -828,6 +877,11 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                index_t n,                           // IN
                int d,                               // IN  d <= DP
                int k_pad,                           // IN  multiple of 64
+               const int* __restrict__ plan,        // IN  (1) or null: the pass (above)
+               const index_t* __restrict__ rows,    // IN  (n) the screen's queued rows
+               const unsigned* __restrict__ row_count,   // IN  (1) how many
+               const unsigned* __restrict__ c_residual,  // IN  (1) rho_c float bits, or null
+               unsigned* __restrict__ screen_misses,     // INOUT (1) += rows (SPLIT, plan 0)
                int* __restrict__ labels,            // INOUT (n) previous labels in
                unsigned long long* changed,         // INOUT (1) += labels changed, may be null
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
@@ -849,10 +903,27 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     float* coef = ns + 2 * BN;                                // BM
     double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
     double* shifts = xn + BM;                                 // DP  shift, d of them
-    int* old_labels = reinterpret_cast<int*>(shifts + DP);    // BM  labels before the call
+    double* xr = shifts + DP;                                 // BM  rho_x = ||x - x_hi||
+    int* old_labels = reinterpret_cast<int*>(xr + BM);        // BM  labels before the call
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
     const index_t row0 = (index_t)blockIdx.x * BM;
+    // the pass: the screen runs under plan 1 only; the split kernel takes the screen's rows
+    // there (a block past them leaves: the grid covers every row)
+    const int pass = plan != nullptr ? plan[0] : -1;
+    const bool screen = !SPLIT && c_residual != nullptr;
+    if (screen && pass == 0) return;
+    const bool indirect = SPLIT && pass == 1;
+    const index_t active_rows = indirect ? (index_t)*row_count : n;
+    if (row0 >= active_rows) return;  // the whole block: no barrier passed yet
+    const bool count_misses = SPLIT && pass == 0 && c_residual != nullptr;
+    const double rho_c = c_residual != nullptr ? (double)__uint_as_float(*c_residual) : 0.0;
+    // row r of the block: its index in X (n: none)
+    auto row_index = [&](int r) -> index_t {
+        const index_t local = row0 + r;
+        if (local >= active_rows) return n;
+        return indirect ? rows[local] : local;
+    };
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
 
@@ -884,7 +955,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         // centres: ncu-src-*-h100-2026-11-27-20ddee8).
         constexpr bool ASYNC = sizeof(T) == 4;
         constexpr bool HOLD_ROW = ASYNC || DP >= 64;
-        const index_t i = row0 + threadIdx.x;
+        const index_t i = row_index(threadIdx.x);
         const float* raw = reinterpret_cast<const float*>(xh);
         // the shift and the rows' labels (read in the epilogue) arrive with the rows
         if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
@@ -892,8 +963,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if constexpr (ASYNC) {
             static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
             float* tile = reinterpret_cast<float*>(xh);  // d * BM <= 2 * BM * SW words
-            const int here = (int)min((index_t)BM, n - row0);
-            if (n % 4 == 0 && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
+            const int here = (int)min((index_t)BM, active_rows - row0);
+            if (!indirect && n % 4 == 0
+                && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
                 // every column 16-byte aligned, and `here` a multiple of 4: a warp copies
                 // one feature's 128 rows, the block four features at a time
                 const int r = lane * 4;
@@ -936,15 +1008,18 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             finite = finite && isfinite(v);
         }
         const int r_scale = half_scale(top);
+        double rest2 = 0.0;  // ||x - x_hi||^2, scaled
 #pragma unroll(HOLD_ROW ? W : 8)
         for (int w = 0; w < W; ++w) {
             unsigned short h0, l0, h1, l1;
-            half_split(ldexpf(value(2 * w), r_scale), h0, l0);
-            half_split(ldexpf(value(2 * w + 1), r_scale), h1, l1);
+            const float r0 = half_split(ldexpf(value(2 * w), r_scale), h0, l0);
+            const float r1 = half_split(ldexpf(value(2 * w + 1), r_scale), h1, l1);
+            rest2 += (double)r0 * (double)r0 + (double)r1 * (double)r1;
             xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
             xl[threadIdx.x * SW + w] = pack_halves(l0, l1);
         }
         xn[threadIdx.x] = norm2;
+        xr[threadIdx.x] = ldexp(sqrt(rest2), -r_scale);  // unscaled: a power of two
         const int e = 1 - r_scale - c_scale;  // coefficient -2^e
         coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
             ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
@@ -1105,11 +1180,26 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             top2_merge_lanes(t, 1);
             top2_merge_lanes(t, 2);
             const int local = warp * 32 + m * 16 + h * 8 + group;
-            const index_t i = row0 + local;
+            const index_t i = row_index(local);
             const bool active = member == 0 && i < n;
+            const bool scaled = row_coef[m][h] == row_coef[m][h];
+            // what the lo parts can move the score (the screen's products drop them), with
+            // a margin for its double rounding
+            auto dropped = [&]() {
+                const double rho_x = xr[local];
+                return 2.0 * (rho_x * (double)cmax_value + (sqrt(xn[local]) + rho_x) * rho_c)
+                       * (1.0 + 0x1p-20);
+            };
             // tc-fast decides every row it can scale; the re-check takes the others
-            const bool decided = active && row_coef[m][h] == row_coef[m][h]
-                                 && top2_decides(t, xn[local], (double)cmax_value, bound);
+            const bool decided = active && scaled
+                                 && top2_decides(t, xn[local], (double)cmax_value, bound,
+                                                 screen ? dropped() : 0.0);
+            if (count_misses) {  // the rows the screen would leave (a warp's count at once)
+                const bool missed = active && !(scaled && top2_decides(
+                    t, xn[local], (double)cmax_value, bound, dropped()));
+                const unsigned ballot = __ballot_sync(0xffffffffu, missed);
+                if (lane == 0 && ballot != 0u) atomicAdd(screen_misses, (unsigned)__popc(ballot));
+            }
             finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
                        queue_size, queue, queue_best);
         }

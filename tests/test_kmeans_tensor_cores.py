@@ -400,6 +400,172 @@ def test_fit_with_tc_exact_equals_fit_with_tiled(cp, dtype, rng):
                                   cp.asnumpy(fits[1].cluster_centers_))
 
 
+@pytest.mark.parametrize(("n", "d", "k", "scale", "offset"), CASES)
+def test_screen_margin_covers_the_dropped_lo_parts(n, d, k, scale, offset, rng):
+    """The screen's term (module docstring, "The screen"): the hi parts' product is within
+    rho_x cmax + (|x| + rho_x) rho_c of x.c, rho the residual norms as the kernels sum them
+    (scaled values, unscaled by the power of two, rho_c rounded up to float32) -- and that
+    term is the residuals', far below the elementwise worst case 2**-10 |x| cmax."""
+    X = (rng.normal(size=(n, d)) * scale + offset).astype(np.float32)
+    C = (rng.normal(size=(k, d)) * scale + offset).astype(np.float32)
+    X64, C64 = X.astype(np.float64), C.astype(np.float64)
+    row_exp = _scale_exponent(np.abs(X).max(axis=1))[:, None]
+    cmax = np.float32(np.sqrt((C64**2).sum(1)).max())
+    c_exp = _scale_exponent(np.nextafter(cmax, np.float32(np.inf)))
+    Xh, _ = _split(X, row_exp)
+    Ch, _ = _split(C, c_exp)
+    x_rest = np.ldexp(X, row_exp).astype(np.float32) - Xh  # exact in float32
+    c_rest = np.ldexp(C, c_exp).astype(np.float32) - Ch
+    rho_x = np.ldexp(np.sqrt((x_rest.astype(np.float64) ** 2).sum(1)), -row_exp[:, 0])
+    rho_c = np.float32(np.ldexp(np.sqrt((c_rest.astype(np.float64) ** 2).sum(1)).max(), -c_exp))
+    rho_c = float(np.nextafter(rho_c, np.float32(np.inf)))  # the kernel's rounding up
+    xh = np.ldexp(Xh.astype(np.float64), -row_exp)
+    ch = np.ldexp(Ch.astype(np.float64), -c_exp)
+    x_norm = np.sqrt((X64**2).sum(1))
+    term = (rho_x * float(cmax) + (x_norm + rho_x) * rho_c)[:, None] * (1 + 2.0**-20)
+    error = np.abs(xh @ ch.T - X64 @ C64.T)
+    float64_sums = 4 * d * 2.0**-53 * (x_norm[:, None] * float(cmax))  # this test's own sums
+    assert np.all(error <= term + float64_sums)
+    assert np.all(term <= 2.0**-10 * 1.01 * x_norm[:, None] * float(cmax))
+    if d >= 16 and offset == 0:  # spread values: the residuals' norms, not their worst case
+        assert np.median(term[:, 0] / (x_norm * float(cmax))) < 2.0**-11
+
+
+def _screened(cp, X, C, run=None, previous=None):
+    """One call of a bound tc-exact run (``run``, or a new one over X): the plan it found,
+    its labels from poisoned or given ones, the changed count, and the run."""
+    from gpumine.kmeans.tensor_cores import assign_tc_exact
+
+    Xc = _columns(cp, X) if run is None else run.X
+    run = assign_tc_exact.bind(Xc) if run is None else run
+    labels = cp.full(X.shape[0], -7, dtype=cp.int32) if previous is None else cp.asarray(previous)
+    changed = cp.zeros(1, dtype=cp.uint64)
+    plan = int(run.plan.get()[0])  # sync: the test's readback
+    run(Xc, cp.asarray(C), labels, changed=changed)
+    return plan, cp.asnumpy(labels), int(changed.get()[0]), run
+
+
+def _assert_screened_as_tiled(cp, X, C, calls=2, previous=None, run=None):
+    """Calls of one bound run, each with tiled's labels and changed count; their plans."""
+    expected, expected_changed = _labels(cp, "tiled", X, C, previous)
+    plans = []
+    for _ in range(calls):
+        plan, got, changed, run = _screened(cp, X, C, run, previous)
+        assert np.array_equal(got, expected), f"{np.sum(got != expected)} labels differ"
+        assert changed == expected_changed
+        plans.append(plan)
+    return plans, run
+
+
+@pytest.fixture
+def screen_always(monkeypatch):
+    """The screen kept whatever it leaves, from one row on."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "SCREEN_SHARE", {32: 1.0, 64: 1.0, 128: 1.0})
+    monkeypatch.setattr(tensor_cores, "SCREEN_MIN_ROWS", 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [32, 64, 128])
+def test_screened_run_takes_the_screen_on_unclustered_data(cp, d, dtype, rng):
+    """On uniform data (the issue's kind) a bound run's first call takes the split kernel,
+    counts what the screen would leave, and the next calls take the screen: tiled's labels
+    every time, from poisoned and from given labels."""
+    from gpumine.kmeans.tensor_cores import SCREEN_MIN_ROWS
+
+    n, k = SCREEN_MIN_ROWS + 4099, 256
+    X = rng.uniform(size=(n, d)).astype(dtype)
+    C = X[:k].copy()
+    plans, run = _assert_screened_as_tiled(cp, X, C, calls=3)
+    assert plans == [0, 1, 1]
+    previous = rng.randint(0, k, size=n).astype(np.int32)
+    plans, _ = _assert_screened_as_tiled(cp, X, C, calls=1, previous=previous, run=run)
+    assert plans == [1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
+@pytest.mark.parametrize("d", [20, 64, 128])
+def test_screen_on_near_ties_far_from_the_origin(cp, d, offset, dtype, rng, screen_always):
+    """The screen's margin on the lattice of exact and near ties far from the origin, the
+    screen kept whatever it leaves: rows it cannot decide go on to the split kernel (read
+    through their indices, n not a multiple of the block) and the re-check."""
+    k, n = 64, 5003
+    C = rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset
+    a, b = rng.randint(0, k, size=(2, n))
+    t = 0.5 + rng.randint(-3, 4, size=(n, 1)) * np.finfo(dtype).eps
+    X = (C[a] * t + C[b] * (1 - t)).astype(dtype)
+    X[:100] = rng.normal(size=(100, d)) * 3 + offset  # rows the screen decides
+    plans, _ = _assert_screened_as_tiled(cp, X, C.astype(dtype), calls=3)
+    assert plans == [0, 1, 1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_screen_with_nan_inf_or_huge_rows(cp, dtype, rng, screen_always):
+    X = rng.normal(size=(3000, 40)).astype(dtype)
+    C = rng.normal(size=(50, 40)).astype(dtype)
+    X[5, 3] = np.nan
+    X[6] = np.inf
+    X[7, 0] = -np.inf
+    X[8] *= dtype(1e30)
+    X[9] = np.finfo(np.float32).max / 2
+    plans, _ = _assert_screened_as_tiled(cp, X, C, calls=2)
+    assert plans == [0, 1]
+
+
+@pytest.mark.gpu
+def test_plan_leaves_the_screen_where_it_leaves_too_many_rows(cp, rng, monkeypatch):
+    """Centres in pairs a hair apart leave nearly every row to the split kernel and the
+    re-check: a run that took the screen on random centres goes back to the split kernel
+    alone, and to the screen again when the centres spread."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "SCREEN_MIN_ROWS", 1)
+    n, d, k = 6000, 64, 64
+    X = rng.uniform(size=(n, d)).astype(np.float32)
+    spread = X[:k].copy()
+    pairs = np.repeat(spread[: k // 2], 2, axis=0)
+    pairs[1::2] += np.float32(1e-6)
+    plans, run = _assert_screened_as_tiled(cp, X, spread, calls=2)
+    assert plans == [0, 1]
+    plans, run = _assert_screened_as_tiled(cp, X, pairs, calls=2, run=run)
+    assert plans == [1, 0]
+    plans, _ = _assert_screened_as_tiled(cp, X, spread, calls=2, run=run)
+    assert plans == [0, 1]
+
+
+@pytest.mark.gpu
+def test_screen_launched_beside_the_split_kernel_when_the_plan_is_in_flight(cp, rng,
+                                                                          monkeypatch):
+    """Where the host has not seen the plan's copy land, both passes are launched and the
+    device's plan picks: the same labels, and the plan moves as before."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "SCREEN_MIN_ROWS", 1)
+    monkeypatch.setattr(tensor_cores.ScreenedRun, "known_plan", lambda self: None)
+    X = rng.uniform(size=(5000, 128)).astype(np.float32)
+    plans, _ = _assert_screened_as_tiled(cp, X, X[:300].copy(), calls=3)
+    assert plans == [0, 1, 1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fit_with_the_screen_equals_fit_with_tiled(cp, dtype, rng, screen_always):
+    """A fit binds tc-exact (the screen from its second iteration here): tiled's labels and
+    centres at every iteration (update="sort" adds in a fixed order)."""
+    X = cp.asarray(rng.uniform(size=(20000, 48)).astype(dtype))
+    fits = [GPUKMeans(50, assign=name, update="sort", init="random", n_init=1, random_state=3,
+                      max_iter=20, tol=0.0, device="gpu").fit(X) for name in ("tiled", "tc-exact")]
+    assert np.array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
+    assert fits[0].n_iter_ == fits[1].n_iter_
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                  cp.asnumpy(fits[1].cluster_centers_))
+
+
 def _blobs(rng, n, d, blobs, per_blob, spread, offset, dtype):
     """Rows around `blobs` far-apart centres, `per_blob` k-means centres in each (drawn from
     the rows, some duplicated, some rows on midpoints: ties and near-ties inside blobs)."""

@@ -95,6 +95,32 @@ accumulation model's cut blocks, on its worst case too) and the labels against `
 adversarial data: near-ties, data far from the origin or near float32's underflow, d from 1
 to 4096, float32 and float64.
 
+The screen
+----------
+In a fit (:meth:`_TCExact.bind`: :class:`ScreenedRun`) the fused kernel may first multiply
+``hi.hi`` alone, tc-fast's one product, about 0.58 of the split kernel's time at 128
+features, and decide each row whose margin also covers what the dropped parts move. With
+``x_h``, ``c_h`` the unscaled FP16 hi parts, ``x.c - x_h.c_h = (x - x_h).c + x_h.(c - c_h)``,
+so by Cauchy-Schwarz
+
+    |x.c - x_h.c_h| <= rho_x cmax + (|x| + rho_x) rho_c,
+
+``rho_x = ||x - x_h||`` summed exactly as the row is split (``v - hi`` is exact in
+float32; the sum of squares in float64) and ``rho_c`` the largest ``||c_j - c_h,j||``
+(``tc_center_residuals``, rounded up). The products of the hi parts accumulate as the
+split kernel's large products do (the bracket above covers them: ``|x_h c_h| <= (1 +
+2**-9) |x c|`` elementwise), so the screen's score error is ``e`` plus twice that, times
+``1 + 2**-20`` for its own rounding in float64. The norms are the actual residuals, about
+``2**-12.4`` of ``|x|`` and ``cmax`` on uniform data, where the elementwise worst case
+``2**-11`` would give ``2**-10``: on the issue's uniform 1M x 128, k = 1024 the screen
+leaves 3.4 % of the rows against 7.9 % (the split bound 0.29 %; computed on 20,000
+sampled rows on the CPU). The split kernel then takes the rows the screen left (read
+through their indices), and its own queue goes to the re-check as before: the labels are
+those of the tiled kernel either way. On clustered data (blobs: the split bound leaves 40
+%) the screen would leave nearly every row, so the plan keeps it only while it left at most
+:data:`SCREEN_SHARE` of them -- the count coming from the screen itself, or from the split
+kernel, which counts the rows the screen's margin would leave as it decides its own.
+
 From 33 features (17 from 2M rows) the queued rows first go through a pruned re-check
 (:func:`_recheck_pruned`): each row's best centre by the scores rules out, by the triangle
 inequality, every centre farther from it than twice the row's distance, and the few left
@@ -129,7 +155,8 @@ from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launc
 from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
-__all__ = ["FUSED_DIMS", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
+__all__ = ["FUSED_DIMS", "SCREEN_MIN_ROWS", "SCREEN_SHARE", "ScreenedRun", "assign_tc_exact",
+           "assign_tc_fast", "error_bound", "queued_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -166,6 +193,13 @@ _CUBLAS_COMPUTE_32F_FAST_TF32 = 77
 _CUBLAS_GEMM_DEFAULT = -1
 
 _TYPES = ("float", "double")
+#: The screen's padded widths, each with the most rows (a share of them) it may leave for a
+#: bound run to keep it first: the split kernel on those rows must not cost more than the
+#: screen saves (the screen takes about 0.58 of the split kernel's time at 128 features and
+#: 0.77 at 32 on the H100, record ncu-tc-mix-h100-2026-11-27-*).
+SCREEN_SHARE = {32: 0.1, 64: 0.2, 128: 0.25}
+#: ... from this many rows (fewer: a call is too short for its extra launches).
+SCREEN_MIN_ROWS = 1 << 16
 
 _BOUNDS: dict = {}
 
@@ -250,9 +284,9 @@ def half_shared_bytes(dp: int, exact: bool = True) -> int:
     sw, bn = dp // 2 + 4, 64 if held else 32
     staging, centres = 2 * _BM * sw, 4 * bn * sw
     areas = max(staging, centres) if held else staging + centres
-    # the areas, the centre norms and row coefficients (words), the row norms and the shift
-    # (doubles), the rows' previous labels (ints)
-    return (areas + 2 * bn + _BM) * 4 + (_BM + dp) * 8 + _BM * 4
+    # the areas, the centre norms and row coefficients (words), the row norms, the shift and
+    # the rows' residual norms (doubles), the rows' previous labels (ints)
+    return (areas + 2 * bn + _BM) * 4 + (2 * _BM + dp) * 8 + _BM * 4
 
 
 def _padded_width(d: int) -> int:
@@ -266,8 +300,13 @@ def _padded_width(d: int) -> int:
 @declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "tc_split_centers")
 @declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, ("true", "false"))
-def _assign(X, centers, labels, changed, exact: bool):
+@declares(_SOURCE, "tc_center_residuals")
+@declares(_SOURCE, "tc_screen_plan")
+def _assign(X, centers, labels, changed, exact: bool, run=None):
     """Launch the assignment; returns the device counter of rows queued for the re-check.
+
+    ``run``: a :class:`ScreenedRun` whose plan may put the screen first (module docstring,
+    "The screen"); None: the split products on every row.
 
     Before compute capability 8.0 (no FP16 m16n8k16 mma) tc-exact runs the tiled kernel,
     whose labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
@@ -289,8 +328,10 @@ def _assign(X, centers, labels, changed, exact: bool):
     k_pad = -(-k // _BN) * _BN
     padded = cp.empty((k_pad, dp), dtype=cp.float32)
     norms = cp.empty(k_pad, dtype=cp.float32)
-    counters = cp.zeros(2, dtype=cp.uint32)  # [max ||c|| as float bits, rows queued]
-    cmax, queue_size = counters[:1], counters[1:]
+    # [max ||c|| as float bits, rows queued, the screen's rho_c as float bits, rows the
+    # screen queued, rows it would have queued]
+    counters = cp.zeros(5, dtype=cp.uint32)
+    cmax, queue_size = counters[:1], counters[1:2]
     queue = cp.empty(n, dtype=cp.int64)
     queue_best = cp.empty(n, dtype=cp.int32)
     bound = _device_bound(cp, d, X.dtype, "half" if fused else "sgemm", exact)
@@ -302,15 +343,45 @@ def _assign(X, centers, labels, changed, exact: bool):
         c_lo = cp.empty(words, dtype=cp.uint32)
         launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
                (padded, np.int64(words), cmax, c_hi, c_lo))
-        kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp, "true" if exact else "false")
-        shared = half_shared_bytes(dp, exact)
-        if shared > 48 * 1024:
-            kernel.max_dynamic_shared_size_bytes = shared
-        launch(kernel, -(-n // _BM), _BM,
-               (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
-                np.int32(k_pad), labels, kernel_pointer(changed), queue_size, queue,
-                queue_best),
-               shared_mem=shared)
+        def fused_kernel(split):
+            kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
+                                "true" if split else "false")
+            shared = half_shared_bytes(dp, split)
+            if shared > 48 * 1024:
+                kernel.max_dynamic_shared_size_bytes = shared
+            return kernel, shared
+
+        common = (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
+                  np.int32(k_pad))
+        kernel, shared = fused_kernel(exact)
+        if exact and run is not None and run.screens(n, dp):
+            c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
+            launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
+                   (padded, np.int32(k_pad), np.int32(dp), cmax, c_residual))
+            known = run.known_plan()
+            rows = None
+            if known != 0:  # the screen (it leaves at once where the device's plan is 0)
+                rows = cp.empty(n, dtype=cp.int64)
+                screen, screen_shared = fused_kernel(False)
+                # its queued rows' best centres go to queue_best, which the split kernel's
+                # own queue overwrites after it (stream order); nothing reads the screen's
+                launch(screen, -(-n // _BM), _BM,
+                       (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
+                        c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
+                        screen_queue, rows, queue_best),
+                       shared_mem=screen_shared)
+            launch(kernel, -(-n // _BM), _BM,
+                   (*common, run.plan, kernel_pointer(rows), screen_queue, c_residual, misses,
+                    labels, kernel_pointer(changed), queue_size, queue, queue_best),
+                   shared_mem=shared)
+            launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
+                   (run.plan, screen_queue, misses, np.uint32(run.limit(n, dp))))
+            run.plan_sent()
+        else:
+            launch(kernel, -(-n // _BM), _BM,
+                   (*common, *(kernel_pointer(None),) * 5, labels, kernel_pointer(changed),
+                    queue_size, queue, queue_best),
+                   shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, queue_best, exact)
@@ -466,12 +537,15 @@ def _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed, q
                 kernel_pointer(changed), queue_size, queue, queue_best))
 
 
-def assign_tc_exact(X, centers, labels, changed=None):
-    """Exact labels from FP16 tensor-core scores, re-checking the rows the bound cannot decide.
+class _TCExact:
+    """``assign="tc-exact"``: exact labels from FP16 tensor-core scores, re-checking the rows
+    the bound cannot decide.
 
     The labels equal ``assign="tiled"``'s bit for bit (module docstring). Rows decided on
     the tensor cores never touch the host; the re-check kernel has a fixed grid and reads
-    the queue's length on the device, so no call here waits for the GPU.
+    the queue's length on the device, so no call here waits for the GPU. A call takes the
+    split products on every row; :meth:`bind` gives a fit's run, whose calls put the screen
+    first while it pays (:class:`ScreenedRun`).
 
     Parameters
     ----------
@@ -483,7 +557,85 @@ def assign_tc_exact(X, centers, labels, changed=None):
     changed : cupy.ndarray of uint64, shape (1,), optional
         The number of labels that changed is added to it.
     """
-    _assign(X, centers, labels, changed, exact=True)
+
+    counts_changes = True
+
+    def __call__(self, X, centers, labels, changed=None):
+        _assign(X, centers, labels, changed, exact=True)
+
+    def bind(self, X):
+        """A :class:`ScreenedRun` for the calls of one fit over ``X``."""
+        return ScreenedRun(X)
+
+
+assign_tc_exact = _TCExact()
+
+
+class ScreenedRun:
+    """tc-exact bound to one fit over X: each call's pass chosen from the last one's count.
+
+    The screen (module docstring) pays where it decides most rows: on unclustered data
+    about 97 % at 128 features, where the split kernel then takes the rest; on clustered
+    data, where the bound leaves many rows to the re-check anyway, it would only add a
+    pass. The device holds the plan: the split kernel alone first, counting the rows the
+    screen's margin would leave; the screen first on the next call if those were at most
+    :data:`SCREEN_SHARE` of the rows (for the padded width), and so on from each call's
+    count (:func:`_assign`). The plan also comes back to pinned host memory after each
+    call, asynchronously: where that copy has landed when the next call starts (the fit
+    loop's readback each iteration waits for it), a call launches only the pass it takes,
+    else both, the other leaving at once. No call waits for the GPU.
+
+    Parameters
+    ----------
+    X : cupy.ndarray (n_samples, n_features), a view of a (d, n) column-major buffer
+
+    Examples
+    --------
+    >>> from gpumine.kmeans.tensor_cores import assign_tc_exact
+    >>> run = assign_tc_exact.bind(X)            # doctest: +SKIP
+    >>> run(X, centers, labels)                  # doctest: +SKIP
+    """
+
+    counts_changes = True
+
+    def __init__(self, X):
+        import cupyx
+
+        cp = cupy_module()
+        self.X = X
+        self.plan = cp.zeros(1, dtype=cp.int32)  # 0: the split kernel alone, counting
+        self._host = cupyx.empty_pinned(1, dtype=np.int32)
+        self._host[0] = 0
+        self._sent = None  # the event after the last copy of the plan; None: none in flight
+
+    def __call__(self, X, centers, labels, changed=None):
+        if X is not self.X:  # another array than the run's: no plan for it
+            assign_tc_exact(X, centers, labels, changed)
+            return
+        _assign(X, centers, labels, changed, exact=True, run=self)
+
+    @staticmethod
+    def screens(n: int, dp: int) -> bool:
+        """Whether calls over n rows at padded width dp consider the screen at all."""
+        return dp in SCREEN_SHARE and n >= SCREEN_MIN_ROWS
+
+    @staticmethod
+    def limit(n: int, dp: int) -> int:
+        """The most rows the screen may leave for the plan to keep it."""
+        return int(SCREEN_SHARE[dp] * n)
+
+    def known_plan(self):
+        """The plan as the last copy brought it, or None while that copy is in flight."""
+        if self._sent is not None and not self._sent.done:
+            return None
+        return int(self._host[0])  # sync: none, pinned host memory the event says landed
+
+    def plan_sent(self) -> None:
+        """Copy the plan the last call left to the host, without waiting for it."""
+        cp = cupy_module()
+        stream = cp.cuda.get_current_stream()
+        self.plan.get(stream=stream, out=self._host, blocking=False)
+        self._sent = stream.record()
 
 
 def assign_tc_fast(X, centers, labels, changed=None):
@@ -507,5 +659,4 @@ def queued_rows(X, centers) -> int:
     return int(queue_size.get()[0])  # sync: the diagnostic's one readback
 
 
-for _assign_fn in (assign_tc_exact, assign_tc_fast):
-    _assign_fn.counts_changes = True
+assign_tc_fast.counts_changes = True
