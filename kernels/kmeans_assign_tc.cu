@@ -863,8 +863,9 @@ struct HalfTile {
 // decide (the next call's plan: tc_screen_plan). `plan` null: one pass over every row.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
-// the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles and
-// 128 ints, SW = DP / 2 + 4 (gpumine.kmeans.tensor_cores.half_shared_bytes).
+// the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles, 128
+// row indices (8 bytes) and 128 + 4 ints, SW = DP / 2 + 4
+// (gpumine.kmeans.tensor_cores.half_shared_bytes).
 template <typename T, int DP, bool SPLIT>
 __global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
@@ -903,27 +904,23 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     float* coef = ns + 2 * BN;                                // BM
     double* xn = reinterpret_cast<double*>(coef + BM);        // BM  ||x||^2
     double* shifts = xn + BM;                                 // DP  shift, d of them
-    double* xr = shifts + DP;                                 // BM  rho_x = ||x - x_hi||
-    int* old_labels = reinterpret_cast<int*>(xr + BM);        // BM  labels before the call
+    double* dropped = shifts + DP;                            // BM  the screen's term
+    index_t* row_ids = reinterpret_cast<index_t*>(dropped + BM);  // BM  rows' indices, n: none
+    int* old_labels = reinterpret_cast<int*>(row_ids + BM);   // BM  labels before the call
+    int* counting = old_labels + BM;                          // 1   count the screen's misses
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
     const index_t row0 = (index_t)blockIdx.x * BM;
     // the pass: the screen runs under plan 1 only; the split kernel takes the screen's rows
-    // there (a block past them leaves: the grid covers every row)
+    // there (a block past them leaves: the grid covers every row). What the epilogue needs
+    // of it waits in shared memory, not in registers through the products.
+    constexpr bool SCREENS = !SPLIT;  // the screen where c_residual is given, else tc-fast
     const int pass = plan != nullptr ? plan[0] : -1;
-    const bool screen = !SPLIT && c_residual != nullptr;
-    if (screen && pass == 0) return;
+    if (SCREENS && c_residual != nullptr && pass == 0) return;
     const bool indirect = SPLIT && pass == 1;
     const index_t active_rows = indirect ? (index_t)*row_count : n;
     if (row0 >= active_rows) return;  // the whole block: no barrier passed yet
-    const bool count_misses = SPLIT && pass == 0 && c_residual != nullptr;
-    const double rho_c = c_residual != nullptr ? (double)__uint_as_float(*c_residual) : 0.0;
-    // row r of the block: its index in X (n: none)
-    auto row_index = [&](int r) -> index_t {
-        const index_t local = row0 + r;
-        if (local >= active_rows) return n;
-        return indirect ? rows[local] : local;
-    };
+    if (threadIdx.x == 0) *counting = SPLIT && pass == 0 && c_residual != nullptr;
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
 
@@ -955,7 +952,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         // centres: ncu-src-*-h100-2026-11-27-20ddee8).
         constexpr bool ASYNC = sizeof(T) == 4;
         constexpr bool HOLD_ROW = ASYNC || DP >= 64;
-        const index_t i = row_index(threadIdx.x);
+        const index_t local_row = row0 + threadIdx.x;
+        const index_t i = local_row >= active_rows ? n
+                          : indirect ? rows[local_row] : local_row;
+        row_ids[threadIdx.x] = i;
         const float* raw = reinterpret_cast<const float*>(xh);
         // the shift and the rows' labels (read in the epilogue) arrive with the rows
         if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
@@ -1019,7 +1019,13 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             xl[threadIdx.x * SW + w] = pack_halves(l0, l1);
         }
         xn[threadIdx.x] = norm2;
-        xr[threadIdx.x] = ldexp(sqrt(rest2), -r_scale);  // unscaled: a power of two
+        if (c_residual != nullptr) {  // 2 (rho_x cmax + (|x| + rho_x) rho_c), with a margin
+            // for its double rounding; rho_x unscaled by a power of two (exact)
+            const double rho_x = ldexp(sqrt(rest2), -r_scale);
+            const double rho_c = (double)__uint_as_float(*c_residual);
+            dropped[threadIdx.x] = 2.0 * (rho_x * (double)cmax_value
+                                          + (sqrt(norm2) + rho_x) * rho_c) * (1.0 + 0x1p-20);
+        }
         const int e = 1 - r_scale - c_scale;  // coefficient -2^e
         coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
             ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
@@ -1180,23 +1186,18 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             top2_merge_lanes(t, 1);
             top2_merge_lanes(t, 2);
             const int local = warp * 32 + m * 16 + h * 8 + group;
-            const index_t i = row_index(local);
+            const index_t i = row_ids[local];
             const bool active = member == 0 && i < n;
             const bool scaled = row_coef[m][h] == row_coef[m][h];
-            // what the lo parts can move the score (the screen's products drop them), with
-            // a margin for its double rounding
-            auto dropped = [&]() {
-                const double rho_x = xr[local];
-                return 2.0 * (rho_x * (double)cmax_value + (sqrt(xn[local]) + rho_x) * rho_c)
-                       * (1.0 + 0x1p-20);
-            };
-            // tc-fast decides every row it can scale; the re-check takes the others
+            // tc-fast decides every row it can scale; the re-check takes the others. The
+            // screen's margin adds what the dropped lo parts can move the score.
+            const bool screen = SCREENS && c_residual != nullptr;
             const bool decided = active && scaled
                                  && top2_decides(t, xn[local], (double)cmax_value, bound,
-                                                 screen ? dropped() : 0.0);
-            if (count_misses) {  // the rows the screen would leave (a warp's count at once)
+                                                 screen ? dropped[local] : 0.0);
+            if (SPLIT && *counting) {  // the rows the screen would leave, a warp's at once
                 const bool missed = active && !(scaled && top2_decides(
-                    t, xn[local], (double)cmax_value, bound, dropped()));
+                    t, xn[local], (double)cmax_value, bound, dropped[local]));
                 const unsigned ballot = __ballot_sync(0xffffffffu, missed);
                 if (lane == 0 && ballot != 0u) atomicAdd(screen_misses, (unsigned)__popc(ballot));
             }

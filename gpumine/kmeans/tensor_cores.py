@@ -285,8 +285,9 @@ def half_shared_bytes(dp: int, exact: bool = True) -> int:
     staging, centres = 2 * _BM * sw, 4 * bn * sw
     areas = max(staging, centres) if held else staging + centres
     # the areas, the centre norms and row coefficients (words), the row norms, the shift and
-    # the rows' residual norms (doubles), the rows' previous labels (ints)
-    return (areas + 2 * bn + _BM) * 4 + (2 * _BM + dp) * 8 + _BM * 4
+    # the screen's terms (doubles), the rows' indices (8 bytes), the rows' previous labels
+    # and a flag (ints, four for alignment)
+    return (areas + 2 * bn + _BM) * 4 + (2 * _BM + dp) * 8 + _BM * 8 + (_BM + 4) * 4
 
 
 def _padded_width(d: int) -> int:
