@@ -836,12 +836,15 @@ __device__ __forceinline__ void copy_async_wait() {
 // ms; records tc-recheck-ab-h100-*-9eb2216 and -90aa895; the rows' staging area is then
 // reused for the centre tiles); blocks an SM asked of the register
 // allocator at DP <= 32 (no spill on sm_90): six for the split kernel (80 registers; left
-// free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72).
+// free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72);
+// three for the one-product kernel at 128 (the screen: 243 registers left free, 2 blocks an
+// SM; 168 and three blocks, a few values of the staged row spilled: 1.43 -> 1.36 ms at 1M
+// x 128, k = 1024 on the H100, .scratch run of 2026-11-28).
 template <int DP, bool SPLIT>
 struct HalfTile {
     static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;
     static constexpr bool HELD = DP <= 64 || !SPLIT;
-    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : 1;
+    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : (DP >= 128 && !SPLIT ? 3 : 1);
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
