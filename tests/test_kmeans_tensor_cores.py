@@ -566,6 +566,74 @@ def test_fit_with_the_screen_equals_fit_with_tiled(cp, dtype, rng, screen_always
                                   cp.asnumpy(fits[1].cluster_centers_))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [24, 128])
+def test_screened_run_replays_from_a_cuda_graph(cp, d, rng, screen_always):
+    """After its first call a run only launches kernels: a call captured into a CUDA graph
+    and replayed with other centres and labels in the same buffers gives tiled's labels and
+    changed count, the screen and the split kernel both in the graph (the device's plan
+    picks), and nothing is allocated during the capture."""
+    from gpumine.kmeans.tensor_cores import assign_tc_exact
+
+    n, k = 6000, 80
+    X = rng.uniform(size=(n, d)).astype(np.float32)
+    Xc = _columns(cp, X)
+    run = assign_tc_exact.bind(Xc)
+    assert run.graph_safe
+    centres = cp.asarray(X[:k])
+    labels = cp.full(n, -7, dtype=cp.int32)
+    changed = cp.zeros(1, dtype=cp.uint64)
+    run(Xc, centres, labels, changed=changed)  # the first call: buffers made, plan 0 -> 1
+    buffers = {name: array.data.ptr for name, array in run.scratch._arrays.items()}
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        run(Xc, centres, labels, changed=changed)
+        graph = stream.end_capture()
+    assert {name: array.data.ptr for name, array in run.scratch._arrays.items()} == buffers
+    for seed in range(3):
+        C = X[np.random.RandomState(seed).choice(n, k, replace=False)]
+        C[: k // 2] += np.float32(1e-3)
+        expected, expected_changed = _labels(cp, "tiled", X, C)
+        with stream:
+            centres[...] = cp.asarray(C)
+            labels.fill(-7)
+            changed.fill(0)
+            graph.launch(stream)
+        stream.synchronize()
+        assert np.array_equal(cp.asnumpy(labels), expected)
+        assert int(changed.get()[0]) == expected_changed
+    assert int(run.plan.get()[0]) == 1  # the graph's replays kept the screen
+
+
+@pytest.mark.gpu
+def test_screened_run_with_the_cublas_path_is_not_graph_safe(cp, rng):
+    from gpumine.kmeans.tensor_cores import assign_tc_exact
+
+    X = _columns(cp, rng.normal(size=(300, 130)).astype(np.float32))
+    assert not assign_tc_exact.bind(X).graph_safe
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("screen", ["always", "as planned"])
+def test_converged_fit_through_graphs_assigns_as_tiled(cp, rng, screen, monkeypatch):
+    """A tc-exact fit with a graph-safe update runs its iterations as CUDA graph launches
+    (the run is graph-safe up to 128 features); converged with tol=0 (no label changed), its
+    labels are tiled's assignment to its own centres."""
+    from gpumine.kmeans import gpu, tensor_cores
+
+    assert gpu.graphs_enabled()
+    monkeypatch.setattr(tensor_cores, "SCREEN_MIN_ROWS", 1)
+    if screen == "always":
+        monkeypatch.setattr(tensor_cores, "SCREEN_SHARE", {32: 1.0, 64: 1.0, 128: 1.0})
+    X = rng.uniform(size=(30000, 48)).astype(np.float32)
+    fit = GPUKMeans(20, assign="tc-exact", update="atomic-f64", init="random", n_init=1,
+                    random_state=0, max_iter=500, tol=0.0, device="gpu").fit(cp.asarray(X))
+    assert fit.n_iter_ < 500
+    expected, _ = _labels(cp, "tiled", X, cp.asnumpy(fit.cluster_centers_).astype(np.float32))
+    assert np.array_equal(cp.asnumpy(fit.labels_), expected)
+
+
 def _blobs(rng, n, d, blobs, per_blob, spread, offset, dtype):
     """Rows around `blobs` far-apart centres, `per_blob` k-means centres in each (drawn from
     the rows, some duplicated, some rows on midpoints: ties and near-ties inside blobs)."""

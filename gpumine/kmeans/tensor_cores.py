@@ -297,6 +297,35 @@ def _padded_width(d: int) -> int:
     return -(-d // 8) * 8
 
 
+class _Scratch:
+    """The assignment's device buffers: new ones each call, or, kept (a run's), the same
+    ones every call once the first has made them -- so a run's later calls allocate
+    nothing and can be captured into a CUDA graph (a buffer asked for anew while a stream
+    captures is an error, not a silent allocation)."""
+
+    def __init__(self, keep: bool = False):
+        self._keep = keep
+        self._arrays: dict = {}
+
+    def empty(self, name: str, shape, dtype):
+        cp = cupy_module()
+        shape = tuple(shape) if isinstance(shape, tuple) else (int(shape),)
+        if not self._keep:
+            return cp.empty(shape, dtype=dtype)
+        array = self._arrays.get(name)
+        if array is None or array.shape != shape or array.dtype != np.dtype(dtype):
+            if cp.cuda.get_current_stream().is_capturing():
+                raise RuntimeError(f"tc-exact's buffer {name!r} {shape} was not made before "
+                                   "the capture")
+            array = self._arrays[name] = cp.empty(shape, dtype=dtype)
+        return array
+
+    def zeros(self, name: str, shape, dtype):
+        array = self.empty(name, shape, dtype)
+        array.fill(0)
+        return array
+
+
 @declares(_SOURCE, "tc_prepare_centers", _TYPES)
 @declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "tc_split_centers")
@@ -307,7 +336,8 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
     """Launch the assignment; returns the device counter of rows queued for the re-check.
 
     ``run``: a :class:`ScreenedRun` whose plan may put the screen first (module docstring,
-    "The screen"); None: the split products on every row.
+    "The screen") and whose buffers the call reuses; None: the split products on every
+    row, in buffers of the call's own.
 
     Before compute capability 8.0 (no FP16 m16n8k16 mma) tc-exact runs the tiled kernel,
     whose labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
@@ -319,29 +349,30 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
                                        "(compute capability 8.0 or newer); use 'tiled'")
         assign_tiled(X, centers, labels, changed)
         return cp.zeros(1, dtype=cp.uint32)
+    scratch = run.scratch if run is not None else _Scratch()
     XT = column_buffer(X)
     n, d = X.shape
     k = centers.shape[0]
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
-    shift = centers.mean(axis=0, dtype=cp.float64)
+    shift = cp.mean(centers, axis=0, dtype=cp.float64, out=scratch.empty("shift", d, cp.float64))
     dp = _padded_width(d)
     fused = dp in FUSED_DIMS
     k_pad = -(-k // _BN) * _BN
-    padded = cp.empty((k_pad, dp), dtype=cp.float32)
-    norms = cp.empty(k_pad, dtype=cp.float32)
+    padded = scratch.empty("padded", (k_pad, dp), cp.float32)
+    norms = scratch.empty("norms", k_pad, cp.float32)
     # [max ||c|| as float bits, rows queued, the screen's rho_c as float bits, rows the
     # screen queued, rows it would have queued]
-    counters = cp.zeros(5, dtype=cp.uint32)
+    counters = scratch.zeros("counters", 5, cp.uint32)
     cmax, queue_size = counters[:1], counters[1:2]
-    queue = cp.empty(n, dtype=cp.int64)
-    queue_best = cp.empty(n, dtype=cp.int32)
+    queue = scratch.empty("queue", n, cp.int64)
+    queue_best = scratch.empty("queue_best", n, cp.int32)
     bound = _device_bound(cp, d, X.dtype, "half" if fused else "sgemm", exact)
     launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
            (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
     if fused:
         words = k_pad * dp // 2
-        c_hi = cp.empty(words, dtype=cp.uint32)
-        c_lo = cp.empty(words, dtype=cp.uint32)
+        c_hi = scratch.empty("c_hi", words, cp.uint32)
+        c_lo = scratch.empty("c_lo", words, cp.uint32)
         launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
                (padded, np.int64(words), cmax, c_hi, c_lo))
         def fused_kernel(split):
@@ -360,10 +391,9 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
             launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
                    (padded, np.int32(k_pad), np.int32(dp), cmax, c_residual))
             known = run.known_plan()
-            rows = None
+            rows = scratch.empty("rows", n, cp.int64)
+            screen, screen_shared = fused_kernel(False)  # compiled before any capture
             if known != 0:  # the screen (it leaves at once where the device's plan is 0)
-                rows = cp.empty(n, dtype=cp.int64)
-                screen, screen_shared = fused_kernel(False)
                 # its queued rows' best centres go to queue_best, which the split kernel's
                 # own queue overwrites after it (stream order); nothing reads the screen's
                 launch(screen, -(-n // _BM), _BM,
@@ -390,8 +420,8 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
         rest_size, rest = queue_size, queue
         if exact and _prunes(n, d, k, X.dtype.itemsize):
             rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best,
-                                              labels, changed)
-        _recheck(XT, centers, rest_size, rest, labels, changed)
+                                              labels, changed, scratch)
+        _recheck(XT, centers, rest_size, rest, labels, changed, scratch)
     return queue_size
 
 
@@ -408,7 +438,7 @@ def _prunes(n: int, d: int, k: int, itemsize: int) -> bool:
 @declares(_SOURCE, "centre_gaps", _TYPES)
 @declares(_SOURCE, "select_gap_rows")
 @declares(_SOURCE, "recheck_pruned", _TYPES, (_PRUNE_CANDIDATES,))
-def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed):
+def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed, scratch):
     """The queued rows with few candidates, by the gaps between centres; returns the
     device counter and the rows left for :func:`_recheck`.
 
@@ -438,20 +468,20 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
     cp = cupy_module()
     d, n = XT.shape
     k = centers.shape[0]
-    gaps = cp.empty((k, k), dtype=cp.float32)
+    gaps = scratch.empty("gaps", (k, k), cp.float32)
     tiles = -(-k // 64)
     launch(get_kernel(_SOURCE, "centre_gaps", XT.dtype), (tiles, tiles), 256,
            (centers, np.int32(k), np.int32(d), queue_size, np.uint32(_PRUNE_MIN_ROWS), gaps))
     width = min(k, _PRUNE_NEAREST)
-    nearest = cp.empty((k, width), dtype=cp.float32)
-    order = cp.empty((k, width), dtype=cp.int32)
+    nearest = scratch.empty("nearest", (k, width), cp.float32)
+    order = scratch.empty("order", (k, width), cp.int32)
     launch(get_kernel(_SOURCE, "select_gap_rows"), k, _PRUNE_NEAREST,
            (gaps, np.int32(k), np.int32(width), queue_size, np.uint32(_PRUNE_MIN_ROWS), nearest,
             order))
     # the direct distance's relative and absolute error: NumPy floats on the host, no sync
     kappa_d, absolute = (float(v) for v in error_bound(d, XT.dtype)[1:3])
-    rest_size = cp.zeros(1, dtype=cp.uint32)
-    rest = cp.empty(n, dtype=cp.int64)
+    rest_size = scratch.zeros("rest_size", 1, cp.uint32)
+    rest = scratch.empty("rest", n, cp.int64)
     row_bytes = d * XT.dtype.itemsize
     rows = next(r for r in (4, 2, 1) if r * row_bytes <= _PRUNE_LOAD_BYTES or r == 1)
     stride = -(-row_bytes // 16) * 16 + 32
@@ -469,7 +499,7 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed)
 @declares(_SOURCE, "gather_queued", _TYPES)
 @declares(_SOURCE, "assign_recheck_split", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "recheck_merge", _TYPES)
-def _recheck(XT, centers, queue_size, queue, labels, changed):
+def _recheck(XT, centers, queue_size, queue, labels, changed, scratch):
     """The queued rows' direct assignment, with fixed grids (no host read of the queue's
     length): the first rows (at most ``_RECHECK_GATHER_BYTES`` and ``_RECHECK_SPLIT_ROWS``)
     gathered into a compact buffer (gather_queued) and assigned against up to
@@ -487,9 +517,9 @@ def _recheck(XT, centers, queue_size, queue, labels, changed):
     cap = min(-(-n // _RECHECK_BLOCK), max(1, rows // _RECHECK_BLOCK)) * _RECHECK_BLOCK
     chunk = -(-max(tile, -(-k // _RECHECK_RANGES)) // tile) * tile  # whole tiles a range
     ranges = -(-k // chunk)
-    compact = cp.empty((d, cap), dtype=XT.dtype)
-    best = cp.empty((ranges, cap), dtype=XT.dtype)
-    best_index = cp.empty((ranges, cap), dtype=cp.int32)
+    compact = scratch.empty("compact", (d, cap), XT.dtype)
+    best = scratch.empty("best", (ranges, cap), XT.dtype)
+    best_index = scratch.empty("best_index", (ranges, cap), cp.int32)
     launch(get_kernel(_SOURCE, "gather_queued", XT.dtype), sms * 8, BLOCK,
            (XT, np.int64(n), np.int32(d), queue_size, queue, np.int64(cap), compact))
     launch(get_kernel(_SOURCE, "assign_recheck_split", XT.dtype, tile),
@@ -586,6 +616,12 @@ class ScreenedRun:
     loop's readback each iteration waits for it), a call launches only the pass it takes,
     else both, the other leaving at once. No call waits for the GPU.
 
+    The run keeps its device buffers (:class:`_Scratch`), so after the first call its
+    calls only launch kernels: up to 128 features (the fused kernels; wider data goes
+    through cuBLAS) it is ``graph_safe``, and the fit loop captures its iterations into a
+    CUDA graph, each later iteration one graph launch, both passes in it (the device's
+    plan picks).
+
     Parameters
     ----------
     X : cupy.ndarray (n_samples, n_features), a view of a (d, n) column-major buffer
@@ -605,6 +641,9 @@ class ScreenedRun:
         cp = cupy_module()
         self.X = X
         self.plan = cp.zeros(1, dtype=cp.int32)  # 0: the split kernel alone, counting
+        self.scratch = _Scratch(keep=True)
+        # launches only, past the first call: the fused kernels (cuBLAS past them is not)
+        self.graph_safe = _padded_width(X.shape[1]) in FUSED_DIMS
         self._host = cupyx.empty_pinned(1, dtype=np.int32)
         self._host[0] = 0
         self._sent = None  # the event after the last copy of the plan; None: none in flight
@@ -626,15 +665,24 @@ class ScreenedRun:
         return int(SCREEN_SHARE[dp] * n)
 
     def known_plan(self):
-        """The plan as the last copy brought it, or None while that copy is in flight."""
+        """The plan as the last copy brought it, or None while that copy is in flight or
+        while the stream captures (a graph's replays take whatever plan the device has)."""
+        if cupy_module().cuda.get_current_stream().is_capturing():
+            return None
         if self._sent is not None and not self._sent.done:
             return None
-        return int(self._host[0])  # sync: none, pinned host memory the event says landed
+        plan = int(self._host[0])  # sync: none, pinned host memory the event says landed
+        return None if plan < 0 else plan
 
     def plan_sent(self) -> None:
-        """Copy the plan the last call left to the host, without waiting for it."""
+        """Copy the plan the last call left to the host, without waiting for it (not from
+        a capture: a graph's replays leave the host's copy unknown)."""
         cp = cupy_module()
         stream = cp.cuda.get_current_stream()
+        if stream.is_capturing():
+            self._sent = None
+            self._host[0] = -1  # unknown: both passes, until a call outside a graph
+            return
         self.plan.get(stream=stream, out=self._host, blocking=False)
         self._sent = stream.record()
 
