@@ -18,10 +18,12 @@ a user sees: the device time of one Lloyd iteration (``atomic`` update, from the
 centres, as ``tc_assign.py`` times it) with each, beside flash-kmeans' in the same process,
 and the wall time of ``GPUKMeans(assign="tc-exact")`` fits from device data (20
 iterations, ``tol=0``, ``update="atomic-f64"``), with the screen and without it
-(``SCREEN_SHARE`` emptied), in turns: the same labels give the same fit (a digest of the
-labels and the inertia of every fit). Back-to-back calls here issue the next call before
-the last plan's copy has landed, so they launch both passes (the other leaving at once),
-where a fit's loop, which reads its status each iteration, launches only the one it takes.
+(``SCREEN_SHARE`` emptied), each with the loop's CUDA graphs and without them
+(``GPUMINE_GRAPHS=0``), in turns after an untimed fit of each: the same labels give the
+same fit (a digest of the labels and the inertia of every fit). Back-to-back calls here
+issue the next call before the last plan's copy has landed, so they launch both passes (the
+other leaving at once), as a fit's CUDA graph does; a fit's loop without graphs, which reads
+its status each iteration, launches only the one it takes.
 Writes ``tc-screen-ab[-tag]-<date>-<commit>.json``.
 """
 
@@ -122,25 +124,35 @@ def main() -> int:
         del X
         cp.get_default_memory_pool().free_all_blocks()
     shares = dict(tc.SCREEN_SHARE)
+    graphs = os.environ.get("GPUMINE_GRAPHS")
     for n, d, k, kind in ([] if args.skip_fits else FIT_CASES):
         X = cp.asarray(_data(n, d, kind))
         init = cp.asnumpy(X[:k])  # sync: the fits' init, once a case
         row = {"n": n, "d": d, "k": k, "data": kind, "max_iter": 20, "update": "atomic-f64"}
-        for which in ("single", "screened", "single", "screened", "single", "screened"):
-            tc.SCREEN_SHARE = {} if which == "single" else shares
-            cp.cuda.Device().synchronize()
-            start = time.perf_counter()
-            fit = GPUKMeans(k, init=init, n_init=1, max_iter=20, tol=0, assign="tc-exact",
-                            update="atomic-f64", device="gpu").fit(X)
-            cp.cuda.Device().synchronize()
-            row.setdefault(f"fit_s_{which}", []).append(time.perf_counter() - start)
-            inertia = float(fit.inertia_)  # sync: a fitted number, after the timing
-            row.setdefault(f"inertia_{which}", []).append(inertia)
-            # sync: the fit's labels (device data in, device labels out), after its timing
-            labels = cp.asnumpy(fit.labels_).astype(np.int64)
-            row.setdefault(f"labels_digest_{which}", []).append(
-                int(labels @ np.arange(n) % (1 << 61)))  # sync: none, host arrays
+        # each way once untimed first (its kernels compiled, the screen's too)
+        for timed in (False, True, True, True):
+            for which in ("single", "screened", "single-nographs", "screened-nographs"):
+                tc.SCREEN_SHARE = {} if which.startswith("single") else shares
+                os.environ["GPUMINE_GRAPHS"] = "0" if which.endswith("nographs") else "1"
+                cp.cuda.Device().synchronize()
+                start = time.perf_counter()
+                fit = GPUKMeans(k, init=init, n_init=1, max_iter=20, tol=0, assign="tc-exact",
+                                update="atomic-f64", device="gpu").fit(X)
+                cp.cuda.Device().synchronize()
+                if not timed:
+                    continue
+                row.setdefault(f"fit_s_{which}", []).append(time.perf_counter() - start)
+                inertia = float(fit.inertia_)  # sync: a fitted number, after the timing
+                row.setdefault(f"inertia_{which}", []).append(inertia)
+                # sync: the fit's labels (device data in, device labels out), after its timing
+                labels = cp.asnumpy(fit.labels_).astype(np.int64)
+                row.setdefault(f"labels_digest_{which}", []).append(
+                    int(labels @ np.arange(n) % (1 << 61)))  # sync: none, host arrays
         tc.SCREEN_SHARE = shares
+        if graphs is None:
+            os.environ.pop("GPUMINE_GRAPHS", None)
+        else:
+            os.environ["GPUMINE_GRAPHS"] = graphs
         print(row, flush=True)
         record["fits"].append(row)
         del X

@@ -839,7 +839,7 @@ __device__ __forceinline__ void copy_async_wait() {
 // free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72);
 // three for the one-product kernel at 128 (the screen: 243 registers left free, 2 blocks an
 // SM; 168 and three blocks, a few values of the staged row spilled: 1.43 -> 1.36 ms at 1M
-// x 128, k = 1024 on the H100, .scratch run of 2026-11-28).
+// x 128, k = 1024 on the H100, record tc-screen-min-blocks-h100-2026-11-28-d7ebea2.txt).
 template <int DP, bool SPLIT>
 struct HalfTile {
     static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;

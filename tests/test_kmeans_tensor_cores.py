@@ -764,9 +764,9 @@ def test_tc_exact_on_clustered_data_prunes_its_re_check(cp, d, k_per_blob, dtype
     passed_on = []
     full = tensor_cores._recheck
 
-    def counting(XT, centers, queue_size, queue, labels, changed):
+    def counting(XT, centers, queue_size, queue, labels, changed, scratch=None):
         passed_on.append(int(queue_size.get()[0]))  # sync: the test's count
-        full(XT, centers, queue_size, queue, labels, changed)
+        full(XT, centers, queue_size, queue, labels, changed, scratch)
 
     monkeypatch.setattr(tensor_cores, "_recheck", counting)
     monkeypatch.setattr(tensor_cores, "_PRUNE_MIN_ROWS", 100)

@@ -438,7 +438,7 @@ def _prunes(n: int, d: int, k: int, itemsize: int) -> bool:
 @declares(_SOURCE, "centre_gaps", _TYPES)
 @declares(_SOURCE, "select_gap_rows")
 @declares(_SOURCE, "recheck_pruned", _TYPES, (_PRUNE_CANDIDATES,))
-def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed, scratch):
+def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed, scratch=None):
     """The queued rows with few candidates, by the gaps between centres; returns the
     device counter and the rows left for :func:`_recheck`.
 
@@ -466,6 +466,7 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed,
     queued rows above (record ``tc-recheck-prune-variants-h100-2026-11-27-*``).
     """
     cp = cupy_module()
+    scratch = _Scratch() if scratch is None else scratch
     d, n = XT.shape
     k = centers.shape[0]
     gaps = scratch.empty("gaps", (k, k), cp.float32)
@@ -499,7 +500,7 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed,
 @declares(_SOURCE, "gather_queued", _TYPES)
 @declares(_SOURCE, "assign_recheck_split", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "recheck_merge", _TYPES)
-def _recheck(XT, centers, queue_size, queue, labels, changed, scratch):
+def _recheck(XT, centers, queue_size, queue, labels, changed, scratch=None):
     """The queued rows' direct assignment, with fixed grids (no host read of the queue's
     length): the first rows (at most ``_RECHECK_GATHER_BYTES`` and ``_RECHECK_SPLIT_ROWS``)
     gathered into a compact buffer (gather_queued) and assigned against up to
@@ -507,6 +508,7 @@ def _recheck(XT, centers, queue_size, queue, labels, changed, scratch):
     queued rows alone kept a block per multiprocessor busy), the ranges' answers merged
     (recheck_merge); any further rows by assign_recheck from the scattered rows."""
     cp = cupy_module()
+    scratch = _Scratch() if scratch is None else scratch
     d, n = XT.shape
     k = centers.shape[0]
     tile, dt = tiled_shape(k, d, XT.dtype.itemsize)
