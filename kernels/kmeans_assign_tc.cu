@@ -913,14 +913,16 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     int* counting = old_labels + BM;                          // 1   count the screen's misses
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
+    const index_t row0 = (index_t)blockIdx.x * BM;
     // the pass: the screen runs under plan 1 only; the split kernel takes the screen's rows
-    // there. What the epilogue needs of it waits in shared memory, not in registers
-    // through the products.
+    // there (a block past them leaves: the grid covers every row). What the epilogue needs
+    // of it waits in shared memory, not in registers through the products.
     constexpr bool SCREENS = !SPLIT;  // the screen where c_residual is given, else tc-fast
     const int pass = plan != nullptr ? plan[0] : -1;
-    if (SCREENS && c_residual != nullptr && pass == 0) return;  // the whole block
+    if (SCREENS && c_residual != nullptr && pass == 0) return;
     const bool indirect = SPLIT && pass == 1;
     const index_t active_rows = indirect ? (index_t)*row_count : n;
+    if (row0 >= active_rows) return;  // the whole block: no barrier passed yet
     if (threadIdx.x == 0) *counting = SPLIT && pass == 0 && c_residual != nullptr;
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
@@ -936,282 +938,274 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if (threadIdx.x < BN / 4) copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
         copy_async_commit();
     };
-    // Tiles of BM rows, a block's in turn: the grid is at most the blocks resident at once,
-    // so no block is launched only to find no rows (the split kernel on the screen's rows
-    // is launched for every row: those past them cost nothing then)
-    for (index_t row0 = (index_t)blockIdx.x * BM; row0 < active_rows;
-         row0 += (index_t)gridDim.x * BM) {
-        if (!HELD) load_tile(0, 0);  // lands while the rows are staged
+    if (!HELD) load_tile(0, 0);  // lands while the rows are staged
 
-        {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
-            // the row (the scale needs its largest value). Float data lands in shared memory
-            // first, every copy of the block's rows in flight at once (feature j of row r at
-            // raw[j * BM + r], in the staging area), and each thread holds its row in registers
-            // for both passes: loads from global memory into registers had ptxas issue them a
-            // few at a time, each batch waiting on memory (at 1M x 128 the kernel took 1.10 ms
-            // with 64 centres, 3.25 with 1024 under ncu: ncu-tc-kernels-h100-2026-11-27-a86e510;
-            // tc-stage-ab-h100-2026-11-27-5de7db9). Double data is read into registers as
-            // before: from 64 features the row once, held; below, the second pass reads it
-            // again from L1/L2. The shift and the rows' previous labels come into shared memory
-            // with the rows: the shift had been a global load per value, and the epilogue
-            // waited on each row's label in turn (about half the kernel at 1M x 32 with 64
-            // centres: ncu-src-*-h100-2026-11-27-20ddee8).
-            constexpr bool ASYNC = sizeof(T) == 4;
-            constexpr bool HOLD_ROW = ASYNC || DP >= 64;
-            const index_t local_row = row0 + threadIdx.x;
-            const index_t i = local_row >= active_rows ? n
-                              : indirect ? rows[local_row] : local_row;
-            row_ids[threadIdx.x] = i;
-            const float* raw = reinterpret_cast<const float*>(xh);
-            // the shift and the rows' labels (read in the epilogue) arrive with the rows
-            if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
-            const int previous = i < n ? labels[i] : 0;
-            if constexpr (ASYNC) {
-                static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
-                float* tile = reinterpret_cast<float*>(xh);  // d * BM <= 2 * BM * SW words
-                const int here = (int)min((index_t)BM, active_rows - row0);
-                if (!indirect && n % 4 == 0
-                    && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
-                    // every column 16-byte aligned, and `here` a multiple of 4: a warp copies
-                    // one feature's 128 rows, the block four features at a time
-                    const int r = lane * 4;
-                    if (r < here)
-                        for (int j = warp; j < d; j += 4)
-                            copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
-                } else if ((int)threadIdx.x < here) {
-                    for (int j = 0; j < d; ++j)
-                        copy_async4(tile + j * BM + threadIdx.x, XT + (index_t)j * n + i);
-                }
+    {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
+        // the row (the scale needs its largest value). Float data lands in shared memory
+        // first, every copy of the block's rows in flight at once (feature j of row r at
+        // raw[j * BM + r], in the staging area), and each thread holds its row in registers
+        // for both passes: loads from global memory into registers had ptxas issue them a
+        // few at a time, each batch waiting on memory (at 1M x 128 the kernel took 1.10 ms
+        // with 64 centres, 3.25 with 1024 under ncu: ncu-tc-kernels-h100-2026-11-27-a86e510;
+        // tc-stage-ab-h100-2026-11-27-5de7db9). Double data is read into registers as
+        // before: from 64 features the row once, held; below, the second pass reads it
+        // again from L1/L2. The shift and the rows' previous labels come into shared memory
+        // with the rows: the shift had been a global load per value, and the epilogue
+        // waited on each row's label in turn (about half the kernel at 1M x 32 with 64
+        // centres: ncu-src-*-h100-2026-11-27-20ddee8).
+        constexpr bool ASYNC = sizeof(T) == 4;
+        constexpr bool HOLD_ROW = ASYNC || DP >= 64;
+        const index_t local_row = row0 + threadIdx.x;
+        const index_t i = local_row >= active_rows ? n
+                          : indirect ? rows[local_row] : local_row;
+        row_ids[threadIdx.x] = i;
+        const float* raw = reinterpret_cast<const float*>(xh);
+        // the shift and the rows' labels (read in the epilogue) arrive with the rows
+        if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
+        const int previous = i < n ? labels[i] : 0;
+        if constexpr (ASYNC) {
+            static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
+            float* tile = reinterpret_cast<float*>(xh);  // d * BM <= 2 * BM * SW words
+            const int here = (int)min((index_t)BM, active_rows - row0);
+            if (!indirect && n % 4 == 0
+                && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
+                // every column 16-byte aligned, and `here` a multiple of 4: a warp copies
+                // one feature's 128 rows, the block four features at a time
+                const int r = lane * 4;
+                if (r < here)
+                    for (int j = warp; j < d; j += 4)
+                        copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
+            } else if ((int)threadIdx.x < here) {
+                for (int j = 0; j < d; ++j)
+                    copy_async4(tile + j * BM + threadIdx.x, XT + (index_t)j * n + i);
             }
-            copy_async_commit();
-            old_labels[threadIdx.x] = previous;
-            copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
-            __syncthreads();
-            auto load = [&](int j) {
-                if (!(i < n && j < d)) return 0.0f;
-                const double x = ASYNC ? (double)raw[j * BM + threadIdx.x]
-                                       : (double)XT[(index_t)j * n + i];
-                return (float)(x - shifts[j]);
-            };
-            float row[HOLD_ROW ? DP : 1];
-            if constexpr (HOLD_ROW) {
+        }
+        copy_async_commit();
+        old_labels[threadIdx.x] = previous;
+        copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
+        __syncthreads();
+        auto load = [&](int j) {
+            if (!(i < n && j < d)) return 0.0f;
+            const double x = ASYNC ? (double)raw[j * BM + threadIdx.x]
+                                   : (double)XT[(index_t)j * n + i];
+            return (float)(x - shifts[j]);
+        };
+        float row[HOLD_ROW ? DP : 1];
+        if constexpr (HOLD_ROW) {
 #pragma unroll
-                for (int j = 0; j < DP; ++j) row[j] = load(j);
-            }
-            if constexpr (ASYNC) __syncthreads();  // every row read before the split overwrites it
-            auto value = [&](int j) {
-                if constexpr (HOLD_ROW) return row[j];
-                else return load(j);
-            };
-            double norm2 = 0.0;
-            float top = 0.0f;
-            bool finite = true;
+            for (int j = 0; j < DP; ++j) row[j] = load(j);
+        }
+        if constexpr (ASYNC) __syncthreads();  // every row read before the split overwrites it
+        auto value = [&](int j) {
+            if constexpr (HOLD_ROW) return row[j];
+            else return load(j);
+        };
+        double norm2 = 0.0;
+        float top = 0.0f;
+        bool finite = true;
 #pragma unroll(HOLD_ROW ? DP : 16)
-            for (int j = 0; j < DP; ++j) {
-                const float v = value(j);
-                norm2 += (double)v * (double)v;
-                top = fmaxf(top, fabsf(v));
-                finite = finite && isfinite(v);
-            }
-            const int r_scale = half_scale(top);
-            double rest2 = 0.0;  // ||x - x_hi||^2, scaled
+        for (int j = 0; j < DP; ++j) {
+            const float v = value(j);
+            norm2 += (double)v * (double)v;
+            top = fmaxf(top, fabsf(v));
+            finite = finite && isfinite(v);
+        }
+        const int r_scale = half_scale(top);
+        double rest2 = 0.0;  // ||x - x_hi||^2, scaled
 #pragma unroll(HOLD_ROW ? W : 8)
-            for (int w = 0; w < W; ++w) {
-                unsigned short h0, l0, h1, l1;
-                const float r0 = half_split(ldexpf(value(2 * w), r_scale), h0, l0);
-                const float r1 = half_split(ldexpf(value(2 * w + 1), r_scale), h1, l1);
-                rest2 += (double)r0 * (double)r0 + (double)r1 * (double)r1;
-                xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
-                xl[threadIdx.x * SW + w] = pack_halves(l0, l1);
+        for (int w = 0; w < W; ++w) {
+            unsigned short h0, l0, h1, l1;
+            const float r0 = half_split(ldexpf(value(2 * w), r_scale), h0, l0);
+            const float r1 = half_split(ldexpf(value(2 * w + 1), r_scale), h1, l1);
+            rest2 += (double)r0 * (double)r0 + (double)r1 * (double)r1;
+            xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
+            xl[threadIdx.x * SW + w] = pack_halves(l0, l1);
+        }
+        xn[threadIdx.x] = norm2;
+        if (c_residual != nullptr) {  // 2 (rho_x cmax + (|x| + rho_x) rho_c), with a margin
+            // for its double rounding; rho_x unscaled by a power of two (exact)
+            const double rho_x = ldexp(sqrt(rest2), -r_scale);
+            const double rho_c = (double)__uint_as_float(*c_residual);
+            dropped[threadIdx.x] = 2.0 * (rho_x * (double)cmax_value
+                                          + (sqrt(norm2) + rho_x) * rho_c) * (1.0 + 0x1p-20);
+        }
+        const int e = 1 - r_scale - c_scale;  // coefficient -2^e
+        coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
+            ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
+    }
+    __syncthreads();
+
+    Top2 top[2][2];  // [m tile][row group, row group + 8]
+    float row_coef[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+        top2_init(top[m][0]);
+        top2_init(top[m][1]);
+        row_coef[m][0] = coef[warp * 32 + m * 16 + group];
+        row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
+    }
+    const unsigned* xhw = xh + warp * 32 * SW;
+    const unsigned* xlw = xl + warp * 32 * SW;
+    // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs, by one
+    // ldmatrix.x4: lanes 0-7 give rows 0-7 of features 0-7 (a[0]), lanes 8-15 rows 8-15
+    // (a[1]), lanes 16-31 the same rows' features 8-15 (a[2], a[3]). Rows SW = 68 words
+    // apart fall in 8 distinct 4-bank groups: no bank conflict.
+    auto load_a = [&](unsigned (&a)[4], const unsigned* xs, int m, int s) {
+        ldmatrix_x4(a, xs + (m * 16 + (lane & 15)) * SW + s * 8 + (lane >> 4) * 4);
+    };
+    // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
+    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
+        const int col = t * 8 + 2 * member;
+        const float n0 = nst[col], n1 = nst[col + 1];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
+            top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
+            top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
+            top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
+        }
+    };
+    // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), and
+    // what an mma's accumulation cuts scales with what the accumulator holds, so the small
+    // products' instructions cost little where they run before any large one: every small
+    // product goes in first, or into an accumulator of its own added at the end. Either way
+    // only the large products' d / 16 instructions carry the large magnitudes, not 3d / 16: a
+    // third of the bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
+    // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
+    // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
+    // not read).
+    auto b_offset = [&](int t, int s) {
+        return (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
+    };
+    auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                              const unsigned (&a1)[4], const unsigned (&l0)[4],
+                              const unsigned (&l1)[4], const unsigned (&bh)[2],
+                              const unsigned (&bl)[2]) {
+        mma_f16(acc[0], l0, bh);
+        mma_f16(acc[1], l1, bh);
+        mma_f16(acc[0], a0, bl);
+        mma_f16(acc[1], a1, bl);
+    };
+    auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                              const unsigned (&a1)[4], const unsigned (&bh)[2]) {
+        mma_f16(acc[0], a0, bh);
+        mma_f16(acc[1], a1, bh);
+    };
+    // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
+    // kernel and each n8 tile is finished (all features) before the next, so only one tile's
+    // accumulators are live (writing the next tile's products before this one's fold, or
+    // the mma as volatile asm, did not change the compiled schedule on sm_90). The split
+    // kernel at 128 features reads them from shared memory per feature step, over all n8
+    // tiles (the lo fragments unused by tc-fast are never read, so take no registers).
+    static_assert(HELD == (KS <= 4 || !SPLIT), "fragments held to 64 features, or hi alone");
+    unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
+    if constexpr (HELD) {
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int s = 0; s < KS; ++s) {
+                load_a(a_hi[m][s], xhw, m, s);
+                if (SPLIT) load_a(a_lo[m][s], xlw, m, s);
+                else
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
             }
-            xn[threadIdx.x] = norm2;
-            if (c_residual != nullptr) {  // 2 (rho_x cmax + (|x| + rho_x) rho_c), with a margin
-                // for its double rounding; rho_x unscaled by a power of two (exact)
-                const double rho_x = ldexp(sqrt(rest2), -r_scale);
-                const double rho_c = (double)__uint_as_float(*c_residual);
-                dropped[threadIdx.x] = 2.0 * (rho_x * (double)cmax_value
-                                              + (sqrt(norm2) + rho_x) * rho_c) * (1.0 + 0x1p-20);
-            }
-            const int e = 1 - r_scale - c_scale;  // coefficient -2^e
-            coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
-                ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
+        __syncthreads();  // every warp holds its fragments: the staging area takes centres
+        load_tile(0, 0);
+    }
+    for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
+        if (c0 + BN < k_pad) {
+            load_tile(c0 + BN, b ^ 1);
+            copy_async_wait<1>();  // this tile's copies landed, the next one's in flight
+        } else {
+            copy_async_wait<0>();
         }
         __syncthreads();
-
-        Top2 top[2][2];  // [m tile][row group, row group + 8]
-        float row_coef[2][2];
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-            top2_init(top[m][0]);
-            top2_init(top[m][1]);
-            row_coef[m][0] = coef[warp * 32 + m * 16 + group];
-            row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
-        }
-        const unsigned* xhw = xh + warp * 32 * SW;
-        const unsigned* xlw = xl + warp * 32 * SW;
-        // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs, by one
-        // ldmatrix.x4: lanes 0-7 give rows 0-7 of features 0-7 (a[0]), lanes 8-15 rows 8-15
-        // (a[1]), lanes 16-31 the same rows' features 8-15 (a[2], a[3]). Rows SW = 68 words
-        // apart fall in 8 distinct 4-bank groups: no bank conflict.
-        auto load_a = [&](unsigned (&a)[4], const unsigned* xs, int m, int s) {
-            ldmatrix_x4(a, xs + (m * 16 + (lane & 15)) * SW + s * 8 + (lane >> 4) * 4);
-        };
-        // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
-        auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
-            const int col = t * 8 + 2 * member;
-            const float n0 = nst[col], n1 = nst[col + 1];
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
-                top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
-                top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
-                top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
-            }
-        };
-        // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), and
-        // what an mma's accumulation cuts scales with what the accumulator holds, so the small
-        // products' instructions cost little where they run before any large one: every small
-        // product goes in first, or into an accumulator of its own added at the end. Either way
-        // only the large products' d / 16 instructions carry the large magnitudes, not 3d / 16: a
-        // third of the bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
-        // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
-        // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
-        // not read).
-        auto b_offset = [&](int t, int s) {
-            return (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
-        };
-        auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
-                                  const unsigned (&a1)[4], const unsigned (&l0)[4],
-                                  const unsigned (&l1)[4], const unsigned (&bh)[2],
-                                  const unsigned (&bl)[2]) {
-            mma_f16(acc[0], l0, bh);
-            mma_f16(acc[1], l1, bh);
-            mma_f16(acc[0], a0, bl);
-            mma_f16(acc[1], a1, bl);
-        };
-        auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
-                                  const unsigned (&a1)[4], const unsigned (&bh)[2]) {
-            mma_f16(acc[0], a0, bh);
-            mma_f16(acc[1], a1, bh);
-        };
-        // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
-        // kernel and each n8 tile is finished (all features) before the next, so only one tile's
-        // accumulators are live (writing the next tile's products before this one's fold, or
-        // the mma as volatile asm, did not change the compiled schedule on sm_90). The split
-        // kernel at 128 features reads them from shared memory per feature step, over all n8
-        // tiles (the lo fragments unused by tc-fast are never read, so take no registers).
-        static_assert(HELD == (KS <= 4 || !SPLIT), "fragments held to 64 features, or hi alone");
-        unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
+        const unsigned* cht = ch + b * BN * SW;
+        const unsigned* clt = cl + b * BN * SW;
+        const float* nst = ns + b * BN;
         if constexpr (HELD) {
 #pragma unroll
-            for (int m = 0; m < 2; ++m)
+            for (int t = 0; t < NT; ++t) {
+                // one accumulator: every small product of the tile first, then the large ones
+                float acc[2][4] = {};
+                unsigned bh[KS][2];
 #pragma unroll
                 for (int s = 0; s < KS; ++s) {
-                    load_a(a_hi[m][s], xhw, m, s);
-                    if (SPLIT) load_a(a_lo[m][s], xlw, m, s);
-                    else
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
-                }
-            __syncthreads();  // every warp holds its fragments: the staging area takes centres
-            load_tile(0, 0);
-        }
-        for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
-            if (c0 + BN < k_pad) {
-                load_tile(c0 + BN, b ^ 1);
-                copy_async_wait<1>();  // this tile's copies landed, the next one's in flight
-            } else {
-                copy_async_wait<0>();
-            }
-            __syncthreads();
-            const unsigned* cht = ch + b * BN * SW;
-            const unsigned* clt = cl + b * BN * SW;
-            const float* nst = ns + b * BN;
-            if constexpr (HELD) {
-#pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    // one accumulator: every small product of the tile first, then the large ones
-                    float acc[2][4] = {};
-                    unsigned bh[KS][2];
-#pragma unroll
-                    for (int s = 0; s < KS; ++s) {
-                        ldmatrix_x2(bh[s], cht + b_offset(t, s));
-                        if (SPLIT) {
-                            unsigned bl[2];
-                            ldmatrix_x2(bl, clt + b_offset(t, s));
-                            multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
-                                           bh[s], bl);
-                        }
-                    }
-#pragma unroll
-                    for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
-                    push_scores(acc, nst, c0, t);
-                }
-            } else {
-                float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
-#pragma unroll
-                for (int s = 0; s < KS; ++s) {
-                    load_a(a_hi[0][0], xhw, 0, s);
-                    load_a(a_hi[1][0], xhw, 1, s);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
+                    ldmatrix_x2(bh[s], cht + b_offset(t, s));
                     if (SPLIT) {
-                        load_a(a_lo[0][0], xlw, 0, s);
-                        load_a(a_lo[1][0], xlw, 1, s);
-                    }
-#pragma unroll
-                    for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
-                        unsigned bh[2];
-                        ldmatrix_x2(bh, cht + b_offset(t, s));
-                        if (SPLIT) {
-                            unsigned bl[2];
-                            ldmatrix_x2(bl, clt + b_offset(t, s));
-                            multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
-                                           bh, bl);
-                        }
-                        multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
+                        unsigned bl[2];
+                        ldmatrix_x2(bl, clt + b_offset(t, s));
+                        multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
+                                       bh[s], bl);
                     }
                 }
 #pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    if (SPLIT)
+                for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
+                push_scores(acc, nst, c0, t);
+            }
+        } else {
+            float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
 #pragma unroll
-                        for (int m = 0; m < 2; ++m)
+            for (int s = 0; s < KS; ++s) {
+                load_a(a_hi[0][0], xhw, 0, s);
+                load_a(a_hi[1][0], xhw, 1, s);
 #pragma unroll
-                            for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
-                    push_scores(acc[t], nst, c0, t);
+                for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
+                if (SPLIT) {
+                    load_a(a_lo[0][0], xlw, 0, s);
+                    load_a(a_lo[1][0], xlw, 1, s);
+                }
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
+                    unsigned bh[2];
+                    ldmatrix_x2(bh, cht + b_offset(t, s));
+                    if (SPLIT) {
+                        unsigned bl[2];
+                        ldmatrix_x2(bl, clt + b_offset(t, s));
+                        multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
+                                       bh, bl);
+                    }
+                    multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
                 }
             }
-            __syncthreads();  // every warp is done with buffer b before it is refilled
-        }
 #pragma unroll
-        for (int m = 0; m < 2; ++m) {
+            for (int t = 0; t < NT; ++t) {
+                if (SPLIT)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                Top2& t = top[m][h];
-                top2_merge_lanes(t, 1);
-                top2_merge_lanes(t, 2);
-                const int local = warp * 32 + m * 16 + h * 8 + group;
-                const index_t i = row_ids[local];
-                const bool active = member == 0 && i < n;
-                const bool scaled = row_coef[m][h] == row_coef[m][h];
-                // tc-fast decides every row it can scale; the re-check takes the others. The
-                // screen's margin adds what the dropped lo parts can move the score.
-                const bool screen = SCREENS && c_residual != nullptr;
-                const bool decided = active && scaled
-                                     && top2_decides(t, xn[local], (double)cmax_value, bound,
-                                                     screen ? dropped[local] : 0.0);
-                if (SPLIT && *counting) {  // the rows the screen would leave, a warp's at once
-                    const bool missed = active && !(scaled && top2_decides(
-                        t, xn[local], (double)cmax_value, bound, dropped[local]));
-                    const unsigned ballot = __ballot_sync(0xffffffffu, missed);
-                    if (lane == 0 && ballot != 0u)
-                        atomicAdd(screen_misses, (unsigned)__popc(ballot));
-                }
-                finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
-                           queue_size, queue, queue_best);
+                    for (int m = 0; m < 2; ++m)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
+                push_scores(acc[t], nst, c0, t);
             }
         }
-        __syncthreads();  // the tile's shared values read: the next tile may stage
+        __syncthreads();  // every warp is done with buffer b before it is refilled
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            Top2& t = top[m][h];
+            top2_merge_lanes(t, 1);
+            top2_merge_lanes(t, 2);
+            const int local = warp * 32 + m * 16 + h * 8 + group;
+            const index_t i = row_ids[local];
+            const bool active = member == 0 && i < n;
+            const bool scaled = row_coef[m][h] == row_coef[m][h];
+            // tc-fast decides every row it can scale; the re-check takes the others. The
+            // screen's margin adds what the dropped lo parts can move the score.
+            const bool screen = SCREENS && c_residual != nullptr;
+            const bool decided = active && scaled
+                                 && top2_decides(t, xn[local], (double)cmax_value, bound,
+                                                 screen ? dropped[local] : 0.0);
+            if (SPLIT && *counting) {  // the rows the screen would leave, a warp's at once
+                const bool missed = active && !(scaled && top2_decides(
+                    t, xn[local], (double)cmax_value, bound, dropped[local]));
+                const unsigned ballot = __ballot_sync(0xffffffffu, missed);
+                if (lane == 0 && ballot != 0u) atomicAdd(screen_misses, (unsigned)__popc(ballot));
+            }
+            finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
+                       queue_size, queue, queue_best);
+        }
     }
 }

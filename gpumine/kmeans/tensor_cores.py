@@ -151,14 +151,7 @@ import numpy as np
 
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy, InvalidParameterError
-from gpumine.kernels import (
-    BLOCK,
-    declares,
-    device_attribute,
-    get_kernel,
-    launch,
-    resident_blocks,
-)
+from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
 from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
@@ -382,36 +375,33 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
         c_lo = scratch.empty("c_lo", words, cp.uint32)
         launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
                (padded, np.int64(words), cmax, c_hi, c_lo))
-
         def fused_kernel(split):
-            """The kernel, its shared memory and its grid: a block a tile of rows, at most
-            the blocks resident at once (the kernel strides over the tiles)."""
             kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
                                 "true" if split else "false")
             shared = half_shared_bytes(dp, split)
             if shared > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = shared
-            return kernel, shared, min(-(-n // _BM), resident_blocks(kernel, _BM, shared))
+            return kernel, shared
 
         common = (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                   np.int32(k_pad))
-        kernel, shared, grid = fused_kernel(exact)
+        kernel, shared = fused_kernel(exact)
         if exact and run is not None and run.screens(n, dp):
             c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
             launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
                    (padded, np.int32(k_pad), np.int32(dp), cmax, c_residual))
             known = run.known_plan()
             rows = scratch.empty("rows", n, cp.int64)
-            screen, screen_shared, screen_grid = fused_kernel(False)  # before any capture
+            screen, screen_shared = fused_kernel(False)  # compiled before any capture
             if known != 0:  # the screen (it leaves at once where the device's plan is 0)
                 # its queued rows' best centres go to queue_best, which the split kernel's
                 # own queue overwrites after it (stream order); nothing reads the screen's
-                launch(screen, screen_grid, _BM,
+                launch(screen, -(-n // _BM), _BM,
                        (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
                         screen_queue, rows, queue_best),
                        shared_mem=screen_shared)
-            launch(kernel, grid, _BM,
+            launch(kernel, -(-n // _BM), _BM,
                    (*common, run.plan, kernel_pointer(rows), screen_queue, c_residual, misses,
                     labels, kernel_pointer(changed), queue_size, queue, queue_best),
                    shared_mem=shared)
@@ -419,7 +409,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
                    (run.plan, screen_queue, misses, np.uint32(run.limit(n, dp))))
             run.plan_sent()
         else:
-            launch(kernel, grid, _BM,
+            launch(kernel, -(-n // _BM), _BM,
                    (*common, *(kernel_pointer(None),) * 5, labels, kernel_pointer(changed),
                     queue_size, queue, queue_best),
                    shared_mem=shared)
