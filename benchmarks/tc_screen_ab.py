@@ -44,7 +44,8 @@ CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
          (10_000_000, 32, 1024, "uniform"), (10_000_000, 32, 1024, "blobs:64"),
          (1_000_000, 64, 1024, "uniform"), (1_000_000, 64, 1024, "blobs:64")]
 ITERATION_CASES = [(1_000_000, 128, 1024, "uniform"), (10_000_000, 32, 1024, "uniform")]
-FIT_CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64")]
+FIT_CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
+             (10_000_000, 32, 1024, "uniform"), (10_000_000, 32, 1024, "blobs:64")]
 
 
 def screen_left(cp, run, X, centres) -> dict:
@@ -65,6 +66,7 @@ def main() -> int:
     parser.add_argument("--centres", default="/tmp")
     parser.add_argument("--tag", default="")
     parser.add_argument("--skip-fits", action="store_true")
+    parser.add_argument("--fits-only", action="store_true")
     args = parser.parse_args()
     from gpumine import GPUKMeans, registry
     from gpumine.backend import get_backend
@@ -78,7 +80,7 @@ def main() -> int:
               "rows": [], "iterations": [], "fits": []}
     single = tc.assign_tc_exact
     tiled = registry.load_strategy("kmeans.assign", "tiled")
-    for n, d, k, kind in CASES:
+    for n, d, k, kind in ([] if args.fits_only else CASES):
         X = cp.ascontiguousarray(cp.asarray(_data(n, d, kind)).T).T
         for stage in ("init", "iter10"):
             centres = _centres(cp, X, k, stage, os.path.join(
@@ -101,7 +103,7 @@ def main() -> int:
         del X
         cp.get_default_memory_pool().free_all_blocks()
     update = registry.load_strategy("kmeans.update", "atomic")
-    for n, d, k, kind in ITERATION_CASES:
+    for n, d, k, kind in ([] if args.fits_only else ITERATION_CASES):
         host = _data(n, d, kind)
         X = cp.ascontiguousarray(cp.asarray(host).T).T
         centres = X[:k].copy()

@@ -863,7 +863,8 @@ struct HalfTile {
 // rho_c the centres' largest (tc_center_residuals); the other rows are queued. The split
 // kernel then takes those rows (`rows`, `row_count`) where plan[0] is 1, every row where it
 // is 0 -- counting there, with `screen_misses`, the rows the screen's margin would not
-// decide (the next call's plan: tc_screen_plan). `plan` null: one pass over every row.
+// decide (the next call's plan: tc_screen_plan). `plan` null: one pass over every row;
+// `rows` null (the screen not launched): the split kernel takes every row whatever the plan.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
 // the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles, 128
@@ -920,7 +921,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     constexpr bool SCREENS = !SPLIT;  // the screen where c_residual is given, else tc-fast
     const int pass = plan != nullptr ? plan[0] : -1;
     if (SCREENS && c_residual != nullptr && pass == 0) return;
-    const bool indirect = SPLIT && pass == 1;
+    const bool indirect = SPLIT && pass == 1 && rows != nullptr;  // null: the screen not run
     const index_t active_rows = indirect ? (index_t)*row_count : n;
     if (row0 >= active_rows) return;  // the whole block: no barrier passed yet
     if (threadIdx.x == 0) *counting = SPLIT && pass == 0 && c_residual != nullptr;

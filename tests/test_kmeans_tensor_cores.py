@@ -584,6 +584,8 @@ def test_screened_run_replays_from_a_cuda_graph(cp, d, rng, screen_always):
     labels = cp.full(n, -7, dtype=cp.int32)
     changed = cp.zeros(1, dtype=cp.uint64)
     run(Xc, centres, labels, changed=changed)  # the first call: buffers made, plan 0 -> 1
+    cp.cuda.Device().synchronize()  # the plan's copy landed: the capture takes both passes
+    assert run.known_plan() == 1
     buffers = {name: array.data.ptr for name, array in run.scratch._arrays.items()}
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
@@ -604,6 +606,45 @@ def test_screened_run_replays_from_a_cuda_graph(cp, d, rng, screen_always):
         assert np.array_equal(cp.asnumpy(labels), expected)
         assert int(changed.get()[0]) == expected_changed
     assert int(run.plan.get()[0]) == 1  # the graph's replays kept the screen
+
+
+@pytest.mark.gpu
+def test_graph_captured_under_the_split_plan_takes_every_row(cp, rng, monkeypatch):
+    """A capture made where the plan was the split kernel alone (centres in pairs a hair
+    apart) holds that kernel over every row and no screen: replayed with spread centres,
+    which turn the device's plan to the screen, it still gives tiled's labels."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "SCREEN_MIN_ROWS", 1)
+    n, d, k = 6000, 64, 64
+    X = rng.uniform(size=(n, d)).astype(np.float32)
+    pairs = np.repeat(X[: k // 2], 2, axis=0)
+    pairs[1::2] += np.float32(1e-6)
+    Xc = _columns(cp, X)
+    run = tensor_cores.assign_tc_exact.bind(Xc)
+    centres = cp.asarray(pairs)
+    labels = cp.full(n, -7, dtype=cp.int32)
+    changed = cp.zeros(1, dtype=cp.uint64)
+    run(Xc, centres, labels, changed=changed)
+    cp.cuda.Device().synchronize()
+    assert run.known_plan() == 0
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        run(Xc, centres, labels, changed=changed)
+        graph = stream.end_capture()
+    spread = X[rng.choice(n, k, replace=False)]
+    expected, expected_changed = _labels(cp, "tiled", X, spread)
+    for _ in range(3):
+        with stream:
+            centres[...] = cp.asarray(spread)
+            labels.fill(-7)
+            changed.fill(0)
+            graph.launch(stream)
+        stream.synchronize()
+        assert np.array_equal(cp.asnumpy(labels), expected)
+        assert int(changed.get()[0]) == expected_changed
+    assert int(run.plan.get()[0]) == 1  # the device's plan turned; the graph held its course
 
 
 @pytest.mark.gpu

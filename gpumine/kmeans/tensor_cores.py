@@ -393,7 +393,9 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
             known = run.known_plan()
             rows = scratch.empty("rows", n, cp.int64)
             screen, screen_shared = fused_kernel(False)  # compiled before any capture
-            if known != 0:  # the screen (it leaves at once where the device's plan is 0)
+            if known == 0:  # the split kernel takes every row, whatever the device's plan
+                rows = None
+            else:  # the screen (it leaves at once where the device's plan is 0)
                 # its queued rows' best centres go to queue_best, which the split kernel's
                 # own queue overwrites after it (stream order); nothing reads the screen's
                 launch(screen, -(-n // _BM), _BM,
@@ -616,13 +618,15 @@ class ScreenedRun:
     count (:func:`_assign`). The plan also comes back to pinned host memory after each
     call, asynchronously: where that copy has landed when the next call starts (the fit
     loop's readback each iteration waits for it), a call launches only the pass it takes,
-    else both, the other leaving at once. No call waits for the GPU.
+    else both, the other leaving at once (the split kernel takes every row where the
+    screen was not launched). No call waits for the GPU.
 
     The run keeps its device buffers (:class:`_Scratch`), so after the first call its
     calls only launch kernels: up to 128 features (the fused kernels; wider data goes
     through cuBLAS) it is ``graph_safe``, and the fit loop captures its iterations into a
-    CUDA graph, each later iteration one graph launch, both passes in it (the device's
-    plan picks).
+    CUDA graph, each later iteration one graph launch: both passes in it where the plan
+    at the capture (the loop's second iteration) was the screen, the device's plan picking
+    at each replay; the split kernel alone where it was not.
 
     Parameters
     ----------
@@ -667,10 +671,12 @@ class ScreenedRun:
         return int(SCREEN_SHARE[dp] * n)
 
     def known_plan(self):
-        """The plan as the last copy brought it, or None while that copy is in flight or
-        while the stream captures (a graph's replays take whatever plan the device has)."""
-        if cupy_module().cuda.get_current_stream().is_capturing():
-            return None
+        """The plan as the last copy brought it, or None while that copy is in flight.
+
+        A capture takes it too: a graph made under plan 0 holds the split kernel alone,
+        over every row, whatever the device's plan becomes (no early-leaving screen on
+        clustered data); made under plan 1 or unknown, both passes, the device's plan
+        picking."""
         if self._sent is not None and not self._sent.done:
             return None
         plan = int(self._host[0])  # sync: none, pinned host memory the event says landed
