@@ -315,8 +315,9 @@ class _Scratch:
         array = self._arrays.get(name)
         if array is None or array.shape != shape or array.dtype != np.dtype(dtype):
             if cp.cuda.get_current_stream().is_capturing():
-                raise RuntimeError(f"tc-exact's buffer {name!r} {shape} was not made before "
-                                   "the capture")
+                raise IncompatibleStrategy(
+                    f"tc-exact's buffer {name!r} {shape} was not made before the capture: "
+                    "call the run once outside a CUDA graph capture first")
             array = self._arrays[name] = cp.empty(shape, dtype=dtype)
         return array
 
