@@ -83,6 +83,9 @@ def measure(cp, n, d, k, iterations, data="uniform") -> dict:
             run()  # compile and warm
             seconds, model = _wall(cp, run)
             row["seconds"][f"{name}/{m}"] = seconds
+            # a fit with tol=0 stops where no label changed (flash-kmeans, tol=-1, never does):
+            # per-iteration differences between m's mean something only where both ran all
+            row.setdefault("n_iter", {})[f"{name}/{m}"] = int(model.n_iter_)
             reference = fp64_labels(cp, X[:_CHECKED], model.cluster_centers_)
             row["labels_equal_fp64"][f"{name}/{m}"] = float(
                 (model.labels_[:_CHECKED] == reference).mean())
