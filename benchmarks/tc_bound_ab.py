@@ -27,7 +27,6 @@ inertia of every fit), where float32 partials can differ run to run in the last 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from functools import partial
 
@@ -35,7 +34,7 @@ import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
 from fit_vs_flash import _data
 from gpu_check import device_time
-from tc_clustered import _centres
+from tc_clustered import staged_cases
 
 CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
          (10_000_000, 32, 1024, "uniform"), (10_000_000, 32, 1024, "blobs:64"),
@@ -89,29 +88,20 @@ def main() -> int:
     use_bound = bound_switch()
     record = {**context(backend), "rows": [], "iterations": [], "fits": []}
     assign = registry.load_strategy("kmeans.assign", "tc-exact")
-    tiled = registry.load_strategy("kmeans.assign", "tiled")
-    for n, d, k, kind in CASES:
-        X = cp.ascontiguousarray(cp.asarray(_data(n, d, kind)).T).T
-        for stage in ("init", "iter10"):
-            centres = _centres(cp, X, k, stage, os.path.join(
-                args.centres, f"centres-{n}-{d}-{k}-{kind}-{stage}.npy"))
-            expected = cp.zeros(n, dtype=cp.int32)
-            tiled(X, centres, expected)
-            row = {"n": n, "d": d, "k": k, "data": kind, "centres": stage}
-            scratch = cp.zeros(n, dtype=cp.int32)
-            for which in ("old", "new", "old", "new"):
-                use_bound(which)
-                if f"queued_{which}" not in row:  # a count and a sync: once a bound
-                    row[f"queued_{which}"] = queued_rows(X, centres)
-                row.setdefault(f"assign_ms_{which}", []).append(
-                    device_time(cp, partial(assign, X, centres, scratch), 5) * 1e3)
-                labels = cp.full(n, -7, dtype=cp.int32)
-                assign(X, centres, labels)
-                row[f"labels_equal_tiled_{which}"] = bool((labels == expected).all())  # sync
-            print(row, flush=True)
-            record["rows"].append(row)
-        del X
-        cp.get_default_memory_pool().free_all_blocks()
+    for n, d, k, kind, stage, X, centres, expected in staged_cases(cp, CASES, args.centres):
+        row = {"n": n, "d": d, "k": k, "data": kind, "centres": stage}
+        scratch = cp.zeros(n, dtype=cp.int32)
+        for which in ("old", "new", "old", "new"):
+            use_bound(which)
+            if f"queued_{which}" not in row:  # a count and a sync: once a bound
+                row[f"queued_{which}"] = queued_rows(X, centres)
+            row.setdefault(f"assign_ms_{which}", []).append(
+                device_time(cp, partial(assign, X, centres, scratch), 5) * 1e3)
+            labels = cp.full(n, -7, dtype=cp.int32)
+            assign(X, centres, labels)
+            row[f"labels_equal_tiled_{which}"] = bool((labels == expected).all())  # sync
+        print(row, flush=True)
+        record["rows"].append(row)
     update = registry.load_strategy("kmeans.update", "atomic")
     for n, d, k, kind in ITERATION_CASES:
         host = _data(n, d, kind)

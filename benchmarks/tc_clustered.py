@@ -53,6 +53,25 @@ def _centres(cp, X, k, stage, path):
     return centres.astype(X.dtype)
 
 
+def staged_cases(cp, cases, centres_dir):
+    """For each ``(n, d, k, kind)`` and each stage (``init``, ``iter10``): ``(n, d, k, kind,
+    stage, X, centres, expected)``, X column-major on the device, ``expected`` tiled's labels
+    for those centres; each case's memory freed before the next."""
+    from gpumine import registry
+
+    tiled = registry.load_strategy("kmeans.assign", "tiled")
+    for n, d, k, kind in cases:
+        X = cp.ascontiguousarray(cp.asarray(_data(n, d, kind)).T).T
+        for stage in ("init", "iter10"):
+            centres = _centres(cp, X, k, stage, os.path.join(
+                centres_dir, f"centres-{n}-{d}-{k}-{kind}-{stage}.npy"))
+            expected = cp.zeros(n, dtype=cp.int32)
+            tiled(X, centres, expected)
+            yield n, d, k, kind, stage, X, centres, expected
+        del X
+        cp.get_default_memory_pool().free_all_blocks()
+
+
 def measure(cp, n, d, k, kind, centres_dir, dtype="float32") -> list[dict]:
     from gpumine import registry
     from gpumine.kmeans.tensor_cores import queued_rows

@@ -38,7 +38,7 @@ import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
 from fit_vs_flash import _data
 from gpu_check import device_time
-from tc_clustered import _centres
+from tc_clustered import staged_cases
 
 CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
          (10_000_000, 32, 1024, "uniform"), (10_000_000, 32, 1024, "blobs:64"),
@@ -79,29 +79,21 @@ def main() -> int:
     record = {**context(backend), "screen_share": {str(k): v for k, v in tc.SCREEN_SHARE.items()},
               "rows": [], "iterations": [], "fits": []}
     single = tc.assign_tc_exact
-    tiled = registry.load_strategy("kmeans.assign", "tiled")
-    for n, d, k, kind in ([] if args.fits_only else CASES):
-        X = cp.ascontiguousarray(cp.asarray(_data(n, d, kind)).T).T
-        for stage in ("init", "iter10"):
-            centres = _centres(cp, X, k, stage, os.path.join(
-                args.centres, f"centres-{n}-{d}-{k}-{kind}-{stage}.npy"))
-            expected = cp.zeros(n, dtype=cp.int32)
-            tiled(X, centres, expected)
-            row = {"n": n, "d": d, "k": k, "data": kind, "centres": stage}
-            run = single.bind(X)
-            row["calls"] = [screen_left(cp, run, X, centres) for _ in range(3)]
-            scratch = cp.zeros(n, dtype=cp.int32)
-            ways = {"single": single, "screened": run}
-            for which in ("single", "screened", "single", "screened"):
-                row.setdefault(f"assign_ms_{which}", []).append(
-                    device_time(cp, partial(ways[which], X, centres, scratch), 5) * 1e3)
-                labels = cp.full(n, -7, dtype=cp.int32)
-                ways[which](X, centres, labels)
-                row[f"labels_equal_tiled_{which}"] = bool((labels == expected).all())  # sync
-            print(row, flush=True)
-            record["rows"].append(row)
-        del X
-        cp.get_default_memory_pool().free_all_blocks()
+    for n, d, k, kind, stage, X, centres, expected in staged_cases(
+            cp, [] if args.fits_only else CASES, args.centres):
+        row = {"n": n, "d": d, "k": k, "data": kind, "centres": stage}
+        run = single.bind(X)
+        row["calls"] = [screen_left(cp, run, X, centres) for _ in range(3)]
+        scratch = cp.zeros(n, dtype=cp.int32)
+        ways = {"single": single, "screened": run}
+        for which in ("single", "screened", "single", "screened"):
+            row.setdefault(f"assign_ms_{which}", []).append(
+                device_time(cp, partial(ways[which], X, centres, scratch), 5) * 1e3)
+            labels = cp.full(n, -7, dtype=cp.int32)
+            ways[which](X, centres, labels)
+            row[f"labels_equal_tiled_{which}"] = bool((labels == expected).all())  # sync
+        print(row, flush=True)
+        record["rows"].append(row)
     update = registry.load_strategy("kmeans.update", "atomic")
     for n, d, k, kind in ([] if args.fits_only else ITERATION_CASES):
         host = _data(n, d, kind)

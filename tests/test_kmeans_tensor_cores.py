@@ -566,6 +566,20 @@ def test_fit_with_the_screen_equals_fit_with_tiled(cp, dtype, rng, screen_always
                                   cp.asnumpy(fits[1].cluster_centers_))
 
 
+def _replays_as_tiled(cp, stream, graph, X, C, centres, labels, changed):
+    """Replay a captured run with centres C in its buffers (poisoned labels, zero count):
+    tiled's labels and changed count."""
+    expected, expected_changed = _labels(cp, "tiled", X, C)
+    with stream:
+        centres[...] = cp.asarray(C)
+        labels.fill(-7)
+        changed.fill(0)
+        graph.launch(stream)
+    stream.synchronize()
+    assert np.array_equal(cp.asnumpy(labels), expected)
+    assert int(changed.get()[0]) == expected_changed
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [24, 128])
 def test_screened_run_replays_from_a_cuda_graph(cp, d, rng, screen_always):
@@ -596,15 +610,7 @@ def test_screened_run_replays_from_a_cuda_graph(cp, d, rng, screen_always):
     for seed in range(3):
         C = X[np.random.RandomState(seed).choice(n, k, replace=False)]
         C[: k // 2] += np.float32(1e-3)
-        expected, expected_changed = _labels(cp, "tiled", X, C)
-        with stream:
-            centres[...] = cp.asarray(C)
-            labels.fill(-7)
-            changed.fill(0)
-            graph.launch(stream)
-        stream.synchronize()
-        assert np.array_equal(cp.asnumpy(labels), expected)
-        assert int(changed.get()[0]) == expected_changed
+        _replays_as_tiled(cp, stream, graph, X, C, centres, labels, changed)
     assert int(run.plan.get()[0]) == 1  # the graph's replays kept the screen
 
 
@@ -634,16 +640,8 @@ def test_graph_captured_under_the_split_plan_takes_every_row(cp, rng, monkeypatc
         run(Xc, centres, labels, changed=changed)
         graph = stream.end_capture()
     spread = X[rng.choice(n, k, replace=False)]
-    expected, expected_changed = _labels(cp, "tiled", X, spread)
     for _ in range(3):
-        with stream:
-            centres[...] = cp.asarray(spread)
-            labels.fill(-7)
-            changed.fill(0)
-            graph.launch(stream)
-        stream.synchronize()
-        assert np.array_equal(cp.asnumpy(labels), expected)
-        assert int(changed.get()[0]) == expected_changed
+        _replays_as_tiled(cp, stream, graph, X, spread, centres, labels, changed)
     assert int(run.plan.get()[0]) == 1  # the device's plan turned; the graph held its course
 
 
