@@ -3,11 +3,14 @@
 Usage (repository root, on a machine with a CUDA GPU, CuPy and PyTorch; flash-kmeans when
 importable)::
 
-    python benchmarks/tc_assign.py --out benchmarks/results [--quick]
+    python benchmarks/tc_assign.py --out benchmarks/results [--quick] \
+        [--updates atomic,atomic-fixed] [--only 1000000x128x1024,...]
 
 For each shape of issue 13 (uniform data, MT19937 seed 5489, the first k points as
-centres), in one process: the time of one Lloyd iteration (assign + the ``atomic`` update
-+ averaging) with ``assign`` = tiled / tc-exact / tc-fast / gemm, the assignment alone
+centres), in one process: the time of one Lloyd iteration (assign + the update + averaging)
+with ``assign`` = tiled / tc-exact / tc-fast / gemm and each update of ``--updates`` (the
+first one's times under the assignment's name, the others' as ``assign+update``), the
+assignment alone
 for each, PyTorch's GEMM + argmin + index_add iteration and flash-kmeans' (TF32) one
 iteration from the same centres; for every labelling the share equal to an FP64
 assignment and to the exact FP32 one (``tiled``); the rows tc-exact re-checked; ``"auto"``'s
@@ -43,7 +46,7 @@ def copy_bandwidth(cp) -> float:
     return 2 * a.nbytes / seconds
 
 
-def measure(cp, n, d, k, bandwidth) -> dict:
+def measure(cp, n, d, k, bandwidth, updates=("atomic",)) -> dict:
     import torch
 
     from gpumine import registry
@@ -57,8 +60,7 @@ def measure(cp, n, d, k, bandwidth) -> dict:
     X = cp.ascontiguousarray(cp.asarray(host).T).T
     centers = X[:k].copy()
     reference = fp64_labels(cp, X, centers)
-    update = registry.load_strategy("kmeans.update", "atomic")
-    row = {"n": n, "d": d, "k": k,
+    row = {"n": n, "d": d, "k": k, "updates": list(updates),
            "floor_fp32_s": 2 * n * d * k / FP32_RATE, "floor_tf32_s": 2 * n * d * k / TF32_RATE,
            "floor_read_x_s": X.nbytes / bandwidth, "iteration_s": {}, "assign_s": {},
            "labels_equal_fp64": {}, "labels_equal_exact_fp32": {}}
@@ -68,8 +70,14 @@ def measure(cp, n, d, k, bandwidth) -> dict:
         # bound to X as a fit binds it (tc-exact's run: the screen where it pays)
         assign = assign.bind(X) if hasattr(assign, "bind") else assign
         repeats = 3 if n * k >= 10**9 else 10
-        step, labels = gpumine_step(backend, X, centers, assign, update)
-        row["iteration_s"][name] = device_time(cp, step, repeats)
+        for position, update_name in enumerate(updates):
+            update = registry.load_strategy("kmeans.update", update_name)
+            step, labels = gpumine_step(backend, X, centers, assign, update)
+            key = name if position == 0 else f"{name}+{update_name}"
+            row["iteration_s"][key] = device_time(cp, step, repeats)
+            if position == 0:
+                first_step, first_labels = step, labels
+        step, labels = first_step, first_labels
         scratch = cp.zeros(n, dtype=cp.int32)
         row["assign_s"][name] = device_time(cp, partial(assign, X, centers, scratch), repeats)
         step()
@@ -103,9 +111,11 @@ def measure(cp, n, d, k, bandwidth) -> dict:
         row["default"] = default.name
         row["default_over_best_peer"] = (row["iteration_s"].get(default.name, math.nan)
                                          / min(peers))
-        exact_names = [name for name in ("tiled", "tc-exact") if name in row["iteration_s"]]
-        row["best_exact_over_best_peer"] = (min(row["iteration_s"][name] for name in exact_names)
-                                            / min(peers))
+        exact_names = [key for key in row["iteration_s"]
+                       if key.partition("+")[0] in ("tiled", "tc-exact")]
+        best = min(exact_names, key=row["iteration_s"].get)
+        row["best_exact"] = best
+        row["best_exact_over_best_peer"] = row["iteration_s"][best] / min(peers)
     return row
 
 
@@ -113,7 +123,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--updates", default="atomic",
+                        help="comma-separated update strategies, the first the main one")
+    parser.add_argument("--only", default="",
+                        help="comma-separated shapes NxDxK of the list to run (default: all)")
     args = parser.parse_args()
+    updates = tuple(args.updates.split(","))
+    only = {tuple(int(v) for v in shape.split("x")) for shape in args.only.split(",") if shape}
     from gpumine.backend import get_backend
     from gpumine.bench.peers import peer_versions
     from gpumine.bench.record import context
@@ -125,7 +141,9 @@ def main() -> int:
     record["copy_bandwidth_bytes_per_s"] = bandwidth
     record["shapes"] = []
     for n, d, k in QUICK if args.quick else SHAPES:
-        record["shapes"].append(measure(cp, n, d, k, bandwidth))
+        if only and (n, d, k) not in only:
+            continue
+        record["shapes"].append(measure(cp, n, d, k, bandwidth, updates))
         cp.get_default_memory_pool().free_all_blocks()
     save(args.out, "tc-assign", record)
     return 0

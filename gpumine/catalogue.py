@@ -143,6 +143,12 @@ BUILTIN_STRATEGIES = (
                     "run and streamed (measured), the update step up to 2x slower",
     ),
     Strategy(
+        kind="kmeans.update", name="atomic-fixed", backend="gpu",
+        target=f"{_GPU}:update_atomic_fixed", paper="NVIDIA kmeans",
+        description="atomic with 64-bit fixed-point block partials (float32 data): exact "
+                    "integer sums, the same run to run, faster than float partials on sm_90",
+    ),
+    Strategy(
         kind="kmeans.update", name="gather", backend="gpu", target=f"{_GPU}:update_gather",
         description="one block per cluster scans the labels and sums its points in "
                     "registers (d <= 32): no atomics, the same sums run to run; small n*k",

@@ -88,6 +88,95 @@ update_atomic_shared(const T* __restrict__ XT,             // IN  (d, n)
     }
 }
 
+// Fixed point (update="atomic-fixed"): update_atomic_shared's privatized sums as 64-bit
+// integers, each point's x_j * w rounded to a multiple of a per-feature quantum 2^-s_j
+// (scales[j] = 2^s_j, chosen by the caller so n * max|x_j w| * 2^s_j <= 2^62; the weights'
+// scale is scales[d]). Integer sums are exact and their order does not matter: the sums
+// are the same run to run whatever order the atomics land in, including the flush into the
+// global 64-bit integers (the float64 sums' memory, read back as integers by
+// fixed_to_double). A shared 64-bit add is a compare-and-swap loop on sm_90 but a 32-bit
+// add is native, so the value is added as two words: the low word's old value says whether
+// it carried into the high word (benchmarks/results/fixed-update-ab-h100-2026-11-28-*).
+// Dynamic shared memory: k * (odd_stride(slice) + 1) 8-byte partials. At most 1024 threads.
+__device__ __forceinline__ void add_fixed(unsigned long long* target, long long value) {
+    unsigned int* word = reinterpret_cast<unsigned int*>(target);  // little-endian: low first
+    const unsigned int low = (unsigned int)value;
+    const unsigned int old = atomicAdd(word, low);
+    const unsigned int high = (unsigned int)((unsigned long long)value >> 32)
+                              + (old + low < old ? 1u : 0u);  // the low word's carry
+    if (high) atomicAdd(word + 1, high);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+update_fixed_shared(const T* __restrict__ XT,             // IN  (d, n)
+                    const int* __restrict__ labels,       // IN  (n)
+                    const T* __restrict__ sample_weight,  // IN  (n)
+                    index_t n, int d, int k,              // IN
+                    int slice,                            // IN  features a y block
+                    const double* __restrict__ scales,    // IN  (d + 1) 2^s_j, the weights' last
+                    unsigned long long* __restrict__ sums,     // INOUT (k, d) fixed point
+                    unsigned long long* __restrict__ weights)  // INOUT (k) fixed point
+{
+    extern __shared__ unsigned long long shared_fixed_raw[];
+    const int j0 = blockIdx.y * slice;
+    const int dj = min(slice, d - j0);
+    const bool weighs = blockIdx.y == 0;
+    const int stride = odd_stride(dj);
+    unsigned long long* shared_acc = shared_fixed_raw;  // k rows of stride, then k weights
+    unsigned long long* shared_weights = shared_acc + (index_t)k * stride;
+    for (int t = threadIdx.x; t < k * (stride + 1); t += blockDim.x) shared_acc[t] = 0ull;
+    __syncthreads();
+    const T* XS = XT + (index_t)j0 * n;
+    const double weight_scale = scales[d];
+    // HOLD features loaded before the first add, as update_atomic_shared does
+    constexpr int HOLD = 8;
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)gridDim.x * blockDim.x) {
+        const int label = labels[i];
+        const double w = (double)sample_weight[i];
+        if (weighs) add_fixed(&shared_weights[label], __double2ll_rn(w * weight_scale));
+        unsigned long long* acc = shared_acc + label * stride;
+        for (int jh = 0; jh < dj; jh += HOLD) {
+            double v[HOLD];
+#pragma unroll
+            for (int h = 0; h < HOLD; ++h)
+                v[h] = jh + h < dj ? (double)XS[(index_t)(jh + h) * n + i] : 0.0;
+#pragma unroll
+            for (int h = 0; h < HOLD; ++h)  // x * w exact in double for float data
+                if (jh + h < dj)
+                    add_fixed(&acc[jh + h], __double2ll_rn(v[h] * w * scales[j0 + jh + h]));
+        }
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < k * (dj + 1); t += blockDim.x) {  // t: (k, dj) then k
+        const int c = t / dj;
+        const bool is_sum = t < k * dj;
+        const unsigned long long value = is_sum ? shared_acc[c * stride + (t - c * dj)]
+                                                : shared_weights[t - k * dj];
+        if (value != 0ull) {
+            if (is_sum) atomicAdd(&sums[(index_t)c * d + j0 + (t - c * dj)], value);
+            else if (weighs) atomicAdd(&weights[t - k * dj], value);
+        }
+    }
+}
+
+// update_fixed_shared's integers into the float64 sums and weights, in place: value (k, d)
+// element (c, j) times 2^-s_j, weight c times 2^-s_d.
+__global__ void fixed_to_double(unsigned long long* __restrict__ sums,     // INOUT (k, d)
+                                unsigned long long* __restrict__ weights,  // INOUT (k)
+                                const double* __restrict__ unscales,       // IN (d + 1)
+                                int k, int d)                              // IN
+{
+    for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < (index_t)k * (d + 1);
+         t += (index_t)gridDim.x * blockDim.x) {
+        const bool is_sum = t < (index_t)k * d;
+        unsigned long long* slot = is_sum ? sums + t : weights + (t - (index_t)k * d);
+        const double value = (double)(long long)*slot * unscales[is_sum ? (int)(t % d) : d];
+        *reinterpret_cast<double*>(slot) = value;
+    }
+}
+
 // One block per cluster, for small problems: block c scans every label in a fixed order
 // (thread t takes points t, t + BLOCK, ...; eight labels loaded before any is used) and
 // keeps the weighted sums of the points labelled c in double registers (d <= DMAX), then

@@ -221,3 +221,27 @@ def test_explicit_init_with_n_init_warns(rng):
     X = rng.uniform(size=(100, 2))
     with pytest.warns(RuntimeWarning, match="performing only one init"):
         GPUKMeans(2, init=X[:2], n_init=5, device="cpu").fit(X)
+
+
+@pytest.mark.parametrize("magnitude", [0.0, 1e-38, 1e-3, 1.0, 3.0e5, 1e30])
+@pytest.mark.parametrize("n", [1, 2, 1000, 100_003])
+def test_fixed_scales_keep_every_integer_sum_below_2_63(n, magnitude, rng):
+    """update="atomic-fixed"'s quanta (computed on the host here, as on the device):
+    n * max|x_j| * max|w| * 2^s_j at most 2^62 -- so n rounded products stay below 2^63 --
+    and s_j the largest such (one more doubles it past 2^62); zero columns and weights
+    get a finite scale."""
+    from gpumine.kmeans.gpu import fixed_scales
+
+    XT = rng.normal(size=(3, n)).clip(-2, 2) * magnitude
+    XT[1] = 0.0
+    XT[2, n // 2] = -2.5 * magnitude  # the largest magnitude negative
+    weight = rng.uniform(0.5, 4.0, size=n)
+    scales, unscales = fixed_scales(XT, weight)
+    assert scales.shape == (4,) and np.isfinite(scales).all()
+    np.testing.assert_array_equal(scales * unscales, 1.0)
+    assert np.array_equal(np.log2(scales), np.round(np.log2(scales)))  # powers of two
+    largest = np.append(np.abs(XT).max(axis=1) * weight.max(), weight.max()) * XT.shape[1]
+    assert (largest * scales <= 2.0**62).all()
+    nonzero = largest > 0
+    assert (largest[nonzero] * scales[nonzero] * 2 > 2.0**62).all()
+    assert np.log2(scales[1]) == 62  # a zero column: any scale works, this one is finite

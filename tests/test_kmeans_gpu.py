@@ -76,7 +76,7 @@ def test_update_matches_fp64_reference(cp, name, n, d, k, dtype, rng):
     _check_update(cp, name, X, labels, weight, k)
 
 
-@pytest.mark.parametrize("name", ["atomic", "atomic-f64"])
+@pytest.mark.parametrize("name", ["atomic", "atomic-f64", "atomic-fixed"])
 @pytest.mark.parametrize(("n", "d", "k", "dtype"), [
     (20000, 32, 1024, np.float32),   # 135 KB of float partials: one opted-in slice
     (5000, 128, 1024, np.float32),   # three feature slices (43, 43, 42)
@@ -93,6 +93,49 @@ def test_atomic_update_past_the_default_shared_memory(cp, name, n, d, k, dtype, 
     labels[labels == 5] = 0  # an empty cluster
     weight = rng.uniform(0.1, 2.0, size=n).astype(dtype)
     _check_update(cp, name, X, labels, weight, k)
+
+
+@pytest.mark.parametrize(("n", "d", "k", "offset"), [
+    (1, 1, 1, 0.0), (257, 1, 2, 1e4), (4099, 3, 64, -3e5), (20_011, 32, 1024, 50.0),
+    (5003, 128, 1024, 0.0), (3001, 7, 40, 1e-30),
+])
+def test_fixed_update_is_within_half_a_quantum_a_row_and_order_free(cp, n, d, k, offset, rng):
+    """update="atomic-fixed": every sum within half its feature's quantum a row of the
+    exact one (float64 sums of the exact float64 products), the weights too; the same bits
+    when the rows come in another order (integer sums), and again on a second call."""
+    from gpumine.kmeans.gpu import fixed_scales
+
+    X = (rng.normal(size=(n, d)) * (1.0 + abs(offset) * 1e-3) + offset).astype(np.float32)
+    X[: max(1, n // 7), 0] *= 1000.0  # one feature's magnitudes spread wider
+    labels = rng.randint(0, k, size=n).astype(np.int32)
+    if k > 3:
+        labels[labels == 2] = 0  # an empty cluster
+    weight = rng.uniform(0.1, 3.0, size=n).astype(np.float32)
+    update = registry.load_strategy("kmeans.update", "atomic-fixed")
+
+    def run(order):
+        X_dev = _device_columns(cp, X[order])
+        weight_dev = cp.asarray(weight[order])
+        bound = bind_update(update, X_dev, weight_dev)
+        sums, weights = cp.full((k, d), np.nan), cp.full(k, np.nan)
+        bound(X_dev, cp.asarray(labels[order]), weight_dev, sums, weights)
+        return cp.asnumpy(sums), cp.asnumpy(weights)
+
+    sums, weights = run(np.arange(n))
+    expected_sums, expected_weights = _reference_sums(X, labels, weight, k)
+    scales, _ = fixed_scales(X.T.astype(np.float64), weight.astype(np.float64))
+    counts = np.bincount(labels, minlength=k)[:, None]
+    # the float64 reference's own rounding: at most (count + 1) units of 2^-53 of |terms|
+    magnitudes, _ = _reference_sums(np.abs(X), labels, weight, k)
+    slack = (counts + 2) * 2.0**-52 * magnitudes
+    assert (np.abs(sums - expected_sums) <= counts * 0.5 / scales[None, :d] + slack).all()
+    assert (np.abs(weights - expected_weights)
+            <= counts[:, 0] * (0.5 / scales[d] + 2.0**-52 * expected_weights)).all()
+    assert (sums[counts[:, 0] == 0] == 0).all() and (weights[counts[:, 0] == 0] == 0).all()
+    shuffled = run(rng.permutation(n))
+    np.testing.assert_array_equal(shuffled[0], sums)
+    np.testing.assert_array_equal(shuffled[1], weights)
+    np.testing.assert_array_equal(run(np.arange(n))[0], sums)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -39,7 +39,8 @@ def test_unknown_kind_and_name():
     with pytest.raises(ValueError, match=r"kinds are kmeans\.init"):
         registry.list_strategies("kmeans.nope")
     with pytest.raises(UnknownStrategy,
-                       match=r"known: atomic, atomic-f64, gather, gm-cl, .*, numpy, .*sort"):
+                       match=r"known: atomic, atomic-f64, atomic-fixed, gather, gm-cl, .*, "
+                             r"numpy, .*sort"):
         registry.get_strategy("kmeans.update", "gm-cl-typo")
     with pytest.raises(UnknownStrategy, match=r"no kmeans\.init strategy is available"):
         registry.resolve_strategy("kmeans.init", "auto", "gpu")

@@ -40,6 +40,7 @@ __all__ = [
     "column_buffer",
     "feature_variance",
     "finish_centers",
+    "fixed_scales",
     "graphs_enabled",
     "hybrid",
     "inertia",
@@ -50,6 +51,7 @@ __all__ = [
     "tiled_shape",
     "update_atomic",
     "update_atomic_f64",
+    "update_atomic_fixed",
     "update_gather",
     "update_gm_cl",
     "update_gm_ct",
@@ -241,6 +243,34 @@ def _prepare(X, sums, weights):
     return column_buffer(X), n, d, sums.shape[0]
 
 
+def _privatized_grid(kernel, n: int, d: int, k: int, itemsize: int):
+    """``(grid, block, slice_width, shared)`` of a privatized update whose block holds
+    ``k (slice + 1)`` partials of ``itemsize`` bytes, or None where no slicing fits."""
+    shared = k * (_odd_stride(d) + 1) * itemsize
+    if shared <= _DEFAULT_SHARED:
+        # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
+        # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
+        # small problems (17,695 x 18, k = 128: 21 us at 1 against 32 us at 4 and 83 us
+        # at 16), where a block's own points, not the flush of its k (d + 1) sums, cost.
+        blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
+                     max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
+        return (blocks, 1), _BLOCK, d, shared
+    slices = _feature_slices(k, d, itemsize)
+    if slices is None:
+        return None
+    # Partials past the default 48 KB (10M x 32, k = 1024: 135 KB of float): opt into the
+    # device's shared memory, in slices of features when k (d + 1) do not fit at once; one
+    # wave of ATOMIC_WIDE_BLOCK-thread blocks shared among the slices, so each block
+    # flushes k (slice + 1) partials once and the points' atomics stay on chip.
+    slice_width = -(-d // slices)
+    slices = -(-d // slice_width)  # no empty last slice (d = 5 in 4 slices is 3 of 2)
+    shared = k * (_odd_stride(slice_width) + 1) * itemsize
+    kernel.max_dynamic_shared_size_bytes = shared
+    blocks = max(1, min(-(-n // ATOMIC_WIDE_BLOCK),
+                        resident_blocks(kernel, ATOMIC_WIDE_BLOCK, shared) // slices))
+    return (blocks, slices), ATOMIC_WIDE_BLOCK, slice_width, shared
+
+
 @declares(_UPDATE, "update_atomic_shared",
           (("float", "float"), ("double", "double"), ("float", "double")))
 @declares(_UPDATE, "update_atomic_global", _TYPES)
@@ -258,36 +288,15 @@ def update_atomic(X, labels, sample_weight, sums, weights, labels_old=None, *,
     XT, n, d, k = _prepare(X, sums, weights)
     partials = X.dtype if partials is None else np.dtype(partials)
     kernel = get_kernel(_UPDATE, "update_atomic_shared", X.dtype, partials)
-    shared = k * (_odd_stride(d) + 1) * partials.itemsize
-    if shared <= _DEFAULT_SHARED:
-        # At most one block per ATOMIC_POINTS_PER_CLUSTER * k points. Measured on the H100
-        # (benchmarks/results/atomic-blocks-2026-11-23-5da09e7.json): more blocks win on
-        # small problems (17,695 x 18, k = 128: 21 us at 1 against 32 us at 4 and 83 us
-        # at 16), where a block's own points, not the flush of its k (d + 1) sums, cost.
-        blocks = min(_blocks(n), device_attribute("MultiProcessorCount") * 8,
-                     max(1, n // (ATOMIC_POINTS_PER_CLUSTER * k)))
-        launch(kernel, blocks, _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d),
-                                        np.int32(k), np.int32(d), sums, weights),
-               shared_mem=shared)
-        return
-    slices = _feature_slices(k, d, partials.itemsize)
-    if slices is None:
+    geometry = _privatized_grid(kernel, n, d, k, partials.itemsize)
+    if geometry is None:
         launch(get_kernel(_UPDATE, "update_atomic_global", X.dtype), min(_blocks(n), 1 << 20),
                _BLOCK, (XT, labels, sample_weight, np.int64(n), np.int32(d), sums, weights))
         return
-    # Partials past the default 48 KB (10M x 32, k = 1024: 135 KB of float): opt into the
-    # device's shared memory, in slices of features when k (d + 1) do not fit at once; one
-    # wave of ATOMIC_WIDE_BLOCK-thread blocks shared among the slices, so each block
-    # flushes k (slice + 1) partials once and the points' atomics stay on chip.
-    slice_width = -(-d // slices)
-    slices = -(-d // slice_width)  # no empty last slice (d = 5 in 4 slices is 3 of 2)
-    shared = k * (_odd_stride(slice_width) + 1) * partials.itemsize
-    kernel.max_dynamic_shared_size_bytes = shared
-    blocks = max(1, min(-(-n // ATOMIC_WIDE_BLOCK),
-                        resident_blocks(kernel, ATOMIC_WIDE_BLOCK, shared) // slices))
-    launch(kernel, (blocks, slices), ATOMIC_WIDE_BLOCK,
-           (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
-            np.int32(slice_width), sums, weights), shared_mem=shared)
+    grid, block, slice_width, shared = geometry
+    launch(kernel, grid, block, (XT, labels, sample_weight, np.int64(n), np.int32(d),
+                                 np.int32(k), np.int32(slice_width), sums, weights),
+           shared_mem=shared)
 
 
 def _feature_slices(k: int, d: int, itemsize: int) -> int | None:
@@ -319,6 +328,108 @@ def update_atomic_f64(X, labels, sample_weight, sums, weights, labels_old=None):
 
 
 update_atomic_f64.graph_safe = True
+
+
+def fixed_scales(XT, sample_weight, xp=np):
+    """The quanta of ``update="atomic-fixed"``: ``(scales, unscales)``, float64 arrays of
+    ``d + 1`` powers of two ``2^s_j`` and ``2^-s_j`` (the features', then the weights').
+
+    ``s_j`` is the largest integer with ``n * max|x_j| * max|w| * 2^s_j <= 2^62``, so the
+    rounded products ``round(x_ij w_i 2^s_j)`` of all n rows add up to less than ``2^63``
+    in any order and grouping: the integer sums never overflow. Reductions on ``xp``, no
+    host read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scales, unscales = fixed_scales(np.array([[1.0, -3.0]]), np.ones(2))
+    >>> [int(v).bit_length() - 1 for v in scales]  # 2 * 3 < 2^3, 2 * 1 < 2^2
+    [59, 60]
+    >>> bool((scales * unscales == 1).all())
+    True
+    """
+    n = XT.shape[1]
+    if n == 0:
+        ones = xp.ones(XT.shape[0] + 1, dtype=xp.float64)
+        return ones, ones.copy()
+    largest = xp.maximum(XT.max(axis=1), -XT.min(axis=1)).astype(xp.float64)
+    weight = xp.maximum(sample_weight.max(), -sample_weight.min()).astype(xp.float64)
+    bounds = xp.concatenate([largest * weight, weight.reshape(1)]) * n
+    _, exponent = xp.frexp(bounds)  # bounds < 2^exponent (0 for a zero bound)
+    return xp.ldexp(1.0, 62 - exponent), xp.ldexp(1.0, exponent - 62)
+
+
+class _AtomicFixed:
+    """``update="atomic-fixed"``: :func:`update_atomic`'s privatized sums in 64-bit fixed
+    point, for float32 data; the same sums run to run, by construction.
+
+    Each product ``x_ij w_i`` (exact in float64) is rounded to a multiple of the
+    feature's quantum ``2^-s_j`` (:func:`fixed_scales`), and the integers are added in
+    shared memory (two native 32-bit atomics each, where sm_90's float atomics are
+    compare-and-swap loops), then into global 64-bit integers, then scaled back to
+    float64 once (``fixed_to_double``). Integer addition is exact, so the order the
+    atomics land in changes nothing: a float32 fit is the same run to run, as with
+    ``atomic-f64``, and on the H100 the update is faster than ``atomic``'s float32
+    partials (record ``fixed-update-ab-h100-2026-11-28-*``).
+
+    The rounding moves each sum by at most half a quantum a row, so a centre coordinate
+    is within ``2^-(s_j + 1) <= n max|x_j| max|w| 2^-62`` of the exact weighted mean of its
+    rows (float64 sums of float32 partials move by about ``2^-24`` of the partial sums
+    instead): at a million rows, ``2^-42`` of the feature's largest magnitude. Only a
+    feature whose clusters sit more than about ``2^18`` times closer to zero than its
+    largest value, and are that narrow, is summed less precisely than by float32 partials;
+    ``update="atomic-f64"`` keeps float64 partials there.
+
+    The scales are computed once per fit (:meth:`bind`, two reductions over X); a call
+    without ``bind`` computes them itself. Float64 data takes :func:`update_atomic` (its
+    float64 partials resolve more than a quantum), and so does a k too large for a
+    block's shared memory (global float64 atomics).
+
+    Examples
+    --------
+    >>> from gpumine import registry
+    >>> registry.get_strategy("kmeans.update", "atomic-fixed").name
+    'atomic-fixed'
+    """
+
+    graph_safe = True
+
+    def bind(self, X, sample_weight):
+        if X.dtype != np.float32:
+            return update_atomic
+        return _BoundFixed(column_buffer(X), sample_weight)
+
+    def __call__(self, X, labels, sample_weight, sums, weights, labels_old=None):
+        return self.bind(X, sample_weight)(X, labels, sample_weight, sums, weights)
+
+
+class _BoundFixed:
+    """:class:`_AtomicFixed` bound to a fit's (d, n) data and weights: the scales made."""
+
+    graph_safe = True  # launches only (sums.fill is a memset kernel)
+
+    def __init__(self, XT, sample_weight):
+        cp = cupy_module()
+        self.scales, self.unscales = fixed_scales(XT, sample_weight, cp)
+
+    @declares(_UPDATE, "update_fixed_shared", ("float",))
+    @declares(_UPDATE, "fixed_to_double")
+    def __call__(self, X, labels, sample_weight, sums, weights, labels_old=None):
+        XT, n, d, k = _prepare(X, sums, weights)
+        kernel = get_kernel(_UPDATE, "update_fixed_shared", X.dtype)
+        geometry = _privatized_grid(kernel, n, d, k, 8)
+        if geometry is None:
+            return update_atomic(X, labels, sample_weight, sums, weights)
+        grid, block, slice_width, shared = geometry
+        launch(kernel, grid, block, (XT, labels, sample_weight, np.int64(n), np.int32(d),
+                                     np.int32(k), np.int32(slice_width), self.scales, sums,
+                                     weights), shared_mem=shared)
+        launch(get_kernel(_UPDATE, "fixed_to_double"), min(_blocks(k * (d + 1)), _FINISH_BLOCKS),
+               _BLOCK, (sums, weights, self.unscales, np.int32(k), np.int32(d)))
+        return None
+
+
+update_atomic_fixed = _AtomicFixed()
 
 
 #: ``update="gather"`` takes up to this many features (the catalogue's ``max_dims``).

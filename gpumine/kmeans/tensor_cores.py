@@ -327,6 +327,7 @@ class _Scratch:
         return array
 
 
+@declares(_SOURCE, "tc_center_mean", _TYPES)
 @declares(_SOURCE, "tc_prepare_centers", _TYPES)
 @declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "tc_split_centers")
@@ -355,7 +356,9 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
     n, d = X.shape
     k = centers.shape[0]
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
-    shift = cp.mean(centers, axis=0, dtype=cp.float64, out=scratch.empty("shift", d, cp.float64))
+    shift = scratch.empty("shift", d, cp.float64)
+    launch(get_kernel(_SOURCE, "tc_center_mean", X.dtype), (-(-d // 32),), (32, 8),
+           (centers, np.int32(k), np.int32(d), shift))
     dp = _padded_width(d)
     fused = dp in FUSED_DIMS
     k_pad = -(-k // _BN) * _BN
