@@ -4,7 +4,8 @@ Usage (repository root, on a machine with a CUDA GPU, CuPy and PyTorch; flash-km
 importable)::
 
     python benchmarks/fit_vs_flash.py --out benchmarks/results [--iterations 20 100] \
-        [--data uniform blobs:64 blobs:1024] [--only 10000000,32,1024]
+        [--data uniform blobs:64 blobs:1024] [--only 10000000,32,1024] \
+        [--names tc-exact tc-exact+atomic-fixed auto]
 
 For each shape of the issue "Exact labels at tensor-core speed" (``--data``: uniform data,
 MT19937 seed 5489, or ``blobs:C``, rows around C centres drawn in [-10, 10]^d with unit
@@ -56,7 +57,7 @@ def _data(n, d, data):
     return middle[rng.integers(0, centres, n)] + rng.standard_normal((n, d), np.float32)
 
 
-def measure(cp, n, d, k, iterations, data="uniform") -> dict:
+def measure(cp, n, d, k, iterations, data="uniform", names=None) -> dict:
     import torch
 
     from gpumine import GPUKMeans
@@ -67,7 +68,8 @@ def measure(cp, n, d, k, iterations, data="uniform") -> dict:
     C = X[:k].copy()
     row = {"n": n, "d": d, "k": k, "data": data, "seconds": {}, "labels_equal_fp64": {},
            "auto": None, "auto_reason": None}
-    names = ["tiled", "tc-exact", "auto"] + (["hamerly"] if d <= 32 else [])
+    if names is None:
+        names = ["tiled", "tc-exact", "auto"] + (["hamerly"] if d <= 32 else [])
     try:
         import flash_kmeans
     except ImportError as exc:
@@ -77,9 +79,11 @@ def measure(cp, n, d, k, iterations, data="uniform") -> dict:
     C_rows = torch.as_tensor(cp.asnumpy(C), device="cuda")
     for m in iterations:
         for name in names:
-            def run(name=name, m=m):
-                return GPUKMeans(k, init=C, n_init=1, max_iter=m, tol=0.0, assign=name,
-                                 device="gpu").fit(X)
+            assign, _, update = name.partition("+")  # "assign" or "assign+update"
+
+            def run(assign=assign, update=update or "auto", m=m):
+                return GPUKMeans(k, init=C, n_init=1, max_iter=m, tol=0.0, assign=assign,
+                                 update=update, device="gpu").fit(X)
             run()  # compile and warm
             seconds, model = _wall(cp, run)
             row["seconds"][f"{name}/{m}"] = seconds
@@ -89,6 +93,7 @@ def measure(cp, n, d, k, iterations, data="uniform") -> dict:
             reference = fp64_labels(cp, X[:_CHECKED], model.cluster_centers_)
             row["labels_equal_fp64"][f"{name}/{m}"] = float(
                 (model.labels_[:_CHECKED] == reference).mean())
+            row.setdefault("update", {})[f"{name}/{m}"] = model.strategies_["update"]
             if name == "auto":
                 row["auto"] = model.strategies_["assign"]
                 row["auto_reason"] = model.strategy_reasons_["assign"]
@@ -123,6 +128,9 @@ def main() -> int:
                         help="these shapes (n,d,k) instead of the issue's")
     parser.add_argument("--data", nargs="+", default=["uniform"],
                         help="uniform and/or blobs:C (rows around C centres)")
+    parser.add_argument("--names", nargs="+", default=None,
+                        help="fits to time: assign or assign+update (default: tiled, tc-exact, "
+                             "auto, and hamerly up to 32 features; update auto)")
     args = parser.parse_args()
     from gpumine.backend import get_backend
     from gpumine.bench.peers import peer_versions
@@ -136,7 +144,7 @@ def main() -> int:
               else SHAPES[:args.shapes])
     for data in args.data:
         for n, d, k in shapes:
-            record["shapes"].append(measure(cp, n, d, k, args.iterations, data))
+            record["shapes"].append(measure(cp, n, d, k, args.iterations, data, args.names))
             cp.get_default_memory_pool().free_all_blocks()
     save(args.out, "fit-vs-flash", record)
     return 0

@@ -429,7 +429,7 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
 #: and the updates that need no per-fit copy of X.
 AUTO_CANDIDATES = {
     ("kmeans.assign", "gpu"): ("tiled", "tc-exact"),
-    ("kmeans.update", "gpu"): ("atomic", "gather", "sort"),
+    ("kmeans.update", "gpu"): ("atomic", "atomic-fixed", "gather", "sort"),
     ("kmeans.assign", "cpu"): ("numpy", "numba"),
     ("kmeans.update", "cpu"): ("numpy", "numba"),
 }

@@ -475,3 +475,22 @@ def test_gather_refuses_wide_data_before_the_fit():
     narrow = GPUKMeans(3, update="gather", device="gpu", random_state=0).fit(
         np.random.RandomState(0).normal(size=(100, 32)))
     assert narrow.strategies_["update"] == "gather"
+
+
+
+def test_average_centers_on_the_device_places_empty_clusters_as_on_the_host(cp):
+    """lloyd.average_centers on CuPy arrays (its branch without a host read): the
+    quotients where the weight is positive, the heaviest cluster's centre where it is not
+    (scikit-learn's rule, as on the host), in the centres' dtype; and with no empty
+    cluster, the quotients alone."""
+    from gpumine.kmeans.lloyd import average_centers
+
+    sums = np.array([[2.0, 4.0], [0.0, 0.0], [10.0, -5.0], [3.0, 3.0], [0.0, 0.0]])
+    weights = np.array([2.0, 0.0, 5.0, 3.0, -0.0])
+    expected = average_centers(sums, weights, np.float32)
+    np.testing.assert_array_equal(expected[[1, 4]], [[2.0, -1.0], [2.0, -1.0]])
+    got = average_centers(cp.asarray(sums), cp.asarray(weights), np.float32)
+    assert got.dtype == np.float32 and got.shape == (5, 2)
+    np.testing.assert_array_equal(cp.asnumpy(got), expected)
+    full = average_centers(cp.asarray(sums[[0, 2]]), cp.asarray(weights[[0, 2]]), np.float64)
+    np.testing.assert_array_equal(cp.asnumpy(full), [[1.0, 2.0], [2.0, -1.0]])

@@ -218,9 +218,15 @@ def average_centers(sums, weights, center_dtype, xp=np):
     """
     quotients, positive = divide_sums(sums, weights, xp)
     centers = quotients.astype(center_dtype)
-    if not bool(positive.all()):
-        centers[~positive] = centers[int(xp.argmax(weights))]
-    return centers
+    if xp is np:
+        if not positive.all():
+            centers[~positive] = centers[int(np.argmax(weights))]
+        return centers
+    # on a device, without a host read (the test and the index would each wait for the
+    # GPU, and the next iteration's launches behind them): the heaviest centre selected
+    # on the device, written where the weight is not positive
+    heaviest = xp.take(centers, xp.argmax(weights).reshape(1), axis=0)  # (1, d)
+    return xp.where(positive[:, None], centers, heaviest)
 
 
 def divide_sums(sums, weights, xp=np):
