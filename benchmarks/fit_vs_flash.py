@@ -113,8 +113,9 @@ def measure(cp, n, d, k, iterations, data="uniform", names=None) -> dict:
         print(n, d, k, "flash-kmeans", m, f"{seconds:.4f}", flush=True)
     for m in iterations:
         flash = row["seconds"].get(f"flash-kmeans/{m}")
-        if flash:
-            row[f"auto_over_flash/{m}"] = row["seconds"][f"auto/{m}"] / flash
+        for name in names:
+            if flash and f"{name}/{m}" in row["seconds"]:
+                row[f"{name}_over_flash/{m}"] = row["seconds"][f"{name}/{m}"] / flash
     return row
 
 
