@@ -161,6 +161,54 @@ update_fixed_shared(const T* __restrict__ XT,             // IN  (d, n)
     }
 }
 
+// update="atomic-fixed"'s quanta (gpumine.kmeans.gpu.fixed_scales, the host reference):
+// first the largest |x_j| of every feature j < d and, as "feature" d, the largest |w|, as
+// float bits by atomicMax (non-negative floats order as their bits; `maxima` zeroed by the
+// caller). Block row y takes features y, y + gridDim.y, ..., its blocks stride over n.
+__global__ void __launch_bounds__(256)
+fixed_maxima(const float* __restrict__ XT,             // IN  (d, n)
+             const float* __restrict__ sample_weight,  // IN  (n)
+             index_t n, int d,                         // IN
+             unsigned* __restrict__ maxima)            // INOUT (d + 1) float bits
+{
+    __shared__ unsigned block_max;
+    for (int j = blockIdx.y; j <= d; j += gridDim.y) {
+        const float* values = j < d ? XT + (index_t)j * n : sample_weight;
+        float top = 0.0f;
+        for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+             i += (index_t)gridDim.x * blockDim.x)
+            top = fmaxf(top, fabsf(values[i]));
+        for (int offset = 16; offset > 0; offset >>= 1)
+            top = fmaxf(top, __shfl_down_sync(0xffffffffu, top, offset));
+        if (threadIdx.x == 0) block_max = 0u;
+        __syncthreads();
+        if ((threadIdx.x & 31) == 0) atomicMax(&block_max, __float_as_uint(top));
+        __syncthreads();
+        if (threadIdx.x == 0 && block_max != 0u) atomicMax(&maxima[j], block_max);
+        __syncthreads();
+    }
+}
+
+// The quanta from fixed_maxima's values: s_j the largest integer with
+// n * max|x_j| * max|w| * 2^s_j <= 2^62 (the weights': n * max|w| * 2^s_d <= 2^62);
+// scales[j] = 2^s_j, unscales[j] = 2^-s_j. A thread per entry.
+__global__ void fixed_quanta(const unsigned* __restrict__ maxima,  // IN  (d + 1) float bits
+                             index_t n, int d,                     // IN
+                             double* __restrict__ scales,          // OUT (d + 1)
+                             double* __restrict__ unscales)        // OUT (d + 1)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j > d) return;
+    const double weight = (double)__uint_as_float(maxima[d]);
+    // the host reference's order of operations, so the same bits: (max|x| max|w|) n
+    const double bound = (j < d ? (double)__uint_as_float(maxima[j]) * weight : weight)
+                         * (double)n;
+    int e = 0;
+    frexp(bound, &e);  // bound < 2^e (e = 0 for a zero bound)
+    scales[j] = ldexp(1.0, 62 - e);
+    unscales[j] = ldexp(1.0, e - 62);
+}
+
 // update_fixed_shared's integers into the float64 sums and weights, in place: value (k, d)
 // element (c, j) times 2^-s_j, weight c times 2^-s_d.
 __global__ void fixed_to_double(unsigned long long* __restrict__ sums,     // INOUT (k, d)

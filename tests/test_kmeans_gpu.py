@@ -119,11 +119,13 @@ def test_fixed_update_is_within_half_a_quantum_a_row_and_order_free(cp, n, d, k,
         bound = bind_update(update, X_dev, weight_dev)
         sums, weights = cp.full((k, d), np.nan), cp.full(k, np.nan)
         bound(X_dev, cp.asarray(labels[order]), weight_dev, sums, weights)
+        run.scales = cp.asnumpy(bound.scales)  # the device's quanta (fixed_maxima, _quanta)
         return cp.asnumpy(sums), cp.asnumpy(weights)
 
     sums, weights = run(np.arange(n))
     expected_sums, expected_weights = _reference_sums(X, labels, weight, k)
     scales, _ = fixed_scales(X.T.astype(np.float64), weight.astype(np.float64))
+    np.testing.assert_array_equal(run.scales, scales)  # the host reference's, bit for bit
     counts = np.bincount(labels, minlength=k)[:, None]
     # the float64 reference's own rounding: at most (count + 1) units of 2^-53 of |terms|
     magnitudes, _ = _reference_sums(np.abs(X), labels, weight, k)

@@ -380,7 +380,7 @@ class _AtomicFixed:
     largest value, and are that narrow, is summed less precisely than by float32 partials;
     ``update="atomic-f64"`` keeps float64 partials there.
 
-    The scales are computed once per fit (:meth:`bind`, two reductions over X); a call
+    The scales are computed once per fit (:meth:`bind`, one pass over X); a call
     without ``bind`` computes them itself. Float64 data takes :func:`update_atomic` (its
     float64 partials resolve more than a quantum), and so does a k too large for a
     block's shared memory (global float64 atomics).
@@ -408,9 +408,24 @@ class _BoundFixed:
 
     graph_safe = True  # launches only (sums.fill is a memset kernel)
 
+    @declares(_UPDATE, "fixed_maxima")
+    @declares(_UPDATE, "fixed_quanta")
     def __init__(self, XT, sample_weight):
+        # fixed_scales' arithmetic in two kernels: one pass over X (CuPy's reductions along
+        # the rows of a (d, n) buffer took a block a feature, slower than a fit's update)
         cp = cupy_module()
-        self.scales, self.unscales = fixed_scales(XT, sample_weight, cp)
+        d, n = XT.shape
+        maxima = cp.zeros(d + 1, dtype=cp.uint32)
+        self.scales = cp.empty(d + 1, dtype=cp.float64)
+        self.unscales = cp.empty(d + 1, dtype=cp.float64)
+        sms = device_attribute("MultiProcessorCount")
+        rows = min(d + 1, _MAX_GRID_Y)
+        launch(get_kernel(_UPDATE, "fixed_maxima"),
+               (max(1, min(_blocks(n), -(-sms * 8 // rows))), rows), _BLOCK,
+               (XT, cp.ascontiguousarray(sample_weight, dtype=cp.float32), np.int64(n),
+                np.int32(d), maxima))
+        launch(get_kernel(_UPDATE, "fixed_quanta"), _blocks(d + 1), _BLOCK,
+               (maxima, np.int64(n), np.int32(d), self.scales, self.unscales))
 
     @declares(_UPDATE, "update_fixed_shared", ("float",))
     @declares(_UPDATE, "fixed_to_double")
