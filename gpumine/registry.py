@@ -435,6 +435,24 @@ AUTO_CANDIDATES = {
 }
 
 
+#: Candidates that run as another strategy outside these dtypes (``atomic-fixed``: its fixed
+#: point only for float32 data; float64 data runs ``atomic``): not measured, nor picked, there.
+DTYPE_LIMITS = {("kmeans.update", "atomic-fixed"): ("float32",)}
+
+
+def applies_to_dtype(kind: str, name: str, dtype: str) -> bool:
+    """Whether ``name`` of ``kind`` runs as itself on ``dtype`` data (:data:`DTYPE_LIMITS`).
+
+    Examples
+    --------
+    >>> applies_to_dtype("kmeans.update", "atomic-fixed", "float64")
+    False
+    >>> applies_to_dtype("kmeans.update", "atomic", "float64")
+    True
+    """
+    return str(dtype) in DTYPE_LIMITS.get((kind, name), (str(dtype),))
+
+
 def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: int,
                         n_features: int, n_clusters: int, dtype: str,
                         device_name: str | None = None
@@ -461,7 +479,9 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
             picks = {"assign": a, "update": u}
             for key, name in picks.items():
                 kind = f"kmeans.{key}"
-                if names[key] == "auto" and name not in AUTO_CANDIDATES.get((kind, backend), ()):
+                if names[key] == "auto" and (
+                        name not in AUTO_CANDIDATES.get((kind, backend), ())
+                        or not applies_to_dtype(kind, name, dtype)):
                     return False
                 strategy = _REGISTRY.all().get((kind, name))
                 if name == "numba" and not _numba_installed():  # measured where it was

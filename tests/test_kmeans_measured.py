@@ -173,3 +173,61 @@ def test_a_large_fit_races_without_being_asked():
     np.testing.assert_array_equal(cp.asnumpy(auto.labels_), cp.asnumpy(tiled.labels_))
     short = GPUKMeans(640, init=init, update="sort", max_iter=9, tol=0, device="gpu").fit(X)
     assert "on this fit's data" not in short.strategy_reasons_["assign"]
+
+
+@pytest.mark.gpu
+def test_a_settled_race_runs_the_rest_of_the_fit_as_cuda_graphs(monkeypatch):
+    """Wide data: tiled and tc-exact (no state) race on a sample beside the first iteration;
+    the race is then settled (graph_safe) and, with a graph-safe update, the loop captures
+    the winner's iteration and replays it -- the race object is called for only a few of the
+    40 iterations -- and the fit still equals assign="tiled"'s bit for bit (atomic-fixed's
+    integer sums: the same in any order)."""
+    import cupy as cp
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
+    monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)
+    calls = []
+    race_call = measured._Race.__call__
+
+    def spy(race, *args, **kwargs):
+        calls.append(race.graph_safe)
+        race_call(race, *args, **kwargs)
+
+    monkeypatch.setattr(measured._Race, "__call__", spy)
+    rng = np.random.default_rng(7)
+    X = cp.asarray(rng.uniform(size=(30_011, 40)).astype(np.float32))
+    init = cp.asnumpy(X[:48]).copy()
+    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="atomic-fixed", max_iter=40,
+                              tol=0, device="gpu").fit(X) for assign in ("auto", "tiled"))
+    assert "every 8th row" in raced.strategy_reasons_["assign"]
+    assert raced.n_iter_ == tiled.n_iter_ == 40
+    assert 1 <= len(calls) <= 4 and calls[-1]  # the last call settled, then graph launches
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
+                                  cp.asnumpy(tiled.cluster_centers_))
+
+
+@pytest.mark.gpu
+def test_a_candidate_with_bounds_races_at_most_max_bounded_races_times(monkeypatch):
+    """hamerly races again after 1, 2, 4, ... of the winner's calls (RERACE_FIRST = 1), but
+    no more than MAX_BOUNDED_RACES times in a 40-iteration fit; the fit equals tiled's."""
+    import cupy as cp
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
+    monkeypatch.setattr(measured, "RERACE_FIRST", 1)
+    races = []
+    choose = measured._Race._choose
+
+    def spy(race):
+        choose(race)
+        races.append((race.bounded_races, race.queue is None))
+
+    monkeypatch.setattr(measured._Race, "_choose", spy)
+    rng = np.random.default_rng(8)
+    X = cp.asarray(rng.uniform(size=(30_011, 8)).astype(np.float32))
+    init = cp.asnumpy(X[:48]).copy()
+    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
+                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    assert races and max(b for b, _ in races) <= measured.MAX_BOUNDED_RACES
+    assert races[-1][1]  # settled: no race to come
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))

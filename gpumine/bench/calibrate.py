@@ -77,6 +77,8 @@ def calibrate(backend, grid: Iterable[tuple[int, int, int, str]] | None = None, 
             strategy = registry.get_strategy("kmeans.update", u)
             if strategy.max_dims is not None and d > strategy.max_dims:
                 continue
+            if not registry.applies_to_dtype("kmeans.update", u, dtype):
+                continue  # it would run as another update: measured under that one's name
             model = GPUKMeans(k, init=init, max_iter=ITERATIONS, tol=0.0, assign=a, update=u,
                               device=backend.name)
             try:

@@ -442,8 +442,11 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             labels_old[...] = labels
         gpu.finish_centers(sums, weights, centers, centers_new, buffers)
 
-    use_graph = (counts and getattr(assign, "graph_safe", False)
-                 and getattr(update, "graph_safe", False) and gpu.graphs_enabled())
+    # Graphs where both strategies are graph_safe; an assignment that becomes so later (the
+    # measured race, once settled: graph_safe_later) is captured from then on.
+    can_graph = counts and getattr(update, "graph_safe", False) and gpu.graphs_enabled()
+    use_graph = can_graph and (getattr(assign, "graph_safe", False)
+                               or getattr(assign, "graph_safe_later", False))
     caller = xp.cuda.get_current_stream()
     stream = xp.cuda.Stream(non_blocking=True) if use_graph else caller
     if stream is not caller:  # capture needs a stream of its own; it starts after X is ready
@@ -456,7 +459,8 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                 graph.launch(stream)
             else:
                 step()  # the first iteration also compiles and warms what the graph captures
-                if use_graph and iteration + 1 < max_iter:
+                if (use_graph and iteration + 1 < max_iter
+                        and getattr(assign, "graph_safe", False)):
                     stream.begin_capture()
                     step()
                     graph = stream.end_capture()

@@ -14,20 +14,30 @@ call, and the fastest (:data:`COMPARED_CALLS`) assigns the next iterations (and 
 runs of ``n_init``); where no candidate has state (``tiled``, ``tc-exact``: wide data) they race
 on a sample of the rows instead, beside the first iteration (:data:`SAMPLE_STRIDE`).
 ``hamerly``, whose bounds are state, gets faster as the centres settle, so it first races
-after :data:`RERACE_FIRST` iterations of the others' winner and, when it loses, again after
-16, 32, ...: in the first iterations the centres move most and its bounds skip little --
-its call after the full scan that fills them took 21-33 ms against ``tc-exact``'s 7.5-8.6
-on uniform data, 64 and 1024 blobs alike (10M x 32, k = 1024; record
-``auto-race-first-h100-2026-11-27-be0b3a3.json``), a race it lost at a cost of 38-48 ms a
-fit. At 1024 blobs it wins its first race and is twice as fast as ``tc-exact`` over 50
-iterations (record ``fit-vs-flash-2026-11-26-1df75f5``). A race flatters ``hamerly``: its
-compared call comes right after the full scan that fills its bounds, when they are at their
-tightest; as they loosen it scans more points. So when it wins, its calls stay timed, and
-once :data:`WATCH_CALLS` of them average more than the best stateless candidate's race
-time, that one takes the labels back for the rest of the run (no cost: it keeps no state).
-On 64 blobs at 10M x 32, k = 1024 ``hamerly`` won its third race at 6.1 ms against
-``tc-exact``'s 8.4 and then averaged 13.5 ms a call (record
+after :data:`RERACE_FIRST` iterations of the others' winner and, when it loses, once more
+after 16 (:data:`MAX_BOUNDED_RACES` races in all): in the first iterations the centres move
+most and its bounds skip little -- its call after the full scan that fills them took 21-33
+ms against ``tc-exact``'s 7.5-8.6 on uniform data, 64 and 1024 blobs alike (10M x 32, k =
+1024; record ``auto-race-first-h100-2026-11-27-be0b3a3.json``), a race it lost at a cost of
+38-48 ms a fit. At 1024 blobs it wins its first race and is twice as fast as ``tc-exact``
+over 50 iterations (record ``fit-vs-flash-2026-11-26-1df75f5``). A race flatters
+``hamerly``: its compared call comes right after the full scan that fills its bounds, when
+they are at their tightest; as they loosen it scans more points. So when it wins, its calls
+stay timed, and once :data:`WATCH_CALLS` of them average more than the best stateless
+candidate's race time, that one takes the labels back for the rest of the run (no cost: it
+keeps no state). On 64 blobs at 10M x 32, k = 1024 ``hamerly`` won its third race at 6.1 ms
+against ``tc-exact``'s 8.4 and then averaged 13.5 ms a call (record
 ``auto-race-watch-h100-2026-11-27-e17b805.json``).
+
+A lost race costs ``hamerly``'s full scan and its compared call (about 37 ms at 10M x 32,
+k = 1024, five ``tc-exact`` iterations), and the race keeps the fit's iterations out of CUDA
+graphs; racing on at 32, 64, ... iterations cost a 100-iteration fit there a fifth of its
+time on uniform data (auto 0.79 s against ``tc-exact`` 0.65 s, four races; record
+``fit-vs-flash-2026-11-28-d12bf83.json``), where ``hamerly`` never won, and in the
+recorded runs on blobs it won its first race (1024 blobs) or a third one it then handed
+back (64 blobs). Once no race is left -- a stateless winner and ``hamerly``'s races spent
+-- the race is settled and :attr:`_Race.graph_safe`: the fit loop captures the winner's
+iterations into a CUDA graph from then on.
 
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
@@ -48,8 +58,9 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["COMPARED_CALLS", "RACE_MIN_ITER", "RACE_MIN_WORK", "RERACE_FIRST", "SAMPLE_MIN_ROWS",
-           "SAMPLE_STRIDE", "TRIAL_CALLS", "WATCH_CALLS", "MeasuredAssign", "race_candidates"]
+__all__ = ["COMPARED_CALLS", "MAX_BOUNDED_RACES", "RACE_MIN_ITER", "RACE_MIN_WORK",
+           "RERACE_FIRST", "SAMPLE_MIN_ROWS", "SAMPLE_STRIDE", "TRIAL_CALLS", "WATCH_CALLS",
+           "MeasuredAssign", "race_candidates"]
 
 #: A fit races its assignments from this much work an assignment on (n x d x k): about a
 #: millisecond of ``tiled`` on the H100, where the race's few slower calls are noise.
@@ -69,6 +80,9 @@ WATCH_CALLS = 4
 #: The winner's calls before a candidate with bounds races (first, or again after it lost);
 #: doubled after each race.
 RERACE_FIRST = 8
+#: Races a candidate with bounds runs at most (the module docstring): then the race is
+#: settled, and the fit's iterations may run as CUDA graphs.
+MAX_BOUNDED_RACES = 2
 #: Candidates without state (all but ``hamerly``) race on every SAMPLE_STRIDE-th row (a
 #: copy), beside the fit's first iteration, where the sample keeps SAMPLE_MIN_ROWS rows:
 #: racing ``tiled`` on whole iterations cost a 50-iteration fit at 1M x 128, k = 1024 a
@@ -173,10 +187,20 @@ class _Race:
     """:class:`MeasuredAssign` bound to the first run: the race of the candidates without
     state (on every ``stride``-th row, beside the first iteration, where no candidate has
     state), the winner, and a candidate with bounds raced after :data:`RERACE_FIRST` of the
-    winner's calls, then, while it loses, after twice as many each time (:meth:`_choose`)."""
+    winner's calls, then, while it loses, after twice as many, at most
+    :data:`MAX_BOUNDED_RACES` times (:meth:`_choose`)."""
 
     counts_changes = True
-    graph_safe = False
+    #: The fit loop may capture this assignment once :attr:`graph_safe` turns true.
+    graph_safe_later = True
+
+    @property
+    def graph_safe(self) -> bool:
+        """Settled (no race to come, no winner watched) on a winner that can be captured:
+        each call is then the winner's call alone."""
+        if self.queue is not None or self.watch is not None or self.winner is None:
+            return False
+        return bool(getattr(self.entries[self.winner][1], "graph_safe", False))
 
     def __init__(self, owner, X):
         self.owner, self.X = owner, X
@@ -193,7 +217,7 @@ class _Race:
                  or self.bounded)
         self.queue = [i for i in first for _ in range(TRIAL_CALLS)]
         self.current, self.timed, self.winner = None, {}, None
-        self.period, self.races = RERACE_FIRST, 1
+        self.period, self.races, self.bounded_races = RERACE_FIRST, 1, 0
         # a winner with bounds, watched: (the best stateless candidate, its race time), and
         # the winner's timed calls since the last look; `fresh`: its next call scans all
         self.watch, self.calls, self.fresh = None, [], False
@@ -315,10 +339,13 @@ class _Race:
         winner = min(raced, key=lambda i: seconds[self.entries[i][0]])
         if self.winner is not None:
             self.races += 1
+        if any(i in self.bounded for i in raced):
+            self.bounded_races += 1
         self.winner = winner
         self.owner.seconds, self.owner.chosen = seconds, self.entries[winner][0]
         self.owner.races = self.races
-        again = [] if winner in self.bounded else self.bounded
+        spent = self.bounded_races >= MAX_BOUNDED_RACES
+        again = [] if winner in self.bounded or spent else self.bounded
         if not again:
             self.queue = None
             stateless = [i for i in raced if i not in self.bounded]
