@@ -392,7 +392,7 @@ class _AtomicFixed:
     'atomic-fixed'
     """
 
-    graph_safe = True
+    graph_safe = False  # unbound, a call allocates and computes the quanta; bound, it is
 
     def bind(self, X, sample_weight):
         if X.dtype != np.float32:
