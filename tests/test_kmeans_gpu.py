@@ -84,6 +84,7 @@ def test_update_matches_fp64_reference(cp, name, n, d, k, dtype, rng):
     (1000, 7, 6000, np.float32),     # atomic-f64: three slices of 3, 3 and 1 features
     (3000, 5, 10000, np.float64),    # five one-feature slices
     (2000, 1, 30000, np.float64),    # too many clusters for any slice: global atomics
+    (2000, 1, 30000, np.float32),    # the same in float32 (atomic-fixed: atomic's fallback)
 ])
 def test_atomic_update_past_the_default_shared_memory(cp, name, n, d, k, dtype, rng):
     """Partials larger than 48 KB go to opted-in shared memory, in feature slices when
