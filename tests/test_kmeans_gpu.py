@@ -480,7 +480,6 @@ def test_gather_refuses_wide_data_before_the_fit():
     assert narrow.strategies_["update"] == "gather"
 
 
-
 def test_average_centers_on_the_device_places_empty_clusters_as_on_the_host(cp):
     """lloyd.average_centers on CuPy arrays (its branch without a host read): the
     quotients where the weight is positive, the heaviest cluster's centre where it is not
