@@ -59,7 +59,7 @@ def _blobs(n, d, centres, seed, dtype=np.float32):
 @pytest.mark.parametrize("d", [8, 40])
 def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     """Whichever candidate wins -- one that hands its labels to hamerly's bounds, hamerly
-    itself, or the measured one, raced again after every call of the winner, 2, 4, ... --
+    itself, or the measured one, raced again after 1 and 2 of the winner's calls --
     the fit equals assign="tiled"'s: labels, n_iter_ and the
     centres bit for bit (the deterministic sort update), with an empty cluster relocated
     during the race (an initial centre far from the data) and two runs of n_init. Wide
@@ -67,7 +67,7 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     import cupy as cp
 
     monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)  # race on a test-sized fit
-    monkeypatch.setattr(measured, "RERACE_FIRST", 1)  # the measured winner: many races
+    monkeypatch.setattr(measured, "RERACE_FIRST", 1)  # the measured winner: early races
     monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)  # the sampled race at d = 40
     if winner is not None:
         def choose(race):
