@@ -219,8 +219,8 @@ def average_centers(sums, weights, center_dtype, xp=np):
     quotients, positive = divide_sums(sums, weights, xp)
     centers = quotients.astype(center_dtype)
     if xp is np:
-        if not positive.all():
-            centers[~positive] = centers[int(np.argmax(weights))]
+        if not positive.all():  # sync: none, host arrays
+            centers[~positive] = centers[int(np.argmax(weights))]  # sync: none, host arrays
         return centers
     # on a device, without a host read (the test and the index would each wait for the
     # GPU, and the next iteration's launches behind them): the heaviest centre selected

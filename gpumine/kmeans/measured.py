@@ -200,7 +200,7 @@ class _Race:
         each call is then the winner's call alone."""
         if self.queue is not None or self.watch is not None or self.winner is None:
             return False
-        return bool(getattr(self.entries[self.winner][1], "graph_safe", False))
+        return bool(getattr(self.entries[self.winner][1], "graph_safe", False))  # sync: none
 
     def __init__(self, owner, X):
         self.owner, self.X = owner, X
