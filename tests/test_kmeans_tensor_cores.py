@@ -391,9 +391,16 @@ def test_well_separated_data_needs_few_re_checks(cp, rng):
 def test_fit_with_tc_exact_equals_fit_with_tiled(cp, dtype, rng):
     # update="sort" is bit-reproducible (atomics add in a varying order), so the centres
     # must match exactly when the labels do at every iteration
-    X = cp.asarray(rng.normal(size=(20000, 24)).astype(dtype))
+    _assert_tc_exact_fit_equals_tiled(cp, cp.asarray(rng.normal(size=(20000, 24)).astype(dtype)),
+                                      max_iter=30)
+
+
+def _assert_tc_exact_fit_equals_tiled(cp, X, max_iter):
+    """Fits of X by tiled and tc-exact (update="sort": a fixed order of additions) from the
+    same random init: the same labels, n_iter_ and centres, bit for bit."""
     fits = [GPUKMeans(50, assign=name, update="sort", init="random", n_init=1, random_state=3,
-                      max_iter=30, tol=0.0, device="gpu").fit(X) for name in ("tiled", "tc-exact")]
+                      max_iter=max_iter, tol=0.0, device="gpu").fit(X)
+            for name in ("tiled", "tc-exact")]
     assert np.array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
     assert fits[0].n_iter_ == fits[1].n_iter_
     np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
@@ -557,13 +564,8 @@ def test_screen_launched_beside_the_split_kernel_when_the_plan_is_in_flight(cp, 
 def test_fit_with_the_screen_equals_fit_with_tiled(cp, dtype, rng, screen_always):
     """A fit binds tc-exact (the screen from its second iteration here): tiled's labels and
     centres at every iteration (update="sort" adds in a fixed order)."""
-    X = cp.asarray(rng.uniform(size=(20000, 48)).astype(dtype))
-    fits = [GPUKMeans(50, assign=name, update="sort", init="random", n_init=1, random_state=3,
-                      max_iter=20, tol=0.0, device="gpu").fit(X) for name in ("tiled", "tc-exact")]
-    assert np.array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
-    assert fits[0].n_iter_ == fits[1].n_iter_
-    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
-                                  cp.asnumpy(fits[1].cluster_centers_))
+    _assert_tc_exact_fit_equals_tiled(cp, cp.asarray(rng.uniform(size=(20000, 48)).astype(dtype)),
+                                      max_iter=20)
 
 
 def _replays_as_tiled(cp, stream, graph, X, C, centres, labels, changed):

@@ -342,7 +342,7 @@ def fixed_scales(XT, sample_weight, xp=np):
     Examples
     --------
     >>> import numpy as np
-    >>> scales, unscales = fixed_scales(np.array([[1.0, -3.0]]), np.ones(2))
+    >>> scales, unscales = fixed_scales(np.array([[1.0, -3.0]]), np.ones(2))  # sync: NumPy
     >>> [int(v).bit_length() - 1 for v in scales]  # 2 * 3 < 2^3, 2 * 1 < 2^2
     [59, 60]
     >>> bool((scales * unscales == 1).all())
