@@ -16,9 +16,17 @@ iterations from the same centres (TF32, not exact); the host-timed wall time of 
 share of final labels (of the first million rows) equal to an FP64 assignment to each fit's
 own final centres, and
 what ``"auto"`` picked and why (on a large fit it races the exact assignments on the data:
-:mod:`gpumine.kmeans.measured`). Per-iteration figures of steady-state steps are in
+:mod:`gpumine.kmeans.measured`). One iteration from the init, brute force, is in
 ``tc_assign.py``; this measures what a user waits for over a fit, where Hamerly's bounds
 pay in the later iterations.
+
+With two or more ``--iterations`` (m1 < m2: the first and the last), each fit's
+steady-state iteration is ``(t(m2) - t(m1)) / (m2 - m1)``: the iterations past m1, the
+fit's fixed costs (upload of the init, binding, k-means' final labels) cancelled -- where
+both fits ran all their iterations (``n_iter``), else left out. Beside it the floors of a
+brute-force iteration: ``2 n d k`` flops at the issue's exact-FP32 and TF32 rates (51.2 and
+412 TFLOP/s, an H100 PCIe's) and at this device's FP32 rate (its SMs x 128 lanes x 2 flops
+x its clock; a bound-based assignment skips distances, so it may go below them).
 
 Writes ``fit-vs-flash-<date>-<commit>.json``.
 """
@@ -116,7 +124,39 @@ def measure(cp, n, d, k, iterations, data="uniform", names=None) -> dict:
         for name in names:
             if flash and f"{name}/{m}" in row["seconds"]:
                 row[f"{name}_over_flash/{m}"] = row["seconds"][f"{name}/{m}"] / flash
+    row.update(steady_state(row, [*names, "flash-kmeans"], iterations, n * d * k, cp))
     return row
+
+
+#: The issue's exact-FP32 and TF32 rates (an H100 PCIe's), flops per second.
+FP32_RATE, TF32_RATE = 51.2e12, 412e12
+
+
+def device_fp32_rate(cp) -> float:
+    """This GPU's peak FP32 rate: SMs x 128 lanes x 2 flops (an FMA) x the SM clock."""
+    attributes = cp.cuda.Device().attributes
+    return attributes["MultiProcessorCount"] * 128 * 2 * attributes["ClockRate"] * 1e3
+
+
+def steady_state(row, names, iterations, ndk, cp) -> dict:
+    """Each name's steady-state iteration (module docstring) and the floors beside it."""
+    first, last = min(iterations), max(iterations)
+    floors = {"floor_fp32_s": 2 * ndk / FP32_RATE, "floor_tf32_s": 2 * ndk / TF32_RATE,
+              "floor_device_fp32_s": 2 * ndk / device_fp32_rate(cp)}
+    out = {"steady_iteration_s": {}, **floors}
+    if first == last:
+        return out
+    for name in names:
+        times = [row["seconds"].get(f"{name}/{m}") for m in (first, last)]
+        ran = [row.get("n_iter", {}).get(f"{name}/{m}", m) == m for m in (first, last)]
+        if None not in times and all(ran):
+            out["steady_iteration_s"][name] = (times[1] - times[0]) / (last - first)
+    flash = out["steady_iteration_s"].get("flash-kmeans")
+    for name, seconds in out["steady_iteration_s"].items():
+        print(row["n"], row["d"], row["k"], name, "steady", f"{seconds * 1e3:.3f} ms",
+              " ".join(f"{key[6:-2]} {seconds / floor:.2f}x" for key, floor in floors.items()),
+              f"flash {seconds / flash:.2f}x" if flash else "", flush=True)
+    return out
 
 
 def main() -> int:
