@@ -152,7 +152,30 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
 // The queued points, PPT a thread, against every centre: assign_registers' loop (centres
 // staged KT at a time, the points in registers, the same values and label), keeping the
 // second-best distance too for the new lower bound. A fixed grid strides over *queue_size
-// in chunks of BLOCK * PPT (no host read of the count). Shared memory: KT * DMAX elements.
+// (no host read of the count), queued point q in block q % gridDim.x: every block, so
+// every SM, gets an equal share however short the queue (queue q in blocks of BLOCK * PPT
+// left a third of the SMs' cycles idle at 18 % of 1M points queued, H200 ncu,
+// benchmarks/results/ncu-bounds-scan-h200-2026-11-28-d85d9cb.txt). Full tiles of centres
+// run without the per-centre bound check (it was an ISETP, a branch and the tile's address
+// recomputed per centre: 5 of 21 instructions a pair there). Shared memory: KT * DMAX
+// elements.
+template <typename T, int DMAX, int PPT>
+__device__ __forceinline__ void scan_centre(const T (&x)[PPT][DMAX],  // IN  the points
+                                            const T* center,           // IN  (DMAX) shared
+                                            int index,                 // IN  its number
+                                            T (&best)[PPT], T (&second)[PPT],  // INOUT
+                                            int (&best_index)[PPT]) {  // INOUT
+#pragma unroll
+    for (int p = 0; p < PPT; ++p) {
+        const T acc = padded_squared_distance<T, DMAX>(x[p], center);
+        second[p] = min(second[p], max(best[p], acc));
+        if (acc < best[p]) {
+            best[p] = acc;
+            best_index[p] = index;
+        }
+    }
+}
+
 template <typename T, int KT, int DMAX, int PPT>
 __global__ void __launch_bounds__(GPUMINE_BLOCK)
 bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
@@ -170,15 +193,18 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
     T* tile = reinterpret_cast<T*>(shared_raw);
     const double kappa = bound[0], eta = bound[1];
     const index_t size = *queue_size;
-    for (index_t base = (index_t)blockIdx.x * blockDim.x * PPT; base < size;
-         base += (index_t)gridDim.x * blockDim.x * PPT) {  // uniform across the block
+    const index_t blocks = gridDim.x;
+    // this block's queued points: q = blockIdx.x + blocks * s for s = 0, 1, ...
+    const index_t mine = size > blockIdx.x ? (size - blockIdx.x + blocks - 1) / blocks : 0;
+    for (index_t base = 0; base < mine; base += (index_t)blockDim.x * PPT) {
+        // uniform across the block
         T x[PPT][DMAX], best[PPT], second[PPT];
         int best_index[PPT];
         index_t row[PPT];
 #pragma unroll
         for (int p = 0; p < PPT; ++p) {
-            const index_t q = base + (index_t)p * blockDim.x + threadIdx.x;
-            row[p] = q < size ? queue[q] : -1;
+            const index_t s = base + (index_t)p * blockDim.x + threadIdx.x;
+            row[p] = s < mine ? queue[blockIdx.x + blocks * s] : -1;
             load_padded_point<T, DMAX>(XT, n, d, row[p], row[p] >= 0, x[p]);
             best[p] = second[p] = max_value<T>();
             best_index[p] = 0;
@@ -186,22 +212,15 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
         for (int k0 = 0; k0 < k; k0 += KT) {
             const int kc = min(KT, k - k0);
             stage_padded_tile<T, KT, DMAX>(centers, k0, kc, d, tile);
-#pragma unroll
-            for (int c = 0; c < KT; ++c) {
-                if (c < kc) {  // uniform: padded centres must not become the second best
-                    T center[DMAX];
-#pragma unroll
-                    for (int j = 0; j < DMAX; ++j) center[j] = tile[c * DMAX + j];
-#pragma unroll
-                    for (int p = 0; p < PPT; ++p) {
-                        const T acc = padded_squared_distance<T, DMAX>(x[p], center);
-                        second[p] = min(second[p], max(best[p], acc));
-                        if (acc < best[p]) {
-                            best[p] = acc;
-                            best_index[p] = k0 + c;
-                        }
-                    }
-                }
+            if (kc == KT) {  // uniform: a full tile, every centre real
+#pragma unroll 8
+                for (int c = 0; c < KT; ++c)
+                    scan_centre<T, DMAX, PPT>(x, tile + c * DMAX, k0 + c, best, second,
+                                                  best_index);
+            } else {  // the last tile: padded centres must not become the second best
+                for (int c = 0; c < kc; ++c)
+                    scan_centre<T, DMAX, PPT>(x, tile + c * DMAX, k0 + c, best, second,
+                                                  best_index);
             }
         }
 #pragma unroll

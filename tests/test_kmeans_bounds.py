@@ -48,10 +48,13 @@ def _tiled(cp, X, C):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("n", "d", "k", "offset"), [
     (1, 1, 1, 0.0), (300, 1, 2, 0.0), (5000, 2, 1, 0.0), (4099, 3, 64, 1e4),
-    (20_000, 8, 200, 0.0), (17_695, 18, 128, -3e5), (6000, 32, 40, 0.0), (2000, 5, 2000, 0.0)])
+    (20_000, 8, 200, 0.0), (17_695, 18, 128, -3e5), (6000, 32, 40, 0.0), (2000, 5, 2000, 0.0),
+    (600_001, 2, 40, 0.0)])
 def test_every_call_equals_tiled_as_centres_move(cp, n, d, k, offset, dtype, rng):
     """A sequence of calls with centres moving by shrinking steps (as in a fit): each call's
-    labels and changed count equal tiled's for the same centres; later calls scan fewer."""
+    labels and changed count equal tiled's for the same centres; later calls scan fewer.
+    600,001 points: more queued than the scan grid has threads (a block loops), and a queue
+    that is no multiple of the grid (blocks hold one point more than others)."""
     from gpumine.kmeans.bounds import BoundAssign
 
     X = _columns(cp, (rng.normal(size=(n, d)) + offset).astype(dtype))
