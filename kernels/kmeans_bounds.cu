@@ -152,10 +152,9 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
 // The queued points, PPT a thread, against every centre: assign_registers' loop (centres
 // staged KT at a time, the points in registers, the same values and label), keeping the
 // second-best distance too for the new lower bound. A fixed grid strides over *queue_size
-// (no host read of the count), queued point q in block q % gridDim.x: every block, so
-// every SM, gets an equal share however short the queue (queue q in blocks of BLOCK * PPT
-// left a third of the SMs' cycles idle at 18 % of 1M points queued, H200 ncu,
-// benchmarks/results/ncu-bounds-scan-h200-2026-11-28-d85d9cb.txt). Full tiles of centres
+// (no host read of the count), each block an equal contiguous share of the queue: every
+// block, so every SM, gets work however short the queue (chunks of BLOCK * PPT from the
+// queue's start left blocks idle). Full tiles of centres
 // run without the per-centre bound check (it was an ISETP, a branch and the tile's address
 // recomputed per centre: 5 of 21 instructions a pair there). Shared memory: KT * DMAX
 // elements.
@@ -193,9 +192,10 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
     T* tile = reinterpret_cast<T*>(shared_raw);
     const double kappa = bound[0], eta = bound[1];
     const index_t size = *queue_size;
-    const index_t blocks = gridDim.x;
-    // this block's queued points: q = blockIdx.x + blocks * s for s = 0, 1, ...
-    const index_t mine = size > blockIdx.x ? (size - blockIdx.x + blocks - 1) / blocks : 0;
+    // this block's queued points: an equal contiguous share (a warp's points are rows the
+    // filter queued together, so their features load in few sectors)
+    const index_t first = size * blockIdx.x / gridDim.x;
+    const index_t mine = size * (blockIdx.x + 1) / gridDim.x - first;
     for (index_t base = 0; base < mine; base += (index_t)blockDim.x * PPT) {
         // uniform across the block
         T x[PPT][DMAX], best[PPT], second[PPT];
@@ -204,7 +204,7 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
 #pragma unroll
         for (int p = 0; p < PPT; ++p) {
             const index_t s = base + (index_t)p * blockDim.x + threadIdx.x;
-            row[p] = s < mine ? queue[blockIdx.x + blocks * s] : -1;
+            row[p] = s < mine ? queue[first + s] : -1;
             load_padded_point<T, DMAX>(XT, n, d, row[p], row[p] >= 0, x[p]);
             best[p] = second[p] = max_value<T>();
             best_index[p] = 0;
