@@ -152,11 +152,12 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
 // The queued points, PPT a thread, against every centre: assign_registers' loop (centres
 // staged KT at a time, the points in registers, the same values and label), keeping the
 // second-best distance too for the new lower bound. A fixed grid strides over *queue_size
-// (no host read of the count), each block an equal contiguous share of the queue: every
-// block, so every SM, gets work however short the queue (chunks of BLOCK * PPT from the
-// queue's start left blocks idle). Full tiles of centres
-// run without the per-centre bound check (it was an ISETP, a branch and the tile's address
-// recomputed per centre: 5 of 21 instructions a pair there). Shared memory: KT * DMAX
+// in chunks of BLOCK * PPT (no host read of the count). Full tiles of centres run without
+// the per-centre check that keeps padded centres out (an ISETP, a branch and the tile's
+// address again per centre: 5 of 21 instructions a pair at d = 4, ncu on the H200); the
+// steady iteration of hamerly fits 0.150 -> 0.123 ms at 1M x 4 x 400, 20.5 -> 17.4 ms at
+// 10M x 32 x 1024 (benchmarks/results/bounds-scan-ab-h200-2026-11-28-c15bc92.txt, where
+// giving every block an equal share of the queue was slower). Shared memory: KT * DMAX
 // elements.
 template <typename T, int DMAX, int PPT>
 __device__ __forceinline__ void scan_centre(const T (&x)[PPT][DMAX],  // IN  the points
@@ -192,19 +193,15 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
     T* tile = reinterpret_cast<T*>(shared_raw);
     const double kappa = bound[0], eta = bound[1];
     const index_t size = *queue_size;
-    // this block's queued points: an equal contiguous share (a warp's points are rows the
-    // filter queued together, so their features load in few sectors)
-    const index_t first = size * blockIdx.x / gridDim.x;
-    const index_t mine = size * (blockIdx.x + 1) / gridDim.x - first;
-    for (index_t base = 0; base < mine; base += (index_t)blockDim.x * PPT) {
-        // uniform across the block
+    for (index_t base = (index_t)blockIdx.x * blockDim.x * PPT; base < size;
+         base += (index_t)gridDim.x * blockDim.x * PPT) {  // uniform across the block
         T x[PPT][DMAX], best[PPT], second[PPT];
         int best_index[PPT];
         index_t row[PPT];
 #pragma unroll
         for (int p = 0; p < PPT; ++p) {
-            const index_t s = base + (index_t)p * blockDim.x + threadIdx.x;
-            row[p] = s < mine ? queue[first + s] : -1;
+            const index_t q = base + (index_t)p * blockDim.x + threadIdx.x;
+            row[p] = q < size ? queue[q] : -1;
             load_padded_point<T, DMAX>(XT, n, d, row[p], row[p] >= 0, x[p]);
             best[p] = second[p] = max_value<T>();
             best_index[p] = 0;
@@ -216,11 +213,11 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
 #pragma unroll 8
                 for (int c = 0; c < KT; ++c)
                     scan_centre<T, DMAX, PPT>(x, tile + c * DMAX, k0 + c, best, second,
-                                                  best_index);
+                                              best_index);
             } else {  // the last tile: padded centres must not become the second best
                 for (int c = 0; c < kc; ++c)
                     scan_centre<T, DMAX, PPT>(x, tile + c * DMAX, k0 + c, best, second,
-                                                  best_index);
+                                              best_index);
             }
         }
 #pragma unroll
