@@ -356,6 +356,16 @@ TC_MIN_SAMPLES, TC_MIN_FEATURES, TC_MIN_WORK = 500_000, 32, 32768
 HAMERLY_MIN_SAMPLES = 1 << 19
 
 
+#: Where ``hamerly`` assigns float32 data, ``"auto"``'s ``atomic`` update runs as
+#: ``atomic-fixed``: measured on the H200 (benchmarks/results/
+#: prof-fit-hamerly-h200-2026-11-28-d85d9cb.txt, one process, uniform data), the steady
+#: iteration of hamerly fits with atomic / atomic-fixed 0.163 / 0.153 ms at 1M x 4,
+#: k = 400, 0.559 / 0.521 at 4M x 8, k = 200, 0.263 / 0.238 at 4M x 2, k = 100 (100-iteration
+#: fits 19.9 / 19.2, 63.2 / 59.6, 30.6 / 28.4 ms); on the H100, 100-iteration fits at 1M x 4,
+#: k = 400 0.0415 / 0.0405 s (fit-vs-flash-2026-11-28-d12bf83.json).
+HAMERLY_FIXED_UPDATE = "atomic-fixed"
+
+
 def _bounds_pay(n_samples: int | None, n_features: int | None) -> bool:
     return (None not in (n_samples, n_features) and n_samples >= HAMERLY_MIN_SAMPLES
             and n_features <= 32)
@@ -455,7 +465,7 @@ def applies_to_dtype(kind: str, name: str, dtype: str) -> bool:
 
 def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: int,
                         n_features: int, n_clusters: int, dtype: str,
-                        device_name: str | None = None
+                        device_name: str | None = None, binds: bool = True
                         ) -> tuple[Strategy, Strategy, dict[str, str]]:
     """The k-means assignment and update for a fit, and why each was chosen.
 
@@ -465,8 +475,12 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
     nearest measured problem, consistent with a name the user fixed and with each
     strategy's feature limit -- unless the fixed rule's pair measured within
     :data:`gpumine.tuning.MARGIN` of it there; without a usable table the fixed rule of
-    :func:`resolve_strategy` applies. Returns ``(assign, update, reasons)``, ``reasons``
-    mapping ``"assign"`` and ``"update"`` to a sentence.
+    :func:`resolve_strategy` applies. Where ``hamerly`` assigns float32 data of a fit whose
+    strategies bind to its X (``binds``: an in-memory fit; not Dask's stateless partition
+    calls, where an unbound ``atomic-fixed`` computes its quanta every call), an ``"auto"``
+    update that came out ``atomic`` runs as :data:`HAMERLY_FIXED_UPDATE`. Returns
+    ``(assign, update, reasons)``, ``reasons`` mapping ``"assign"`` and ``"update"`` to a
+    sentence.
     """
     from gpumine import tuning
 
@@ -525,8 +539,18 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
     for key in ("assign", "update"):
         if key not in reasons:
             reasons[key] = f"the fixed rule for the {backend} backend ({why_fixed})"
-    return (resolve_strategy("kmeans.assign", names["assign"], backend, **sizes),
-            resolve_strategy("kmeans.update", names["update"], backend, **sizes), reasons)
+    chosen = resolve_strategy("kmeans.assign", names["assign"], backend, **sizes)
+    updater = resolve_strategy("kmeans.update", names["update"], backend, **sizes)
+    if (binds and update == "auto" and chosen.name == "hamerly" and updater.name == "atomic"
+            and applies_to_dtype("kmeans.update", HAMERLY_FIXED_UPDATE, dtype)):
+        # Where the bounds pay, a fit's later iterations are the scan of few points and the
+        # update of all (a fifth to a quarter of hamerly's steady iteration), and
+        # atomic-fixed's update is the faster (HAMERLY_FIXED_UPDATE); a table's
+        # 10-iteration fits weigh its one pass over X a fit instead.
+        updater = resolve_strategy("kmeans.update", HAMERLY_FIXED_UPDATE, backend, **sizes)
+        reasons["update"] = (f"{reasons['update']}: 'atomic', run as 'atomic-fixed' where "
+                             "'hamerly' assigns float32 data (faster steady iterations)")
+    return chosen, updater, reasons
 
 
 def register(strategy: Strategy) -> None:

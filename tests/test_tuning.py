@@ -133,14 +133,42 @@ def test_a_gpu_table_pick_of_tiled_runs_as_hamerly_on_large_problems(cache):
     sizes = dict(n_features=8, n_clusters=100, dtype="float32", device_name="gpu-x")
     assign, update, reasons = registry.resolve_kmeans_pair(
         "auto", "auto", "gpu", n_samples=1_000_000, **sizes)
-    assert (assign.name, update.name) == ("hamerly", "atomic")
+    assert (assign.name, update.name) == ("hamerly", "atomic-fixed")
     assert "run as 'hamerly'" in reasons["assign"]
-    assign, _, _ = registry.resolve_kmeans_pair("auto", "auto", "gpu", n_samples=200_000,
-                                                **sizes)
-    assert assign.name == "tiled"  # too few rows for the bounds to pay
+    assert "run as 'atomic-fixed'" in reasons["update"]
+    assign, update, _ = registry.resolve_kmeans_pair("auto", "auto", "gpu",
+                                                     n_samples=200_000, **sizes)
+    assert (assign.name, update.name) == ("tiled", "atomic")  # too few rows for the bounds
     assign, _, reasons = registry.resolve_kmeans_pair("tiled", "auto", "gpu",
                                                       n_samples=1_000_000, **sizes)
     assert assign.name == "tiled" and reasons["assign"] == "given"
+
+
+@pytest.mark.parametrize("device_name", [None, "gpu-x"])
+def test_hamerlys_atomic_update_runs_as_atomic_fixed_on_float32_fits_that_bind(cache,
+                                                                                device_name):
+    """Without a table and from one: float32 where hamerly assigns takes atomic-fixed;
+    float64, a fixed update, a fixed assignment, small fits and Dask's unbound partition
+    calls keep atomic."""
+    tuning.table_path("gpu-x").parent.mkdir(parents=True)
+    tuning.table_path("gpu-x").write_text(json.dumps(_table(
+        (2_000_000, 8, 128, "float32", {"tiled/atomic": 0.1, "tiled/atomic-fixed": 0.2}),
+        (2_000_000, 8, 128, "float64", {"tiled/atomic": 0.1}))))
+
+    def pair(assign="auto", update="auto", n=1_000_000, dtype="float32", binds=True):
+        a, u, why = registry.resolve_kmeans_pair(
+            assign, update, "gpu", n_samples=n, n_features=8, n_clusters=100, dtype=dtype,
+            device_name=device_name, binds=binds)
+        return a.name, u.name, why["update"]
+
+    assign, update, why = pair()
+    assert (assign, update) == ("hamerly", "atomic-fixed") and "run as 'atomic-fixed'" in why
+    assert pair(assign="hamerly")[:2] == ("hamerly", "atomic-fixed")  # a given hamerly too
+    assert pair(dtype="float64")[:2] == ("hamerly", "atomic")
+    assert pair(update="atomic")[:2] == ("hamerly", "atomic")
+    assert pair(assign="tiled")[:2] == ("tiled", "atomic")
+    assert pair(n=100_000)[:2] == ("tiled", "atomic")
+    assert pair(binds=False)[:2] == ("hamerly", "atomic")
 
 
 def test_a_table_pick_of_numba_without_numba_is_skipped(cache, monkeypatch):

@@ -72,7 +72,8 @@ def _resolve_pair(assign, update, backend, rows, n_features, n_clusters, dtype):
     if backend.is_gpu:
         a, u, reasons = registry.resolve_kmeans_pair(
             assign, update, backend.name, n_samples=rows, n_features=n_features,
-            n_clusters=n_clusters, dtype=np.dtype(dtype).name, device_name=backend.device_name)
+            n_clusters=n_clusters, dtype=np.dtype(dtype).name, device_name=backend.device_name,
+            binds=False)  # a partition's strategies are called unbound
         return a.name, u.name, reasons
     names = {"assign": assign, "update": update}
     picked = {key: registry.resolve_strategy(f"kmeans.{key}", name, backend.name).name
