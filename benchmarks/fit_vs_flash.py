@@ -23,7 +23,9 @@ pay in the later iterations.
 With two or more ``--iterations`` (m1 < m2: the first and the last), each fit's
 steady-state iteration is ``(t(m2) - t(m1)) / (m2 - m1)``: the iterations past m1, the
 fit's fixed costs (upload of the init, binding, k-means' final labels) cancelled -- where
-both fits ran all their iterations (``n_iter``), else left out. Beside it the floors of a
+both fits ran all their iterations (``n_iter``), else left out. One call of each fit
+differs from the next by up to a millisecond, which moves a steady iteration of 0.1 ms by
+a tenth: ``--repeats r`` times each fit r times, the median. Beside it the floors of a
 brute-force iteration: ``2 n d k`` flops at the issue's exact-FP32 and TF32 rates (51.2 and
 412 TFLOP/s, an H100 PCIe's) and at this device's FP32 rate (its SMs x 128 lanes x 2 flops
 x its clock; a bound-based assignment skips distances, so it may go below them).
@@ -54,6 +56,15 @@ def _wall(cp, run) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
+def _timed(cp, run, repeats) -> tuple[float, object]:
+    """The median wall time of ``repeats`` calls, and the last call's result."""
+    times, result = [], None
+    for _ in range(repeats):
+        seconds, result = _wall(cp, run)
+        times.append(seconds)
+    return float(np.median(times)), result
+
+
 def _data(n, d, data):
     from gpumine.datasets import make_uniform
 
@@ -65,7 +76,7 @@ def _data(n, d, data):
     return middle[rng.integers(0, centres, n)] + rng.standard_normal((n, d), np.float32)
 
 
-def measure(cp, n, d, k, iterations, data="uniform", names=None) -> dict:
+def measure(cp, n, d, k, iterations, data="uniform", names=None, repeats=1) -> dict:
     import torch
 
     from gpumine import GPUKMeans
@@ -74,7 +85,8 @@ def measure(cp, n, d, k, iterations, data="uniform", names=None) -> dict:
     host = _data(n, d, data)
     X = cp.asarray(host)
     C = X[:k].copy()
-    row = {"n": n, "d": d, "k": k, "data": data, "seconds": {}, "labels_equal_fp64": {},
+    row = {"n": n, "d": d, "k": k, "data": data, "repeats": repeats, "seconds": {},
+           "labels_equal_fp64": {},
            "auto": None, "auto_reason": None}
     if names is None:
         names = ["tiled", "tc-exact", "auto"] + (["hamerly"] if d <= 32 else [])
@@ -93,7 +105,7 @@ def measure(cp, n, d, k, iterations, data="uniform", names=None) -> dict:
                 return GPUKMeans(k, init=C, n_init=1, max_iter=m, tol=0.0, assign=assign,
                                  update=update, device="gpu").fit(X)
             run()  # compile and warm
-            seconds, model = _wall(cp, run)
+            seconds, model = _timed(cp, run, repeats)
             row["seconds"][f"{name}/{m}"] = seconds
             # a fit with tol=0 stops where no label changed (flash-kmeans, tol=-1, never does):
             # per-iteration differences between m's mean something only where both ran all
@@ -113,7 +125,7 @@ def measure(cp, n, d, k, iterations, data="uniform", names=None) -> dict:
             return flash_kmeans.batch_kmeans_Euclid(X_rows[None], k, max_iters=m, tol=-1.0,
                                                     init_centroids=C_rows[None])
         flash()
-        seconds, (labels, centres, _) = _wall(cp, flash)
+        seconds, (labels, centres, _) = _timed(cp, flash, repeats)
         row["seconds"][f"flash-kmeans/{m}"] = seconds
         reference = fp64_labels(cp, X[:_CHECKED], cp.asarray(centres[0].float().contiguous()))
         got = cp.asarray(labels[0][:_CHECKED].to(dtype=torch.int32).contiguous())
@@ -169,6 +181,8 @@ def main() -> int:
                         help="these shapes (n,d,k) instead of the issue's")
     parser.add_argument("--data", nargs="+", default=["uniform"],
                         help="uniform and/or blobs:C (rows around C centres)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="time each fit this many times (after one warm call), the median")
     parser.add_argument("--names", nargs="+", default=None,
                         help="fits to time: assign or assign+update (default: tiled, tc-exact, "
                              "auto, and hamerly up to 32 features; update auto)")
@@ -185,7 +199,8 @@ def main() -> int:
               else SHAPES[:args.shapes])
     for data in args.data:
         for n, d, k in shapes:
-            record["shapes"].append(measure(cp, n, d, k, args.iterations, data, args.names))
+            record["shapes"].append(measure(cp, n, d, k, args.iterations, data, args.names,
+                                            args.repeats))
             cp.get_default_memory_pool().free_all_blocks()
     save(args.out, "fit-vs-flash", record)
     return 0
