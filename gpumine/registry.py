@@ -361,8 +361,10 @@ HAMERLY_MIN_SAMPLES = 1 << 19
 #: prof-fit-hamerly-h200-2026-11-28-d85d9cb.txt, one process, uniform data), the steady
 #: iteration of hamerly fits with atomic / atomic-fixed 0.163 / 0.153 ms at 1M x 4,
 #: k = 400, 0.559 / 0.521 at 4M x 8, k = 200, 0.263 / 0.238 at 4M x 2, k = 100 (100-iteration
-#: fits 19.9 / 19.2, 63.2 / 59.6, 30.6 / 28.4 ms); on the H100, 100-iteration fits at 1M x 4,
-#: k = 400 0.0415 / 0.0405 s (fit-vs-flash-2026-11-28-d12bf83.json).
+#: fits 19.9 / 19.2, 63.2 / 59.6, 30.6 / 28.4 ms); after the scan's full-tile change, the
+#: median of 7 calls (fit-vs-flash-steady-h200-2026-11-28-a13dbd4.json) 0.147 / 0.129,
+#: 0.527 / 0.490, 0.251 / 0.239 ms; on the H100, 100-iteration fits at 1M x 4, k = 400
+#: 0.0415 / 0.0405 s (fit-vs-flash-2026-11-28-d12bf83.json).
 HAMERLY_FIXED_UPDATE = "atomic-fixed"
 
 
