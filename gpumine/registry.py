@@ -521,7 +521,10 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
                                    update=None if update == "auto" else update,
                                    allowed=allowed,
                                    prefer=("tiled" if fixed[0] == "hamerly" else fixed[0],
-                                           fixed[1]))
+                                           fixed[1]),
+                                   # where bounds pay, the nearest cell (gpumine.tuning)
+                                   nearest=backend == "gpu" and _bounds_pay(n_samples,
+                                                                            n_features))
             if len(_CHOICES) > 1024:
                 _CHOICES.clear()
             _CHOICES[key] = (table, choice)

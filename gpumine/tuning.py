@@ -8,16 +8,24 @@ writes a table: ``<cache>/tuning/<device>.json``, where ``<cache>`` is
 Tables measured by the developers ship with the package (``gpumine/tuning_tables/``, by
 device name); the user's own table takes precedence.
 
-:func:`choose` reads the table of a device: the measured cell nearest to the problem
-(distance in log n, log d and log k, among the cells of the problem's dtype)
-and, of its pairs consistent with what the user fixed, the fastest. This nearest-cell
-rule is the interpolation: the fastest pair changes where the work per point (d k) or
-the rows (n) cross a threshold, and the cell nearest in log space lies on the same
-side of it whenever the grid brackets the problem. Where the fixed rule's pair measured
-within :data:`MARGIN` (5 %) of the fastest, it is kept: the table departs from the rule only
-where the cell tells the pairs apart. Without a table, or with a problem
-outside the measured range by more than a factor of 4 in n, d or k, ``auto`` keeps its
-fixed rule (:func:`gpumine.registry.resolve_strategy`).
+:func:`choose` reads the table of a device and, of the pairs consistent with what the
+user fixed, takes the fastest at the problem's size: each pair's time interpolated
+between the measured cells around the problem, linearly in log time against log n, log d
+and log k (a power law between neighbouring cells; the cells of the problem's dtype; past
+the grid's ends, the edge cells), so the choice changes where the pairs' times cross, not
+halfway between cells. Until 2026-11-28 the nearest cell (in log n, d, k) decided alone:
+it sent 50,000 x 32 x 2048 to the 20,000-row cell's ``tiled``, where ``tc-exact``, which
+wins from 200,000 rows, fitted in 9.1 against 16.9 ms on the H200
+(``fit-vs-flash-steady-h200-2026-11-28-d85d9cb.json``). A table that is not a full grid (a
+``--quick`` calibration's two cells, a user's own) is read at its nearest cell, and so is
+a GPU problem where ``hamerly``'s bounds pay (:func:`gpumine.registry.resolve_kmeans_pair`):
+the table's 10-iteration fits do not see its later iterations, and interpolating there
+would move 97 of 1,080 such shapes (n 0.6M-8M, d 2-32, k 8-2048, both shipped tables and
+dtypes) from ``hamerly`` to ``tc-exact`` (and 17 back) without a long fit to say which is
+faster. Where the fixed rule's pair measured within :data:`MARGIN` (5 %) of the fastest,
+it is kept: the table departs from the rule only where the cells tell the pairs apart.
+Without a table, or with a problem outside the measured range by more than a factor of 4
+in n, d or k, ``auto`` keeps its fixed rule (:func:`gpumine.registry.resolve_strategy`).
 
 Examples
 --------
@@ -31,7 +39,9 @@ Examples
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import json
 import math
 import os
@@ -110,23 +120,63 @@ def _pair_allowed(pair: str, assign: str | None, update: str | None) -> bool:
     return (assign is None or a == assign) and (update is None or u == update)
 
 
-def choose(table: dict, *, n: int, d: int, k: int, dtype: str, assign: str | None = None,
-           update: str | None = None, allowed=None,
-           prefer: tuple[str, str] | None = None) -> tuple[tuple[str, str], str] | None:
-    """``((assign, update), reason)``: the fastest measured pair for this problem, or None.
+_AXES = ("n", "d", "k")
 
-    ``assign`` / ``update``: a name the user fixed (only pairs with it count); None: free.
-    ``allowed(assign, update)``: whether a pair may run this problem (None: all may).
-    ``prefer``: the fixed rule's pair, kept where the cell measured it within :data:`MARGIN`
-    of the fastest. None is returned when no cell is near enough (see the module) or no
-    measured pair fits.
-    """
-    cells = [c for c in table.get("cells", []) if isinstance(c, dict) and c.get("dtype") == dtype]
-    best, best_distance = None, math.inf
+
+def _size(value) -> float:
+    """A cell's or a problem's size along an axis, as a positive number (0 and 1 alike)."""
+    return max(float(value), 1.0)
+
+
+def _grid(cells) -> tuple[dict, list] | None:
+    """``({(n, d, k): cell}, [ns, ds, ks])`` where the cells are every combination of their
+    axes' values once (``gpumine bench calibrate``'s grid), else None."""
+    index = {}
+    for cell in cells:
+        key = tuple(_size(cell[axis]) for axis in _AXES)
+        if key in index:
+            return None
+        index[key] = cell
+    axes = [sorted({key[a] for key in index}) for a in range(len(_AXES))]
+    if not index or len(index) != math.prod(len(values) for values in axes):
+        return None
+    return index, axes
+
+
+def _bracket(values, v) -> list | None:
+    """The grid values around ``v`` on one axis and their weights, linear in log size
+    (one value at weight 1 on a grid value or past the grid's ends), or None farther than
+    :data:`_MAX_EXTRAPOLATION` outside the grid."""
+    if v > values[-1] * _MAX_EXTRAPOLATION or v * _MAX_EXTRAPOLATION < values[0]:
+        return None
+    if v <= values[0] or v >= values[-1]:
+        return [(values[0] if v <= values[0] else values[-1], 1.0)]
+    i = bisect.bisect_right(values, v) - 1
+    if values[i] == v:
+        return [(v, 1.0)]
+    w = math.log(v / values[i]) / math.log(values[i + 1] / values[i])
+    return [(values[i], 1.0 - w), (values[i + 1], w)]
+
+
+def _corners(cells, point, nearest: bool = False) -> list | None:
+    """``[(cell, weight)]``: the measured cells a problem's times come from (module
+    docstring), or None where none is near enough; ``nearest``: the nearest cell alone."""
+    try:
+        grid = None if nearest else _grid(cells)
+    except (KeyError, TypeError, ValueError):
+        grid = None
+    if grid is not None:
+        index, axes = grid
+        brackets = [_bracket(values, v) for values, v in zip(axes, point, strict=True)]
+        if None in brackets:
+            return None
+        return [(index[tuple(value for value, _ in combo)], math.prod(w for _, w in combo))
+                for combo in itertools.product(*brackets)]
+    best, best_distance = None, math.inf  # not a full grid: the nearest cell
     for cell in cells:
         try:
-            ratios = [math.log(max(v, 1) / max(cell[key], 1))
-                      for key, v in (("n", n), ("d", d), ("k", k))]
+            ratios = [math.log(v / _size(cell[axis]))
+                      for axis, v in zip(_AXES, point, strict=True)]
         except (KeyError, TypeError, ValueError):
             continue
         if max(abs(r) for r in ratios) > math.log(_MAX_EXTRAPOLATION):
@@ -134,16 +184,53 @@ def choose(table: dict, *, n: int, d: int, k: int, dtype: str, assign: str | Non
         distance = sum(r * r for r in ratios)
         if distance < best_distance:
             best, best_distance = cell, distance
-    if best is None:
+    return None if best is None else [(best, 1.0)]
+
+
+def _where(corners, dtype) -> str:
+    """The cells as a reason says them: ``n=20000, d=32, k=1024`` for one, ranges between."""
+    spans = []
+    for axis in _AXES:
+        values = sorted({corner[axis] for corner, _ in corners})
+        spans.append(f"{axis}={values[0]}" if len(values) == 1
+                     else f"{axis}={values[0]}..{values[-1]}")
+    return ("at " if len(corners) == 1 else "between ") + ", ".join(spans) + f", {dtype}"
+
+
+def choose(table: dict, *, n: int, d: int, k: int, dtype: str, assign: str | None = None,
+           update: str | None = None, allowed=None,
+           prefer: tuple[str, str] | None = None,
+           nearest: bool = False) -> tuple[tuple[str, str], str] | None:
+    """``((assign, update), reason)``: the fastest measured pair for this problem, or None.
+
+    Each pair's time is interpolated between the measured cells around the problem (the
+    module docstring; the nearest cell where the table is no full grid, or with
+    ``nearest``).
+    ``assign`` / ``update``: a name the user fixed (only pairs with it count); None: free.
+    ``allowed(assign, update)``: whether a pair may run this problem (None: all may).
+    ``prefer``: the fixed rule's pair, kept where its time is within :data:`MARGIN` of the
+    fastest. None is returned when no cell is near enough (see the module) or no measured
+    pair fits.
+    """
+    cells = [c for c in table.get("cells", []) if isinstance(c, dict) and c.get("dtype") == dtype]
+    corners = _corners(cells, [_size(v) for v in (n, d, k)], nearest)
+    if corners is None:
         return None
-    times = {pair: seconds for pair, seconds in best.get("seconds", {}).items()
-             if isinstance(seconds, (int, float)) and _pair_allowed(pair, assign, update)
-             and (allowed is None or allowed(*pair.partition("/")[::2]))}
+    corners = [(cell, w) for cell, w in corners if w > 0.0]
+    times = {}
+    for pair in corners[0][0].get("seconds", {}):
+        if not (_pair_allowed(pair, assign, update)
+                and (allowed is None or allowed(*pair.partition("/")[::2]))):
+            continue
+        measured = [cell.get("seconds", {}).get(pair) for cell, _ in corners]
+        if all(isinstance(t, (int, float)) and t > 0 for t in measured):
+            times[pair] = math.exp(sum(w * math.log(t)
+                                       for (_, w), t in zip(corners, measured, strict=True)))
     if not times:
         return None
     pair = min(times, key=times.get)
     where = (f"measured on {table.get('device', 'this device')}: {{}} of {len(times)} pairs "
-             f"at n={best['n']}, d={best['d']}, k={best['k']}, {best.get('dtype')}")
+             + _where(corners, dtype))
     reason = where.format("fastest")
     kept = None if prefer is None else "/".join(prefer)
     if kept is not None and kept != pair and times.get(kept, math.inf) <= MARGIN * times[pair]:

@@ -44,6 +44,41 @@ def test_choose_takes_the_nearest_cell_of_the_dtype_and_its_fastest_pair():
     assert tuning.choose(table, n=2000, d=8, k=16, dtype="float32", update="y") is None
 
 
+def test_times_are_interpolated_between_the_cells_of_a_full_grid():
+    """50k rows lie nearer the 20k-row cell, where tiled wins, but the interpolated times
+    cross before them (the H200 table's cells at d = 32, k = 1024, rounded)."""
+    table = _table((20_000, 32, 1024, "float32", {"tiled/atomic": 3.9, "tc-exact/atomic": 4.3}),
+                   (200_000, 32, 1024, "float32", {"tiled/atomic": 11.3, "tc-exact/atomic": 6.2}))
+    pick, why = tuning.choose(table, n=50_000, d=32, k=1024, dtype="float32")
+    assert pick == ("tc-exact", "atomic")
+    assert why == ("measured on cpu: fastest of 2 pairs between n=20000..200000, d=32, "
+                   "k=1024, float32")
+    assert tuning.choose(table, n=25_000, d=32, k=1024, dtype="float32")[0] == ("tiled",
+                                                                               "atomic")
+    # on a cell, its own times; past the grid's ends (up to 4x) the edge cell's
+    pick, why = tuning.choose(table, n=20_000, d=32, k=1024, dtype="float32")
+    assert pick == ("tiled", "atomic") and why.endswith("at n=20000, d=32, k=1024, float32")
+    assert tuning.choose(table, n=6000, d=40, k=2048, dtype="float32")[0] == ("tiled",
+                                                                             "atomic")
+    assert tuning.choose(table, n=800_000, d=32, k=1024, dtype="float32")[0] == ("tc-exact",
+                                                                                "atomic")
+    assert tuning.choose(table, n=900_000, d=32, k=1024, dtype="float32") is None
+    # a pair some corner did not measure does not count
+    partial = _table((20_000, 32, 1024, "float32", {"tiled/atomic": 3.9, "tc-exact/atomic": 4.3}),
+                     (200_000, 32, 1024, "float32", {"tiled/atomic": 11.3}))
+    assert tuning.choose(partial, n=50_000, d=32, k=1024, dtype="float32")[0] == ("tiled",
+                                                                                 "atomic")
+
+
+def test_a_table_that_is_not_a_full_grid_is_read_at_its_nearest_cell():
+    # no (20k, 32) nor (200k, 8) cell
+    table = _table((20_000, 8, 16, "float32", {"a/x": 1.0, "b/x": 2.0}),
+                   (200_000, 32, 16, "float32", {"a/x": 2.0, "b/x": 1.0}))
+    pick, why = tuning.choose(table, n=100_000, d=24, k=16, dtype="float32")
+    assert pick == ("b", "x") and why.endswith("at n=200000, d=32, k=16, float32")
+    assert tuning.choose(table, n=30_000, d=10, k=16, dtype="float32")[0] == ("a", "x")
+
+
 def test_the_fixed_rules_pair_stays_unless_a_measured_pair_beats_it_by_the_margin():
     table = _table((1000, 8, 16, "float32", {"a/x": 1.0, "b/x": 1.04, "c/x": 1.2}))
     pick, why = tuning.choose(table, n=1000, d=8, k=16, dtype="float32", prefer=("b", "x"))
@@ -142,6 +177,24 @@ def test_a_gpu_table_pick_of_tiled_runs_as_hamerly_on_large_problems(cache):
     assign, _, reasons = registry.resolve_kmeans_pair("tiled", "auto", "gpu",
                                                       n_samples=1_000_000, **sizes)
     assert assign.name == "tiled" and reasons["assign"] == "given"
+
+
+def test_where_hamerlys_bounds_pay_the_gpu_table_is_read_at_its_nearest_cell(cache):
+    """Interpolated, tc-exact would win at 1M rows; the nearest cell (2M) says tiled, which
+    runs as hamerly there: the table's 10-iteration fits do not see the bounds pay."""
+    tuning.table_path("gpu-x").parent.mkdir(parents=True)
+    table = _table((200_000, 8, 128, "float32", {"tiled/atomic": 4.0, "tc-exact/atomic": 1.0}),
+                   (2_000_000, 8, 128, "float32", {"tiled/atomic": 1.0, "tc-exact/atomic": 1.1}))
+    tuning.table_path("gpu-x").write_text(json.dumps(table))
+    assert tuning.choose(table, n=1_000_000, d=8, k=128, dtype="float32")[0][0] == "tc-exact"
+    assign, _, reasons = registry.resolve_kmeans_pair(
+        "auto", "auto", "gpu", n_samples=1_000_000, n_features=8, n_clusters=128,
+        dtype="float32", device_name="gpu-x")
+    assert assign.name == "hamerly" and "at n=2000000, d=8, k=128" in reasons["assign"]
+    assign, _, reasons = registry.resolve_kmeans_pair(  # too few rows for the bounds
+        "auto", "auto", "gpu", n_samples=300_000, n_features=8, n_clusters=128,
+        dtype="float32", device_name="gpu-x")
+    assert assign.name == "tc-exact" and "between n=200000..2000000" in reasons["assign"]
 
 
 @pytest.mark.parametrize("device_name", [None, "gpu-x"])
