@@ -53,8 +53,8 @@ def _tiled(cp, X, C):
 def test_every_call_equals_tiled_as_centres_move(cp, n, d, k, offset, dtype, rng):
     """A sequence of calls with centres moving by shrinking steps (as in a fit): each call's
     labels and changed count equal tiled's for the same centres; later calls scan fewer.
-    600,001 points: more queued than the scan grid has threads (a block loops), and a queue
-    that is no multiple of the grid (blocks hold one point more than others)."""
+    600,001 points: the first call queues more points than the scan grid has threads (its
+    blocks loop over the queue, the last chunk partly full)."""
     from gpumine.kmeans.bounds import BoundAssign
 
     X = _columns(cp, (rng.normal(size=(n, d)) + offset).astype(dtype))

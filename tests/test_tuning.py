@@ -29,7 +29,7 @@ def cache(tmp_path, monkeypatch):
     tuning._candidates.cache_clear()
 
 
-def test_choose_takes_the_nearest_cell_of_the_dtype_and_its_fastest_pair():
+def test_choose_reads_the_cells_of_the_dtype_and_takes_the_fastest_pair():
     table = _table((1000, 8, 16, "float32", {"a/x": 2.0, "b/x": 1.0}),
                    (100_000, 8, 16, "float32", {"a/x": 1.0, "b/x": 2.0}),
                    (100_000, 8, 16, "float64", {"a/x": 3.0, "b/x": 9.0}))
