@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
+from tc_assign import FP32_RATE, TF32_RATE  # the rates (an H100 PCIe's)
 
 #: Rows whose labels are checked against an FP64 assignment (the first ones; all of X at
 #: 10M x 1024 centres would take longer in float64 than the fits).
@@ -138,10 +139,6 @@ def measure(cp, n, d, k, iterations, data="uniform", names=None, repeats=1) -> d
                 row[f"{name}_over_flash/{m}"] = row["seconds"][f"{name}/{m}"] / flash
     row.update(steady_state(row, [*names, "flash-kmeans"], iterations, n * d * k, cp))
     return row
-
-
-#: The issue's exact-FP32 and TF32 rates (an H100 PCIe's), flops per second.
-FP32_RATE, TF32_RATE = 51.2e12, 412e12
 
 
 def device_fp32_rate(cp) -> float:

@@ -216,7 +216,6 @@ def choose(table: dict, *, n: int, d: int, k: int, dtype: str, assign: str | Non
     corners = _corners(cells, [_size(v) for v in (n, d, k)], nearest)
     if corners is None:
         return None
-    corners = [(cell, w) for cell, w in corners if w > 0.0]
     times = {}
     for pair in corners[0][0].get("seconds", {}):
         if not (_pair_allowed(pair, assign, update)
