@@ -21,48 +21,18 @@ import numpy as np
 
 from gpumine import GPUKMeans
 from gpumine.datasets import make_uniform
-from gpumine.kernels import BLOCK, device_attribute, get_kernel, launch
 from gpumine.kmeans import bounds
-from gpumine.kmeans.gpu import (
-    ASSIGN_DIMS,
-    kernel_pointer,
-    points_per_thread,
-    tiled_shape,
-)
 
 LOG: list[tuple] = []
 
 
 def timed_call(self, X, centers, labels, changed=None):
     """``BoundAssign.__call__`` with events between its launches; logs (scanned, 3 x ms)."""
-    n, d = X.shape
-    k = centers.shape[0]
-    if k != self._k:
-        self._allocate(k, d)
-    centers = cp.ascontiguousarray(centers, dtype=X.dtype)
-    request, force = self._flags[0:1], self._flags[1:2]
-    queue_size = self._flags[2:3].view(cp.uint32)
     events = [cp.cuda.Event() for _ in range(4)]
     events[0].record()
-    launch(get_kernel(bounds._SOURCE, "bounds_shifts", X.dtype, BLOCK), 1, BLOCK,
-           (centers, self._previous, np.int32(k), np.int32(d), self._shift, self._stats,
-            request, force))
-    queue_size.data.memset_async(0, 4)
-    events[1].record()
-    grid = max(1, min(-(-n // BLOCK),
-                      device_attribute("MultiProcessorCount") * bounds._BLOCKS_PER_SM))
-    launch(get_kernel(bounds._SOURCE, "bounds_filter", X.dtype, BLOCK), grid, BLOCK,
-           (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
-            self._bound, np.int64(n), self.upper, self.lower, queue_size, self._queue))
-    events[2].record()
-    tile, _ = tiled_shape(k, d, X.dtype.itemsize)
-    dmax = next(m for m in ASSIGN_DIMS if m >= d)
-    ppt = points_per_thread(dmax, n)
-    launch(get_kernel(bounds._SOURCE, "bounds_scan", X.dtype, tile, dmax, ppt), grid, BLOCK,
-           (self._XT, centers, self._bound, np.int64(n), np.int32(d), np.int32(k), queue_size,
-            self._queue, labels, self.upper, self.lower, kernel_pointer(changed)),
-           shared_mem=tile * dmax * X.dtype.itemsize)
-    events[3].record()
+    for event, launch_step in zip(events[1:], self.launches(centers, labels, changed), strict=True):
+        launch_step()
+        event.record()
     events[3].synchronize()
     LOG.append((self.scanned(), *[cp.cuda.get_elapsed_time(events[i], events[i + 1])
                                   for i in range(3)]))

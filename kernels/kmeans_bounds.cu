@@ -157,8 +157,31 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
 // address again per centre: 5 of 21 instructions a pair at d = 4, ncu on the H200); the
 // steady iteration of hamerly fits 0.150 -> 0.123 ms at 1M x 4 x 400, 20.5 -> 17.4 ms at
 // 10M x 32 x 1024 (benchmarks/results/bounds-scan-ab-h200-2026-11-28-c15bc92.txt, where
-// giving every block an equal share of the queue was slower). Shared memory: KT * DMAX
-// elements.
+// giving every block an equal share of the queue was slower). With moves_count set, every
+// point whose label changed is also listed as (row, old label) for update="atomic-fixed"'s
+// incremental sums (gpumine.kmeans.gpu's _TrackedFixed); past move_capacity only counted.
+// Shared memory: KT * DMAX elements.
+// Append the lanes whose label moved to the move list: one atomic a warp (every lane of the
+// warp calls it). Slots past `capacity` are counted, not written: the reader then knows the
+// list is incomplete and recomputes the sums.
+__device__ __forceinline__ void record_move(bool moved, index_t row, int previous,
+                                            unsigned* count,            // INOUT (1)
+                                            unsigned capacity,          // IN
+                                            index_t* __restrict__ rows, // OUT (capacity)
+                                            int* __restrict__ from) {   // OUT (capacity)
+    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
+    if (ballot == 0u) return;  // uniform across the warp
+    const int lane = threadIdx.x & (kWarpSize - 1);
+    unsigned first = 0u;
+    if (lane == 0) first = atomicAdd(count, (unsigned)__popc(ballot));
+    first = __shfl_sync(0xffffffffu, first, 0);
+    const unsigned slot = first + (unsigned)__popc(ballot & ((1u << lane) - 1u));
+    if (moved && slot < capacity) {
+        rows[slot] = row;
+        from[slot] = previous;
+    }
+}
+
 template <typename T, int DMAX, int PPT>
 __device__ __forceinline__ void scan_centre(const T (&x)[PPT][DMAX],  // IN  the points
                                             const T* center,           // IN  (DMAX) shared
@@ -187,7 +210,11 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
             int* __restrict__ labels,                  // INOUT (n)
             float* __restrict__ upper,                 // OUT (n) queued rows
             float* __restrict__ lower,                 // OUT (n) queued rows
-            unsigned long long* changed)               // INOUT (1) or null
+            unsigned long long* changed,               // INOUT (1) or null
+            unsigned* moves_count,                     // INOUT (1) zeroed before, or null
+            unsigned move_capacity,                    // IN  entries of the two below
+            index_t* __restrict__ move_rows,           // OUT (move_capacity) moved rows
+            int* __restrict__ move_from)               // OUT (move_capacity) their old labels
 {
     extern __shared__ unsigned char shared_raw[];
     T* tile = reinterpret_cast<T*>(shared_raw);
@@ -229,7 +256,12 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
                 lower[row[p]] = k == 1 ? __int_as_float(0x7f800000)
                     : bound_down(sqrt(fmax((double)second[p] - eta, 0.0) / (1.0 + kappa)));
             }
-            store_label(labels, active ? row[p] : 0, active, best_index[p], changed);
+            const int previous = active ? labels[row[p]] : 0;
+            const bool moved = write_label(labels, row[p], active, best_index[p], previous);
+            count_moved(moved, changed);
+            if (moves_count != nullptr)
+                record_move(moved, row[p], previous, moves_count, move_capacity, move_rows,
+                            move_from);
         }
     }
 }

@@ -116,8 +116,13 @@ update_fixed_shared(const T* __restrict__ XT,             // IN  (d, n)
                     int slice,                            // IN  features a y block
                     const double* __restrict__ scales,    // IN  (d + 1) 2^s_j, the weights' last
                     unsigned long long* __restrict__ sums,     // INOUT (k, d) fixed point
-                    unsigned long long* __restrict__ weights)  // INOUT (k) fixed point
+                    unsigned long long* __restrict__ weights,  // INOUT (k) fixed point
+                    const int* reset,                     // IN  (1) or null: see fixed_moves
+                    const unsigned* moves_count,          // IN  (1) or null: always sum
+                    unsigned move_capacity)               // IN
 {
+    // Following hamerly's moves, fixed_moves has already updated the sums: nothing to add.
+    if (moves_count != nullptr && *reset == 0 && *moves_count <= move_capacity) return;
     extern __shared__ unsigned long long shared_fixed_raw[];
     const int j0 = blockIdx.y * slice;
     const int dj = min(slice, d - j0);
@@ -209,19 +214,77 @@ __global__ void fixed_quanta(const unsigned* __restrict__ maxima,  // IN  (d + 1
     unscales[j] = ldexp(1.0, e - 62);
 }
 
-// update_fixed_shared's integers into the float64 sums and weights, in place: value (k, d)
-// element (c, j) times 2^-s_j, weight c times 2^-s_d.
-__global__ void fixed_to_double(unsigned long long* __restrict__ sums,     // INOUT (k, d)
-                                unsigned long long* __restrict__ weights,  // INOUT (k)
-                                const double* __restrict__ unscales,       // IN (d + 1)
-                                int k, int d)                              // IN
+// update_fixed_shared's integers into the float64 sums and weights: value (k, d) element
+// (c, j) times 2^-s_j, weight c times 2^-s_d. In place when `sums` is `fixed_sums` (each
+// thread reads its slot before writing it). Clears *reset (null: none) for the next call.
+__global__ void fixed_to_double(const unsigned long long* fixed_sums,     // IN  (k, d)
+                                const unsigned long long* fixed_weights,  // IN  (k)
+                                double* sums,                             // OUT (k, d)
+                                double* weights,                          // OUT (k)
+                                const double* __restrict__ unscales,      // IN (d + 1)
+                                int k, int d,                             // IN
+                                int* reset)                               // OUT (1) or null
 {
     for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < (index_t)k * (d + 1);
          t += (index_t)gridDim.x * blockDim.x) {
         const bool is_sum = t < (index_t)k * d;
-        unsigned long long* slot = is_sum ? sums + t : weights + (t - (index_t)k * d);
-        const double value = (double)(long long)*slot * unscales[is_sum ? (int)(t % d) : d];
-        *reinterpret_cast<double*>(slot) = value;
+        const index_t w = t - (index_t)k * d;
+        const long long value = (long long)(is_sum ? fixed_sums[t] : fixed_weights[w]);
+        const double scaled = (double)value * unscales[is_sum ? (int)(t % d) : d];
+        if (is_sum) sums[t] = scaled;
+        else weights[w] = scaled;
+    }
+    if (reset != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reset = 0;
+}
+
+// update="atomic-fixed" following hamerly's moves (gpumine.kmeans.gpu's _TrackedFixed): the
+// fixed-point sums are kept from the last call, and each row whose label moved has its
+// rounded x_j w taken from its old cluster and given to its new one -- the very integers
+// update_fixed_shared adds (the same expressions), so the sums equal a recomputation bit for
+// bit: integer addition modulo 2^64 in any order, and the true sums are below 2^63. A moved
+// row costs 2 (d + 1) global atomics; late in a fit a few percent of the rows move, where a
+// recomputation reads every row. When a recomputation was requested (*reset: a new run, or
+// labels relocated outside the assignment) or the list overflowed (more than `capacity`
+// moves), it zeroes the sums instead and update_fixed_shared recomputes them.
+template <typename T>
+__global__ void __launch_bounds__(256)
+fixed_moves(const T* __restrict__ XT,                // IN  (d, n)
+            const int* __restrict__ labels,          // IN  (n) the new labels
+            const T* __restrict__ sample_weight,     // IN  (n)
+            index_t n, int d, int k,                 // IN
+            const double* __restrict__ scales,       // IN  (d + 1) 2^s_j, the weights' last
+            const int* __restrict__ reset,           // IN  (1)
+            const unsigned* __restrict__ moves_count,  // IN  (1)
+            unsigned capacity,                       // IN
+            const index_t* __restrict__ move_rows,   // IN  (capacity)
+            const int* __restrict__ move_from,       // IN  (capacity) old labels, -1: none
+            unsigned long long* __restrict__ sums,     // INOUT (k, d) fixed point
+            unsigned long long* __restrict__ weights)  // INOUT (k) fixed point
+{
+    const unsigned count = *moves_count;
+    const index_t first = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const index_t stride = (index_t)gridDim.x * blockDim.x;
+    if (*reset != 0 || count > capacity) {  // uniform: update_fixed_shared sums from zero
+        for (index_t t = first; t < (index_t)k * (d + 1); t += stride) {
+            if (t < (index_t)k * d) sums[t] = 0ull;
+            else weights[t - (index_t)k * d] = 0ull;
+        }
+        return;
+    }
+    const double weight_scale = scales[d];
+    for (index_t m = first; m < (index_t)count; m += stride) {
+        const index_t i = move_rows[m];
+        const int from = move_from[m], to = labels[i];
+        const double w = (double)sample_weight[i];
+        const long long wq = __double2ll_rn(w * weight_scale);
+        atomicAdd(&weights[to], (unsigned long long)wq);
+        if (from >= 0) atomicAdd(&weights[from], (unsigned long long)(-wq));
+        for (int j = 0; j < d; ++j) {
+            const double v = (double)XT[(index_t)j * n + i];
+            const long long q = __double2ll_rn(v * w * scales[j]);  // as update_fixed_shared
+            atomicAdd(&sums[(index_t)to * d + j], (unsigned long long)q);
+            if (from >= 0) atomicAdd(&sums[(index_t)from * d + j], (unsigned long long)(-q));
+        }
     }
 }
 

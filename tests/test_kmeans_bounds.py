@@ -131,3 +131,60 @@ def test_wide_data_is_refused_and_predict_runs_unbound(cp, rng):
     X = cp.asarray(rng.normal(size=(5000, 6)).astype(np.float32))
     model = GPUKMeans(9, assign="hamerly", random_state=0, device="gpu").fit(X)
     np.testing.assert_array_equal(cp.asnumpy(model.predict(X)), cp.asnumpy(model.labels_))
+
+
+# -- atomic-fixed following hamerly's moves ----------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "d", "k", "weighted"), [
+    (40_000, 4, 100, False), (30_001, 7, 33, True), (5000, 1, 3, True), (9000, 32, 500, False)])
+def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, n, d, k, weighted, rng):
+    """Each call's float64 sums and weights from the moved rows alone equal update="atomic-fixed"
+    recomputing them from every row, bit for bit; late calls take the moves path (few rows
+    moved), the first recomputes, and so does the call after reset() of labels moved by hand."""
+    from gpumine.kmeans.bounds import BoundAssign
+
+    X = _columns(cp, (rng.normal(size=(n, d)) * 3 + 50).astype(np.float32))
+    weight = cp.asarray(rng.uniform(0.1, 4, n) if weighted else np.ones(n), dtype=cp.float32)
+    fixed = registry.load_strategy("kmeans.update", "atomic-fixed").bind(X, weight)
+    bound = BoundAssign(X)
+    tracked = fixed.follow(bound)
+    assert tracked is not fixed and fixed.follow(object()) is fixed
+    labels = cp.full(n, -1, dtype=cp.int32)
+    C = X[rng.choice(n, k, replace=False)].copy()
+    sums = [cp.full((k, d), np.nan), cp.full((k, d), np.nan)]
+    weights = [cp.full(k, np.nan), cp.full(k, np.nan)]
+    moves_path = []
+    for step in range(10):
+        C = C + cp.asarray(rng.normal(scale=0.5 * 0.5**step, size=C.shape), dtype=cp.float32)
+        if step == 6:  # labels moved outside the assignment, as a relocation does
+            labels[: n // 3] = (labels[: n // 3] + 1) % k
+            bound.reset()
+            tracked.reset()
+        bound(X, C, labels)
+        moved = int(bound._moves.count.get()[0])
+        moves_path.append(step not in (0, 6) and moved <= bound._moves.capacity)
+        tracked(X, labels, weight, sums[0], weights[0])
+        fixed(X, labels, weight, sums[1], weights[1])
+        np.testing.assert_array_equal(cp.asnumpy(sums[0]), cp.asnumpy(sums[1]), f"{step}")
+        np.testing.assert_array_equal(cp.asnumpy(weights[0]), cp.asnumpy(weights[1]), f"{step}")
+    assert sum(moves_path) >= 4, moves_path
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "d", "k"), [(60_000, 2, 100), (20_000, 16, 50), (700, 3, 300)])
+def test_fit_with_tracked_fixed_sums_equals_fit_recomputing_them(cp, n, d, k, rng):
+    """A float32 fit of hamerly + atomic-fixed (sums following the moves) equals tiled +
+    atomic-fixed (sums recomputed every iteration) bit for bit: labels, centres, n_iter,
+    inertia; with sample weights, two runs, and (k = 300 of 700 points) empty clusters."""
+    centres = rng.normal(scale=5.0, size=(max(2, k // 3), d))
+    X = cp.asarray((centres[rng.randint(0, len(centres), n)]
+                    + rng.normal(size=(n, d))).astype(np.float32))
+    weight = cp.asarray(rng.uniform(0.5, 2.0, n), dtype=cp.float32)
+    fits = [GPUKMeans(k, assign=name, update="atomic-fixed", init="random", n_init=2,
+                      random_state=4, max_iter=80, tol=0.0, device="gpu").fit(
+                          X, sample_weight=weight) for name in ("tiled", "hamerly")]
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
+    assert fits[0].n_iter_ == fits[1].n_iter_
+    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                  cp.asnumpy(fits[1].cluster_centers_))
+    assert fits[1].inertia_ == fits[0].inertia_

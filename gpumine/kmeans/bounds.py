@@ -32,6 +32,8 @@ Examples
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from gpumine.backend import cupy_module
@@ -49,7 +51,7 @@ from gpumine.kmeans.gpu import (
 )
 from gpumine.kmeans.tensor_cores import error_bound
 
-__all__ = ["MAX_FEATURES", "BoundAssign", "hamerly"]
+__all__ = ["MAX_FEATURES", "BoundAssign", "Moves", "hamerly"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
@@ -57,6 +59,15 @@ _TYPES = ("float", "double")
 MAX_FEATURES = ASSIGN_DIMS[-1]
 #: Blocks per SM of the filter and scan grids (both stride over their points).
 _BLOCKS_PER_SM = 8
+
+
+class Moves(NamedTuple):
+    """Where :meth:`BoundAssign.track_moves` lists the rows each call relabels (device)."""
+
+    count: object     # uint32 (1,): rows moved in the last call, listed or not
+    capacity: int     # rows the list holds
+    rows: object      # int64 (capacity,): the moved rows
+    previous: object  # int32 (capacity,): their labels before the call
 
 
 def _bound(d: int, dtype) -> np.ndarray:
@@ -113,10 +124,11 @@ class BoundAssign:
         self.upper = cp.empty(n, dtype=cp.float32)
         self.lower = cp.empty(n, dtype=cp.float32)
         self._queue = cp.empty(n, dtype=cp.int64)
-        # [request, force, queue size]: a fresh run requests a full scan
-        self._flags = cp.asarray(np.array([1, 0, 0], dtype=np.int32))
+        # [request, force, queue size, moves]: a fresh run requests a full scan
+        self._flags = cp.asarray(np.array([1, 0, 0, 0], dtype=np.int32))
         self._bound = cp.asarray(_bound(d, X.dtype))
         self._k = None
+        self._moves = None
 
     def _allocate(self, k: int, d: int) -> None:
         cp = cupy_module()
@@ -130,11 +142,44 @@ class BoundAssign:
         """Scan every point in the next call (labels were moved outside the assignment)."""
         self._flags[:1].fill(1)
 
+    def track_moves(self, capacity: int) -> Moves:
+        """List, from the next call on, the rows whose label each call changes.
+
+        Parameters
+        ----------
+        capacity : int
+            Rows the list holds; a call that moves more only counts them (``count`` then
+            exceeds ``capacity``: the reader must not trust the list).
+
+        Returns
+        -------
+        Moves
+            Device buffers the calls overwrite: ``count`` (uint32, zeroed by each call),
+            ``rows`` (int64) and ``previous`` (int32, the label before; -1 on a fresh
+            run's first call).
+        """
+        cp = cupy_module()
+        capacity = max(1, min(int(capacity), self.X.shape[0]))
+        self._moves = Moves(self._flags[3:4].view(cp.uint32), capacity,
+                            cp.empty(capacity, dtype=cp.int64),
+                            cp.empty(capacity, dtype=cp.int32))
+        return self._moves
+
     def __call__(self, X, centers, labels, changed=None):
         if X is not self.X:  # another array than the run's: no bounds for it
             assign_tiled(X, centers, labels, changed)
             return
+        for launch_step in self.launches(centers, labels, changed):
+            launch_step()
+
+    def launches(self, centers, labels, changed=None) -> tuple:
+        """The call's three launches as callables, in order (shifts, filter, scan).
+
+        Separate so that benchmarks (``benchmarks/hamerly_calls.py``) can time each; a
+        call is ``for step in launches(...): step()``.
+        """
         cp = cupy_module()
+        X = self.X
         n, d = X.shape
         k = centers.shape[0]
         if k != self._k:
@@ -142,23 +187,36 @@ class BoundAssign:
         centers = cp.ascontiguousarray(centers, dtype=X.dtype)
         request, force, queue_size = (self._flags[0:1], self._flags[1:2],
                                       self._flags[2:3].view(cp.uint32))
-        launch(get_kernel(_SOURCE, "bounds_shifts", X.dtype, BLOCK), 1, BLOCK,
-               (centers, self._previous, np.int32(k), np.int32(d), self._shift, self._stats,
-                request, force))
-        queue_size.data.memset_async(0, 4)
         grid = max(1, min(-(-n // BLOCK), device_attribute("MultiProcessorCount")
                           * _BLOCKS_PER_SM))
-        launch(get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK), grid, BLOCK,
-               (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
-                self._bound, np.int64(n), self.upper,
-                self.lower, queue_size, self._queue))
-        tile, _ = tiled_shape(k, d, X.dtype.itemsize)
-        dmax = next(m for m in ASSIGN_DIMS if m >= d)
-        ppt = points_per_thread(dmax, n)
-        launch(get_kernel(_SOURCE, "bounds_scan", X.dtype, tile, dmax, ppt), grid, BLOCK,
-               (self._XT, centers, self._bound, np.int64(n), np.int32(d), np.int32(k),
-                queue_size, self._queue, labels, self.upper, self.lower,
-                kernel_pointer(changed)), shared_mem=tile * dmax * X.dtype.itemsize)
+        moves = self._moves
+
+        def shifts():
+            launch(get_kernel(_SOURCE, "bounds_shifts", X.dtype, BLOCK), 1, BLOCK,
+                   (centers, self._previous, np.int32(k), np.int32(d), self._shift,
+                    self._stats, request, force))
+            self._flags[2:4].data.memset_async(0, 8)  # the queue's and the moves' counts
+
+        def filter_points():
+            launch(get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK), grid, BLOCK,
+                   (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
+                    self._bound, np.int64(n), self.upper,
+                    self.lower, queue_size, self._queue))
+
+        def scan():
+            tile, _ = tiled_shape(k, d, X.dtype.itemsize)
+            dmax = next(m for m in ASSIGN_DIMS if m >= d)
+            ppt = points_per_thread(dmax, n)
+            launch(get_kernel(_SOURCE, "bounds_scan", X.dtype, tile, dmax, ppt), grid, BLOCK,
+                   (self._XT, centers, self._bound, np.int64(n), np.int32(d), np.int32(k),
+                    queue_size, self._queue, labels, self.upper, self.lower,
+                    kernel_pointer(changed),
+                    *((kernel_pointer(None), np.uint32(0), kernel_pointer(None),
+                       kernel_pointer(None)) if moves is None else
+                      (moves.count, np.uint32(moves.capacity), moves.rows, moves.previous))),
+                   shared_mem=tile * dmax * X.dtype.itemsize)
+
+        return shifts, filter_points, scan
 
     def scanned(self) -> int:
         """Points the last call scanned (a diagnostic: a host sync, for tests and benchmarks)."""

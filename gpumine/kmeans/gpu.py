@@ -436,11 +436,93 @@ class _BoundFixed:
         if geometry is None:
             return update_atomic(X, labels, sample_weight, sums, weights)
         grid, block, slice_width, shared = geometry
+        null = _null()
         launch(kernel, grid, block, (XT, labels, sample_weight, np.int64(n), np.int32(d),
                                      np.int32(k), np.int32(slice_width), self.scales, sums,
-                                     weights), shared_mem=shared)
+                                     weights, null, null, np.uint32(0)), shared_mem=shared)
         launch(get_kernel(_UPDATE, "fixed_to_double"), min(_blocks(k * (d + 1)), _FINISH_BLOCKS),
-               _BLOCK, (sums, weights, self.unscales, np.int32(k), np.int32(d)))
+               _BLOCK, (sums, weights, sums, weights, self.unscales, np.int32(k), np.int32(d),
+                        null))
+        return None
+
+    def follow(self, assign):
+        """This update for one run, following ``assign``'s moves where it lists them.
+
+        With a bounds assignment (``assign="hamerly"`` bound to the run: it has
+        ``track_moves``), the sums are kept from call to call and only the rows whose
+        label moved are taken out of one cluster and put into another
+        (:class:`_TrackedFixed`); otherwise this update itself.
+        """
+        if not hasattr(assign, "track_moves"):
+            return self
+        X = assign.X
+        if X.shape[0] < 2 or X.dtype != np.float32:
+            return self
+        return _TrackedFixed(self, assign, X)
+
+
+#: A run's fixed-point sums follow at most ``n / TRACKED_MOVES_SHARE`` moved rows a call;
+#: a call that moves more recomputes them (fixed_moves' note in kernels/kmeans_update.cu).
+TRACKED_MOVES_SHARE = 8
+
+
+class _TrackedFixed:
+    """``update="atomic-fixed"`` kept from call to call within one run, from hamerly's moves.
+
+    Each call takes the rows the assignment moved (:meth:`BoundAssign.track_moves
+    <gpumine.kmeans.bounds.BoundAssign.track_moves>`) out of their old cluster's integer
+    sums and into their new one's: the same integers :class:`_BoundFixed` adds, so the sums,
+    and the fit, are those of a recomputation bit for bit (integer addition is exact in any
+    order). A call recomputes instead on a run's first call, after :meth:`reset` (labels
+    relocated outside the assignment) or when more than ``n / TRACKED_MOVES_SHARE`` rows
+    moved; the choice is made on the device (no host sync): three launches a call, each
+    doing nothing where the other path runs.
+    """
+
+    graph_safe = True  # launches only
+
+    def __init__(self, bound: _BoundFixed, assign, X):
+        cp = cupy_module()
+        self._bound = bound
+        self._X = X
+        self._moves = assign.track_moves(X.shape[0] // TRACKED_MOVES_SHARE)
+        self._reset = cp.ones(1, dtype=cp.int32)  # the first call recomputes
+        self._fixed = None
+
+    def reset(self) -> None:
+        """Recompute the sums in the next call (labels moved outside the assignment)."""
+        self._reset.fill(1)
+
+    @declares(_UPDATE, "fixed_moves", ("float",))
+    def __call__(self, X, labels, sample_weight, sums, weights, labels_old=None):
+        if X is not self._X:  # not the run's rows: no moves for them
+            return self._bound(X, labels, sample_weight, sums, weights)
+        cp = cupy_module()
+        n, d = X.shape
+        k = sums.shape[0]
+        kernel = get_kernel(_UPDATE, "update_fixed_shared", X.dtype)
+        geometry = _privatized_grid(kernel, n, d, k, 8)
+        if geometry is None:  # k too large for shared partials: update_atomic's fallback
+            return self._bound(X, labels, sample_weight, sums, weights)
+        if self._fixed is None or self._fixed.shape[0] != k * (d + 1):
+            # allocated in the run's first call, which is never captured into a graph
+            self._fixed = cp.zeros(k * (d + 1), dtype=cp.uint64)
+            self.reset()
+        fixed_sums, fixed_weights = self._fixed[:k * d], self._fixed[k * d:]
+        moves = self._moves
+        XT = column_buffer(X)
+        grid, block, slice_width, shared = geometry
+        launch(get_kernel(_UPDATE, "fixed_moves", X.dtype), _FINISH_BLOCKS, _BLOCK,
+               (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
+                self._bound.scales, self._reset, moves.count, np.uint32(moves.capacity),
+                moves.rows, moves.previous, fixed_sums, fixed_weights))
+        launch(kernel, grid, block, (XT, labels, sample_weight, np.int64(n), np.int32(d),
+                                     np.int32(k), np.int32(slice_width), self._bound.scales,
+                                     fixed_sums, fixed_weights, self._reset, moves.count,
+                                     np.uint32(moves.capacity)), shared_mem=shared)
+        launch(get_kernel(_UPDATE, "fixed_to_double"), min(_blocks(k * (d + 1)), _FINISH_BLOCKS),
+               _BLOCK, (fixed_sums, fixed_weights, sums, weights, self._bound.unscales,
+                        np.int32(k), np.int32(d), self._reset))
         return None
 
 

@@ -420,6 +420,8 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                             tol=tol, xp=xp)
     n_clusters, n_features = centers_init.shape
     assign = assign.bind(X) if hasattr(assign, "bind") else assign  # per-run state (bounds)
+    # per-run state of the update: atomic-fixed's sums follow hamerly's moved rows
+    update = update.follow(assign) if hasattr(update, "follow") else update
     centers = xp.empty_like(centers_init)
     centers_new = centers_init.copy()  # each iteration starts by taking the previous result
     labels = xp.full(X.shape[0], -1, dtype=xp.int32)
@@ -470,8 +472,9 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                 # Rare: relocation on the device (no sync), then averaging again.
                 gpu.relocate_empty_clusters(X, sample_weight, centers, sums, weights, labels,
                                             n_empty)
-                if hasattr(assign, "reset"):  # labels moved outside the assignment
-                    assign.reset()
+                for strategy in (assign, update):  # labels moved outside the assignment
+                    if hasattr(strategy, "reset"):
+                        strategy.reset()
                 gpu.finish_centers(sums, weights, centers, centers_new, buffers, count=False)
                 center_shift_total = float(buffers.status[0])  # sync: 8 bytes, rare
             if verbose:
