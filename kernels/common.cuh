@@ -50,6 +50,28 @@ __device__ __forceinline__ void store_label(int* labels, index_t i, bool active,
     count_moved(write_label(labels, i, active, label, active ? labels[i] : 0), changed);
 }
 
+// Append the lanes whose label moved to a move list (update="atomic-fixed" following the
+// assignment: kmeans_update.cu's fixed_moves): one atomic a warp (every lane of the
+// warp calls it). Slots past `capacity` are counted, not written: the reader then knows the
+// list is incomplete and recomputes the sums.
+__device__ __forceinline__ void record_move(bool moved, index_t row, int previous,
+                                            unsigned* count,            // INOUT (1)
+                                            unsigned capacity,          // IN
+                                            index_t* __restrict__ rows, // OUT (capacity)
+                                            int* __restrict__ from) {   // OUT (capacity)
+    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
+    if (ballot == 0u) return;  // uniform across the warp
+    const int lane = threadIdx.x & 31;
+    unsigned first = 0u;
+    if (lane == 0) first = atomicAdd(count, (unsigned)__popc(ballot));
+    first = __shfl_sync(0xffffffffu, first, 0);
+    const unsigned slot = first + (unsigned)__popc(ballot & ((1u << lane) - 1u));
+    if (moved && slot < capacity) {
+        rows[slot] = row;
+        from[slot] = previous;
+    }
+}
+
 // Seed paper 004 §3: the warp-divergence-safe spinlock. A thread that fails to take the
 // lock does not spin on it: it passes over the critical section, the warp waits until the
 // lanes that did take a lock have finished theirs and released (__syncwarp), and then all

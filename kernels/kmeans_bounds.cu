@@ -161,27 +161,6 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
 // point whose label changed is also listed as (row, old label) for update="atomic-fixed"'s
 // incremental sums (gpumine.kmeans.gpu's _TrackedFixed); past move_capacity only counted.
 // Shared memory: KT * DMAX elements.
-// Append the lanes whose label moved to the move list: one atomic a warp (every lane of the
-// warp calls it). Slots past `capacity` are counted, not written: the reader then knows the
-// list is incomplete and recomputes the sums.
-__device__ __forceinline__ void record_move(bool moved, index_t row, int previous,
-                                            unsigned* count,            // INOUT (1)
-                                            unsigned capacity,          // IN
-                                            index_t* __restrict__ rows, // OUT (capacity)
-                                            int* __restrict__ from) {   // OUT (capacity)
-    const unsigned ballot = __ballot_sync(0xffffffffu, moved);
-    if (ballot == 0u) return;  // uniform across the warp
-    const int lane = threadIdx.x & (kWarpSize - 1);
-    unsigned first = 0u;
-    if (lane == 0) first = atomicAdd(count, (unsigned)__popc(ballot));
-    first = __shfl_sync(0xffffffffu, first, 0);
-    const unsigned slot = first + (unsigned)__popc(ballot & ((1u << lane) - 1u));
-    if (moved && slot < capacity) {
-        rows[slot] = row;
-        from[slot] = previous;
-    }
-}
-
 template <typename T, int DMAX, int PPT>
 __device__ __forceinline__ void scan_centre(const T (&x)[PPT][DMAX],  // IN  the points
                                             const T* center,           // IN  (DMAX) shared

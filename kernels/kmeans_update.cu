@@ -237,9 +237,34 @@ __global__ void fixed_to_double(const unsigned long long* fixed_sums,     // IN 
     if (reset != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *reset = 0;
 }
 
-// update="atomic-fixed" following hamerly's moves (gpumine.kmeans.gpu's _TrackedFixed): the
-// fixed-point sums are kept from the last call, and each row whose label moved has its
-// rounded x_j w taken from its old cluster and given to its new one -- the very integers
+// The move list of an assignment that does not list its moves (fixed_moves' input): every
+// row whose label differs from `previous` -- the labels the fixed-point sums were made from
+// -- as (row, old label), and previous := labels. 12 bytes a row read or written, where a
+// recomputation of the sums reads the row's d features. `count` zeroed by the caller.
+__global__ void __launch_bounds__(256)
+label_moves(const int* __restrict__ labels,   // IN  (n)
+            int* __restrict__ previous,       // INOUT (n) the sums' labels, then `labels`
+            index_t n,                        // IN
+            unsigned* __restrict__ count,     // INOUT (1) rows moved, listed or not
+            unsigned capacity,                // IN
+            index_t* __restrict__ rows,       // OUT (capacity)
+            int* __restrict__ from)           // OUT (capacity)
+{
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
+         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the warp
+        const index_t i = base + threadIdx.x;
+        const int label = i < n ? labels[i] : 0;
+        const int before = i < n ? previous[i] : 0;
+        const bool moved = i < n && label != before;
+        if (moved) previous[i] = label;
+        record_move(moved, i, before, count, capacity, rows, from);
+    }
+}
+
+// update="atomic-fixed" following the assignment's moves (gpumine.kmeans.gpu's _TrackedFixed;
+// the list from hamerly's bounds_scan or from label_moves): the fixed-point sums are kept
+// from the last call, and each row whose label moved has its rounded x_j w taken from its
+// old cluster and given to its new one -- the very integers
 // update_fixed_shared adds (the same expressions), so the sums equal a recomputation bit for
 // bit: integer addition modulo 2^64 in any order, and the true sums are below 2^63. A moved
 // row costs 2 (d + 1) global atomics; late in a fit a few percent of the rows move, where a

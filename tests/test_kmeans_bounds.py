@@ -135,20 +135,23 @@ def test_wide_data_is_refused_and_predict_runs_unbound(cp, rng):
 
 # -- atomic-fixed following hamerly's moves ----------------------------------------------------
 @pytest.mark.gpu
+@pytest.mark.parametrize("listed", ["scan", "compared"])
 @pytest.mark.parametrize(("n", "d", "k", "weighted"), [
     (40_000, 4, 100, False), (30_001, 7, 33, True), (5000, 1, 3, True), (9000, 32, 500, False)])
-def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, n, d, k, weighted, rng):
-    """Each call's float64 sums and weights from the moved rows alone equal update="atomic-fixed"
-    recomputing them from every row, bit for bit; late calls take the moves path (few rows
-    moved), the first recomputes, and so does the call after reset() of labels moved by hand."""
+def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, n, d, k, weighted, listed,
+                                                             rng):
+    """Each call's float64 sums and weights from the moved rows alone -- listed by hamerly's
+    scan, or found by comparing labels -- equal update="atomic-fixed" recomputing them from
+    every row, bit for bit; late calls take the moves path (few rows moved), the first
+    recomputes, and so does the call after reset() of labels moved by hand."""
     from gpumine.kmeans.bounds import BoundAssign
 
     X = _columns(cp, (rng.normal(size=(n, d)) * 3 + 50).astype(np.float32))
     weight = cp.asarray(rng.uniform(0.1, 4, n) if weighted else np.ones(n), dtype=cp.float32)
     fixed = registry.load_strategy("kmeans.update", "atomic-fixed").bind(X, weight)
     bound = BoundAssign(X)
-    tracked = fixed.follow(bound)
-    assert tracked is not fixed and fixed.follow(object()) is fixed
+    tracked = fixed.follow(bound if listed == "scan" else
+                           registry.load_strategy("kmeans.assign", "tiled"))
     labels = cp.full(n, -1, dtype=cp.int32)
     C = X[rng.choice(n, k, replace=False)].copy()
     sums = [cp.full((k, d), np.nan), cp.full((k, d), np.nan)]
@@ -161,10 +164,10 @@ def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, n, d, k, weight
             bound.reset()
             tracked.reset()
         bound(X, C, labels)
-        moved = int(bound._moves.count.get()[0])
-        moves_path.append(step not in (0, 6) and moved <= bound._moves.capacity)
         tracked(X, labels, weight, sums[0], weights[0])
         fixed(X, labels, weight, sums[1], weights[1])
+        moved = int(tracked.moves.count.get()[0])
+        moves_path.append(step not in (0, 6) and moved <= tracked.moves.capacity)
         np.testing.assert_array_equal(cp.asnumpy(sums[0]), cp.asnumpy(sums[1]), f"{step}")
         np.testing.assert_array_equal(cp.asnumpy(weights[0]), cp.asnumpy(weights[1]), f"{step}")
     assert sum(moves_path) >= 4, moves_path
@@ -173,18 +176,32 @@ def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, n, d, k, weight
 @pytest.mark.gpu
 @pytest.mark.parametrize(("n", "d", "k"), [(60_000, 2, 100), (20_000, 16, 50), (700, 3, 300)])
 def test_fit_with_tracked_fixed_sums_equals_fit_recomputing_them(cp, n, d, k, rng):
-    """A float32 fit of hamerly + atomic-fixed (sums following the moves) equals tiled +
-    atomic-fixed (sums recomputed every iteration) bit for bit: labels, centres, n_iter,
-    inertia; with sample weights, two runs, and (k = 300 of 700 points) empty clusters."""
+    """Float32 fits of hamerly + atomic-fixed (the sums following the scan's moves) and of
+    tiled + atomic-fixed (following the compared labels) equal tiled + atomic-fixed with
+    the sums recomputed every iteration bit for bit: labels, centres, n_iter, inertia; with
+    sample weights, two runs, and (k = 300 of 700 points) empty clusters."""
+    from gpumine.kmeans import gpu
+
     centres = rng.normal(scale=5.0, size=(max(2, k // 3), d))
     X = cp.asarray((centres[rng.randint(0, len(centres), n)]
                     + rng.normal(size=(n, d))).astype(np.float32))
     weight = cp.asarray(rng.uniform(0.5, 2.0, n), dtype=cp.float32)
-    fits = [GPUKMeans(k, assign=name, update="atomic-fixed", init="random", n_init=2,
-                      random_state=4, max_iter=80, tol=0.0, device="gpu").fit(
-                          X, sample_weight=weight) for name in ("tiled", "hamerly")]
-    np.testing.assert_array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(fits[1].labels_))
-    assert fits[0].n_iter_ == fits[1].n_iter_
-    np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
-                                  cp.asnumpy(fits[1].cluster_centers_))
-    assert fits[1].inertia_ == fits[0].inertia_
+
+    def fit(name):
+        return GPUKMeans(k, assign=name, update="atomic-fixed", init="random", n_init=2,
+                         random_state=4, max_iter=80, tol=0.0, device="gpu").fit(
+                             X, sample_weight=weight)
+
+    follow = gpu._BoundFixed.follow
+    try:
+        gpu._BoundFixed.follow = lambda self, assign: self  # recomputed every iteration
+        fits = [fit("tiled")]
+    finally:
+        gpu._BoundFixed.follow = follow
+    fits += [fit("tiled"), fit("hamerly")]
+    for other in fits[1:]:
+        np.testing.assert_array_equal(cp.asnumpy(fits[0].labels_), cp.asnumpy(other.labels_))
+        assert fits[0].n_iter_ == other.n_iter_
+        np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
+                                      cp.asnumpy(other.cluster_centers_))
+        assert other.inertia_ == fits[0].inertia_

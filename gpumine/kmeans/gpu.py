@@ -446,71 +446,104 @@ class _BoundFixed:
         return None
 
     def follow(self, assign):
-        """This update for one run, following ``assign``'s moves where it lists them.
+        """This update for one run, following ``assign``'s moves (:class:`_TrackedFixed`).
 
-        With a bounds assignment (``assign="hamerly"`` bound to the run: it has
-        ``track_moves``), the sums are kept from call to call and only the rows whose
-        label moved are taken out of one cluster and put into another
-        (:class:`_TrackedFixed`); otherwise this update itself.
+        The sums are kept from call to call and only the rows whose label moved are taken
+        out of one cluster and put into another: from the list a bounds assignment writes
+        as it scans (``assign="hamerly"`` bound to the run: it has ``track_moves``), or
+        from comparing the labels with the last call's (any other assignment).
         """
-        if not hasattr(assign, "track_moves"):
-            return self
-        X = assign.X
-        if X.shape[0] < 2 or X.dtype != np.float32:
-            return self
-        return _TrackedFixed(self, assign, X)
+        X = getattr(assign, "X", None)
+        if X is None or not hasattr(assign, "track_moves"):
+            return _TrackedFixed(self, None)
+        return _TrackedFixed(self, assign)
 
 
 #: A run's fixed-point sums follow at most ``n / TRACKED_MOVES_SHARE`` moved rows a call;
 #: a call that moves more recomputes them (fixed_moves' note in kernels/kmeans_update.cu).
+#: 4, 8, 16 and 32 measured within 7 % of each other in hamerly fits' steady iteration
+#: (benchmarks/results/tracked-fixed-ab-h200-82f5eb5.json).
 TRACKED_MOVES_SHARE = 8
 
 
 class _TrackedFixed:
-    """``update="atomic-fixed"`` kept from call to call within one run, from hamerly's moves.
+    """``update="atomic-fixed"`` kept from call to call within one run, from the moved rows.
 
-    Each call takes the rows the assignment moved (:meth:`BoundAssign.track_moves
-    <gpumine.kmeans.bounds.BoundAssign.track_moves>`) out of their old cluster's integer
-    sums and into their new one's: the same integers :class:`_BoundFixed` adds, so the sums,
-    and the fit, are those of a recomputation bit for bit (integer addition is exact in any
-    order). A call recomputes instead on a run's first call, after :meth:`reset` (labels
-    relocated outside the assignment) or when more than ``n / TRACKED_MOVES_SHARE`` rows
-    moved; the choice is made on the device (no host sync): three launches a call, each
-    doing nothing where the other path runs.
+    Each call takes the rows the assignment moved out of their old cluster's integer sums
+    and into their new one's: the same integers :class:`_BoundFixed` adds, so the sums, and
+    the fit, are those of a recomputation bit for bit (integer addition is exact in any
+    order). The moved rows come from ``assign`` where it lists them as it scans
+    (:meth:`BoundAssign.track_moves <gpumine.kmeans.bounds.BoundAssign.track_moves>`), else
+    from comparing the labels with those the sums were made from (``label_moves``: 12 bytes
+    a row, where a recomputation reads the row's features). A call recomputes instead on a
+    run's first call, after :meth:`reset` (labels relocated outside the assignment) or when
+    more than ``n / TRACKED_MOVES_SHARE`` rows moved; the choice is made on the device (no
+    host sync): each launch does nothing where the other path runs.
+
+    Parameters
+    ----------
+    bound : _BoundFixed
+        The fit's quanta.
+    assign : BoundAssign or None
+        The run's bounds assignment, or None: the labels are compared.
     """
 
     graph_safe = True  # launches only
 
-    def __init__(self, bound: _BoundFixed, assign, X):
-        cp = cupy_module()
+    def __init__(self, bound: _BoundFixed, assign):
         self._bound = bound
-        self._X = X
-        self._moves = assign.track_moves(X.shape[0] // TRACKED_MOVES_SHARE)
-        self._reset = cp.ones(1, dtype=cp.int32)  # the first call recomputes
-        self._fixed = None
+        self._assign = assign
+        self._X = None if assign is None else assign.X
+        self._state = None  # (X, k, d): what the buffers were made for (X by identity)
+        self.moves = None
 
     def reset(self) -> None:
         """Recompute the sums in the next call (labels moved outside the assignment)."""
-        self._reset.fill(1)
+        if self._state is not None:
+            self._reset.fill(1)
+
+    def _allocate(self, X, k: int, d: int) -> None:
+        # in the run's first call, which is never captured into a graph
+        from gpumine.kmeans.bounds import Moves
+
+        cp = cupy_module()
+        n = X.shape[0]
+        capacity = max(1, n // TRACKED_MOVES_SHARE)
+        if self._assign is not None:
+            self.moves = self._assign.track_moves(capacity)
+            self._previous = None
+        else:
+            self.moves = Moves(cp.zeros(1, dtype=cp.uint32), capacity,
+                               cp.empty(capacity, dtype=cp.int64),
+                               cp.empty(capacity, dtype=cp.int32))
+            self._previous = cp.full(n, -1, dtype=cp.int32)
+        self._fixed = cp.zeros(k * (d + 1), dtype=cp.uint64)
+        self._reset = cp.ones(1, dtype=cp.int32)  # the first call recomputes
+        self._X = X
+        self._state = (X, k, d)
 
     @declares(_UPDATE, "fixed_moves", ("float",))
+    @declares(_UPDATE, "label_moves")
     def __call__(self, X, labels, sample_weight, sums, weights, labels_old=None):
-        if X is not self._X:  # not the run's rows: no moves for them
-            return self._bound(X, labels, sample_weight, sums, weights)
-        cp = cupy_module()
         n, d = X.shape
         k = sums.shape[0]
         kernel = get_kernel(_UPDATE, "update_fixed_shared", X.dtype)
-        geometry = _privatized_grid(kernel, n, d, k, 8)
-        if geometry is None:  # k too large for shared partials: update_atomic's fallback
+        geometry = _privatized_grid(kernel, n, d, k, 8) if X.dtype == np.float32 else None
+        if self._state is None and geometry is not None and n >= 2 and (
+                self._assign is None or X is self._X):
+            self._allocate(X, k, d)
+        if geometry is None or self._state is None or self._state[0] is not X or (
+                self._state[1:] != (k, d)):
+            # not the run's rows, or k too large for shared partials: no moves followed
             return self._bound(X, labels, sample_weight, sums, weights)
-        if self._fixed is None or self._fixed.shape[0] != k * (d + 1):
-            # allocated in the run's first call, which is never captured into a graph
-            self._fixed = cp.zeros(k * (d + 1), dtype=cp.uint64)
-            self.reset()
         fixed_sums, fixed_weights = self._fixed[:k * d], self._fixed[k * d:]
-        moves = self._moves
+        moves = self.moves
         XT = column_buffer(X)
+        if self._previous is not None:  # the moves by comparing labels
+            moves.count.data.memset_async(0, 4)
+            launch(get_kernel(_UPDATE, "label_moves"), min(_blocks(n), _FINISH_BLOCKS * 4),
+                   _BLOCK, (labels, self._previous, np.int64(n), moves.count,
+                            np.uint32(moves.capacity), moves.rows, moves.previous))
         grid, block, slice_width, shared = geometry
         launch(get_kernel(_UPDATE, "fixed_moves", X.dtype), _FINISH_BLOCKS, _BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
