@@ -356,16 +356,17 @@ TC_MIN_SAMPLES, TC_MIN_FEATURES, TC_MIN_WORK = 500_000, 32, 32768
 HAMERLY_MIN_SAMPLES = 1 << 19
 
 
-#: Where ``hamerly`` assigns float32 data, ``"auto"``'s ``atomic`` update runs as
-#: ``atomic-fixed``: measured on the H200 (benchmarks/results/
-#: prof-fit-hamerly-h200-2026-11-28-d85d9cb.txt, one process, uniform data), the steady
-#: iteration of hamerly fits with atomic / atomic-fixed 0.163 / 0.153 ms at 1M x 4,
-#: k = 400, 0.559 / 0.521 at 4M x 8, k = 200, 0.263 / 0.238 at 4M x 2, k = 100 (100-iteration
-#: fits 19.9 / 19.2, 63.2 / 59.6, 30.6 / 28.4 ms); after the scan's full-tile change, the
-#: median of 7 calls (fit-vs-flash-steady-h200-2026-11-28-a13dbd4.json) 0.147 / 0.129,
-#: 0.527 / 0.490, 0.251 / 0.239 ms; on the H100, 100-iteration fits at 1M x 4, k = 400
-#: 0.0415 / 0.0405 s (fit-vs-flash-2026-11-28-d12bf83.json).
-HAMERLY_FIXED_UPDATE = "atomic-fixed"
+#: Where ``hamerly``, or ``tc-exact`` from :data:`HAMERLY_MIN_SAMPLES` rows, assigns float32
+#: data, ``"auto"``'s ``atomic`` update runs as ``atomic-fixed``, whose sums then follow the
+#: rows each iteration moves instead of being recomputed (bit for bit the same:
+#: ``gpumine.kmeans.gpu._TrackedFixed``). Steady iterations on the H200, one process,
+#: uniform data, median of 5 (benchmarks/results/tracked-fixed-ab2-h200-3adbf81.json):
+#: hamerly at 1M x 4, k = 400 0.091 ms, against 0.123 recomputing atomic-fixed's sums and
+#: 0.147 with atomic (a13dbd4); tc-exact at 1M x 128, k = 1024 1.69 against 1.98 / 2.01 ms,
+#: at 10M x 32, k = 1024 5.91 against 6.33 / 6.57 ms. Below 2^19 rows tc-exact keeps
+#: ``atomic`` (50k x 32, k = 2048: 20-iteration fits 6.1 against 5.8 ms, the fixed-point
+#: partials twice as wide in shared memory and few iterations to follow).
+FOLLOWING_UPDATE = "atomic-fixed"
 
 
 def _bounds_pay(n_samples: int | None, n_features: int | None) -> bool:
@@ -477,10 +478,11 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
     nearest measured problem, consistent with a name the user fixed and with each
     strategy's feature limit -- unless the fixed rule's pair measured within
     :data:`gpumine.tuning.MARGIN` of it there; without a usable table the fixed rule of
-    :func:`resolve_strategy` applies. Where ``hamerly`` assigns float32 data of a fit whose
-    strategies bind to its X (``binds``: an in-memory fit; not Dask's stateless partition
-    calls, where an unbound ``atomic-fixed`` computes its quanta every call), an ``"auto"``
-    update that came out ``atomic`` runs as :data:`HAMERLY_FIXED_UPDATE`. Returns
+    :func:`resolve_strategy` applies. Where ``hamerly`` (or ``tc-exact`` on large problems)
+    assigns float32 data of a fit whose strategies bind to its X (``binds``: an in-memory
+    fit; not Dask's stateless partition calls, where an unbound ``atomic-fixed`` computes
+    its quanta every call), an ``"auto"`` update that came out ``atomic`` runs as
+    :data:`FOLLOWING_UPDATE`. Returns
     ``(assign, update, reasons)``, ``reasons`` mapping ``"assign"`` and ``"update"`` to a
     sentence.
     """
@@ -546,15 +548,18 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
             reasons[key] = f"the fixed rule for the {backend} backend ({why_fixed})"
     chosen = resolve_strategy("kmeans.assign", names["assign"], backend, **sizes)
     updater = resolve_strategy("kmeans.update", names["update"], backend, **sizes)
-    if (binds and update == "auto" and chosen.name == "hamerly" and updater.name == "atomic"
-            and applies_to_dtype("kmeans.update", HAMERLY_FIXED_UPDATE, dtype)):
-        # Where the bounds pay, a fit's later iterations are the scan of few points and the
-        # update of all (a fifth to a quarter of hamerly's steady iteration), and
-        # atomic-fixed's update is the faster (HAMERLY_FIXED_UPDATE); a table's
-        # 10-iteration fits weigh its one pass over X a fit instead.
-        updater = resolve_strategy("kmeans.update", HAMERLY_FIXED_UPDATE, backend, **sizes)
+    follows = chosen.name == "hamerly" or (
+        chosen.name == "tc-exact" and n_samples is not None
+        and n_samples >= HAMERLY_MIN_SAMPLES)
+    if (binds and update == "auto" and follows and updater.name == "atomic"
+            and applies_to_dtype("kmeans.update", FOLLOWING_UPDATE, dtype)):
+        # A fit's later iterations move few rows: atomic-fixed's sums follow them
+        # (FOLLOWING_UPDATE), where atomic re-reads X every iteration; a table's
+        # 10-iteration fits weigh atomic-fixed's one pass over X a fit instead.
+        updater = resolve_strategy("kmeans.update", FOLLOWING_UPDATE, backend, **sizes)
         reasons["update"] = (f"{reasons['update']}: 'atomic', run as 'atomic-fixed' where "
-                             "'hamerly' assigns float32 data (faster steady iterations)")
+                             f"'{chosen.name}' assigns float32 data (its sums follow the "
+                             "moved rows)")
     return chosen, updater, reasons
 
 

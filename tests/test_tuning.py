@@ -198,11 +198,11 @@ def test_where_hamerlys_bounds_pay_the_gpu_table_is_read_at_its_nearest_cell(cac
 
 
 @pytest.mark.parametrize("device_name", [None, "gpu-x"])
-def test_hamerlys_atomic_update_runs_as_atomic_fixed_on_float32_fits_that_bind(cache,
-                                                                                device_name):
-    """Without a table and from one: float32 where hamerly assigns takes atomic-fixed;
-    float64, a fixed update, a fixed assignment, small fits and Dask's unbound partition
-    calls keep atomic."""
+def test_an_atomic_update_runs_as_atomic_fixed_where_its_sums_can_follow_the_moves(
+        cache, device_name):
+    """Without a table and from one: float32 where hamerly (or tc-exact from 2^19 rows)
+    assigns takes atomic-fixed; float64, a fixed update, tiled, small fits and Dask's
+    unbound partition calls keep atomic."""
     tuning.table_path("gpu-x").parent.mkdir(parents=True)
     tuning.table_path("gpu-x").write_text(json.dumps(_table(
         (2_000_000, 8, 128, "float32", {"tiled/atomic": 0.1, "tiled/atomic-fixed": 0.2}),
@@ -222,6 +222,10 @@ def test_hamerlys_atomic_update_runs_as_atomic_fixed_on_float32_fits_that_bind(c
     assert pair(assign="tiled")[:2] == ("tiled", "atomic")
     assert pair(n=100_000)[:2] == ("tiled", "atomic")
     assert pair(binds=False)[:2] == ("hamerly", "atomic")
+    assign, update, why = pair(assign="tc-exact")  # its sums follow the moved rows too
+    assert (assign, update) == ("tc-exact", "atomic-fixed") and "'tc-exact' assigns" in why
+    assert pair(assign="tc-exact", n=100_000)[:2] == ("tc-exact", "atomic")
+    assert pair(assign="tc-exact", dtype="float64")[:2] == ("tc-exact", "atomic")
 
 
 def test_a_table_pick_of_numba_without_numba_is_skipped(cache, monkeypatch):
