@@ -284,7 +284,8 @@ fixed_moves(const T* __restrict__ XT,                // IN  (d, n)
             const index_t* __restrict__ move_rows,   // IN  (capacity)
             const int* __restrict__ move_from,       // IN  (capacity) old labels, -1: none
             unsigned long long* __restrict__ sums,     // INOUT (k, d) fixed point
-            unsigned long long* __restrict__ weights)  // INOUT (k) fixed point
+            unsigned long long* __restrict__ weights,  // INOUT (k) fixed point
+            int group)                               // IN  lanes a move, a power of two <= 32
 {
     const unsigned count = *moves_count;
     const index_t first = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -296,19 +297,25 @@ fixed_moves(const T* __restrict__ XT,                // IN  (d, n)
         }
         return;
     }
-    const double weight_scale = scales[d];
-    for (index_t m = first; m < (index_t)count; m += stride) {
+    // `group` lanes a move (a power of two <= 32), lane j taking features j, j + group, ...
+    // and the weight as feature d: a warp's atomics on one cluster's row are contiguous.
+    const int j0 = (int)(first % group);
+    for (index_t m = first / group; m < (index_t)count; m += stride / group) {
         const index_t i = move_rows[m];
         const int from = move_from[m], to = labels[i];
         const double w = (double)sample_weight[i];
-        const long long wq = __double2ll_rn(w * weight_scale);
-        atomicAdd(&weights[to], (unsigned long long)wq);
-        if (from >= 0) atomicAdd(&weights[from], (unsigned long long)(-wq));
-        for (int j = 0; j < d; ++j) {
-            const double v = (double)XT[(index_t)j * n + i];
-            const long long q = __double2ll_rn(v * w * scales[j]);  // as update_fixed_shared
-            atomicAdd(&sums[(index_t)to * d + j], (unsigned long long)q);
-            if (from >= 0) atomicAdd(&sums[(index_t)from * d + j], (unsigned long long)(-q));
+        for (int j = j0; j <= d; j += group) {
+            const bool is_weight = j == d;
+            // the very integers update_fixed_shared adds (the same expressions)
+            const long long q = is_weight ? __double2ll_rn(w * scales[d])
+                : __double2ll_rn((double)XT[(index_t)j * n + i] * w * scales[j]);
+            unsigned long long* into = is_weight ? weights + to : sums + (index_t)to * d + j;
+            atomicAdd(into, (unsigned long long)q);
+            if (from >= 0) {
+                unsigned long long* out = is_weight ? weights + from
+                                                    : sums + (index_t)from * d + j;
+                atomicAdd(out, (unsigned long long)(-q));
+            }
         }
     }
 }

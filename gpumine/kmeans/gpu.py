@@ -548,7 +548,8 @@ class _TrackedFixed:
         launch(get_kernel(_UPDATE, "fixed_moves", X.dtype), _FINISH_BLOCKS, _BLOCK,
                (XT, labels, sample_weight, np.int64(n), np.int32(d), np.int32(k),
                 self._bound.scales, self._reset, moves.count, np.uint32(moves.capacity),
-                moves.rows, moves.previous, fixed_sums, fixed_weights))
+                moves.rows, moves.previous, fixed_sums, fixed_weights,
+                np.int32(min(32, 1 << d.bit_length()))))  # lanes a move: >= d + 1, <= 32
         launch(kernel, grid, block, (XT, labels, sample_weight, np.int64(n), np.int32(d),
                                      np.int32(k), np.int32(slice_width), self._bound.scales,
                                      fixed_sums, fixed_weights, self._reset, moves.count,
