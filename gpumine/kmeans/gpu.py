@@ -461,8 +461,9 @@ class _BoundFixed:
 
 #: A run's fixed-point sums follow at most ``n / TRACKED_MOVES_SHARE`` moved rows a call;
 #: a call that moves more recomputes them (fixed_moves' note in kernels/kmeans_update.cu).
-#: 4, 8, 16 and 32 measured within 7 % of each other in hamerly fits' steady iteration
-#: (benchmarks/results/tracked-fixed-ab-h200-82f5eb5.json).
+#: 4 to 64 measured within 7 % of each other in steady iterations on the H200 (hamerly at
+#: 1M x 4, k = 400; tc-exact at 1M x 128 and 10M x 32, k = 1024; benchmarks/results/
+#: tracked-fixed-ab-h200-82f5eb5.json, tracked-share-ab-h200-d407283.json).
 TRACKED_MOVES_SHARE = 8
 
 
