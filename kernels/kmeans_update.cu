@@ -121,7 +121,7 @@ update_fixed_shared(const T* __restrict__ XT,             // IN  (d, n)
                     const unsigned* moves_count,          // IN  (1) or null: always sum
                     unsigned move_capacity)               // IN
 {
-    // Following hamerly's moves, fixed_moves has already updated the sums: nothing to add.
+    // Following the assignment's moves, fixed_moves has updated the sums: nothing to add.
     if (moves_count != nullptr && *reset == 0 && *moves_count <= move_capacity) return;
     extern __shared__ unsigned long long shared_fixed_raw[];
     const int j0 = blockIdx.y * slice;
@@ -264,11 +264,11 @@ label_moves(const int* __restrict__ labels,   // IN  (n)
 // update="atomic-fixed" following the assignment's moves (gpumine.kmeans.gpu's _TrackedFixed;
 // the list from hamerly's bounds_scan or from label_moves): the fixed-point sums are kept
 // from the last call, and each row whose label moved has its rounded x_j w taken from its
-// old cluster and given to its new one -- the very integers
-// update_fixed_shared adds (the same expressions), so the sums equal a recomputation bit for
-// bit: integer addition modulo 2^64 in any order, and the true sums are below 2^63. A moved
-// row costs 2 (d + 1) global atomics; late in a fit a few percent of the rows move, where a
-// recomputation reads every row. When a recomputation was requested (*reset: a new run, or
+// old cluster and given to its new one -- the very integers update_fixed_shared adds (the
+// same expressions), so the sums equal a recomputation bit for bit: integer addition modulo
+// 2^64 in any order, and the true sums are below 2^63. A moved row costs 2 (d + 1) global
+// atomics (a group of lanes a row, so a warp's land on contiguous sums); late in a fit a
+// few percent of the rows move, where a recomputation reads every row. When a recomputation was requested (*reset: a new run, or
 // labels relocated outside the assignment) or the list overflowed (more than `capacity`
 // moves), it zeroes the sums instead and update_fixed_shared recomputes them.
 template <typename T>
