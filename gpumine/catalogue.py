@@ -146,7 +146,8 @@ BUILTIN_STRATEGIES = (
         kind="kmeans.update", name="atomic-fixed", backend="gpu",
         target=f"{_GPU}:update_atomic_fixed", paper="NVIDIA kmeans",
         description="atomic with 64-bit fixed-point block partials (float32 data): exact "
-                    "integer sums, the same run to run, faster than float partials on sm_90",
+                    "integer sums, the same run to run, faster than float partials on sm_90; "
+                    "in a fit the sums then follow the rows each iteration moves",
     ),
     Strategy(
         kind="kmeans.update", name="gather", backend="gpu", target=f"{_GPU}:update_gather",
