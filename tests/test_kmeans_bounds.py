@@ -133,7 +133,7 @@ def test_wide_data_is_refused_and_predict_runs_unbound(cp, rng):
     np.testing.assert_array_equal(cp.asnumpy(model.predict(X)), cp.asnumpy(model.labels_))
 
 
-# -- atomic-fixed following hamerly's moves ----------------------------------------------------
+# -- atomic-fixed following the moved rows -----------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("listed", ["scan", "compared"])
 @pytest.mark.parametrize(("n", "d", "k", "weighted"), [

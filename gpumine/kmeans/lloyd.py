@@ -420,7 +420,7 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                             tol=tol, xp=xp)
     n_clusters, n_features = centers_init.shape
     assign = assign.bind(X) if hasattr(assign, "bind") else assign  # per-run state (bounds)
-    # per-run state of the update: atomic-fixed's sums follow hamerly's moved rows
+    # per-run state of the update: atomic-fixed's sums follow the assignment's moved rows
     update = update.follow(assign) if hasattr(update, "follow") else update
     centers = xp.empty_like(centers_init)
     centers_new = centers_init.copy()  # each iteration starts by taking the previous result
