@@ -97,6 +97,15 @@ update_atomic_shared(const T* __restrict__ XT,             // IN  (d, n)
 // fixed_to_double). A shared 64-bit add is a compare-and-swap loop on sm_90 but a 32-bit
 // add is native, so the value is added as two words: the low word's old value says whether
 // it carried into the high word (benchmarks/results/fixed-update-ab-h100-2026-11-28-*).
+// Whether a call of a run whose fixed-point sums follow the moved rows (fixed_moves) takes
+// the moves: not when a recomputation was requested (*reset: a new run, or labels relocated
+// outside the assignment) or the list overflowed (more than `capacity` moves). fixed_moves
+// and update_fixed_shared decide alike, so exactly one of them changes the sums.
+__device__ __forceinline__ bool follows_moves(const int* reset, unsigned count,
+                                              unsigned capacity) {
+    return *reset == 0 && count <= capacity;
+}
+
 // Dynamic shared memory: k * (odd_stride(slice) + 1) 8-byte partials. At most 1024 threads.
 __device__ __forceinline__ void add_fixed(unsigned long long* target, long long value) {
     unsigned int* word = reinterpret_cast<unsigned int*>(target);  // little-endian: low first
@@ -122,7 +131,7 @@ update_fixed_shared(const T* __restrict__ XT,             // IN  (d, n)
                     unsigned move_capacity)               // IN
 {
     // Following the assignment's moves, fixed_moves has updated the sums: nothing to add.
-    if (moves_count != nullptr && *reset == 0 && *moves_count <= move_capacity) return;
+    if (moves_count != nullptr && follows_moves(reset, *moves_count, move_capacity)) return;
     extern __shared__ unsigned long long shared_fixed_raw[];
     const int j0 = blockIdx.y * slice;
     const int dj = min(slice, d - j0);
@@ -268,9 +277,9 @@ label_moves(const int* __restrict__ labels,   // IN  (n)
 // same expressions), so the sums equal a recomputation bit for bit: integer addition modulo
 // 2^64 in any order, and the true sums are below 2^63. A moved row costs 2 (d + 1) global
 // atomics (a group of lanes a row, so a warp's land on contiguous sums); late in a fit a
-// few percent of the rows move, where a recomputation reads every row. When a recomputation was requested (*reset: a new run, or
-// labels relocated outside the assignment) or the list overflowed (more than `capacity`
-// moves), it zeroes the sums instead and update_fixed_shared recomputes them.
+// few percent of the rows move, where a recomputation reads every row. Where the call does
+// not follow the moves (follows_moves), it zeroes the sums instead and update_fixed_shared
+// recomputes them.
 template <typename T>
 __global__ void __launch_bounds__(256)
 fixed_moves(const T* __restrict__ XT,                // IN  (d, n)
@@ -290,7 +299,7 @@ fixed_moves(const T* __restrict__ XT,                // IN  (d, n)
     const unsigned count = *moves_count;
     const index_t first = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     const index_t stride = (index_t)gridDim.x * blockDim.x;
-    if (*reset != 0 || count > capacity) {  // uniform: update_fixed_shared sums from zero
+    if (!follows_moves(reset, count, capacity)) {  // uniform: update_fixed_shared recomputes
         for (index_t t = first; t < (index_t)k * (d + 1); t += stride) {
             if (t < (index_t)k * d) sums[t] = 0ull;
             else weights[t - (index_t)k * d] = 0ull;

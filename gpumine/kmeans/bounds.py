@@ -69,6 +69,13 @@ class Moves(NamedTuple):
     rows: object      # int64 (capacity,): the moved rows
     previous: object  # int32 (capacity,): their labels before the call
 
+    @classmethod
+    def empty(cls, count, capacity: int) -> Moves:
+        """A list of ``capacity`` rows counted in ``count`` (a uint32 (1,) device array)."""
+        cp = cupy_module()
+        return cls(count, capacity, cp.empty(capacity, dtype=cp.int64),
+                   cp.empty(capacity, dtype=cp.int32))
+
 
 def _bound(d: int, dtype) -> np.ndarray:
     """``[kappa, eta]``: the direct distance's relative error and an absolute floor."""
@@ -160,9 +167,7 @@ class BoundAssign:
         """
         cp = cupy_module()
         capacity = max(1, min(int(capacity), self.X.shape[0]))
-        self._moves = Moves(self._flags[3:4].view(cp.uint32), capacity,
-                            cp.empty(capacity, dtype=cp.int64),
-                            cp.empty(capacity, dtype=cp.int32))
+        self._moves = Moves.empty(self._flags[3:4].view(cp.uint32), capacity)
         return self._moves
 
     def __call__(self, X, centers, labels, changed=None):

@@ -453,10 +453,7 @@ class _BoundFixed:
         as it scans (``assign="hamerly"`` bound to the run: it has ``track_moves``), or
         from comparing the labels with the last call's (any other assignment).
         """
-        X = getattr(assign, "X", None)
-        if X is None or not hasattr(assign, "track_moves"):
-            return _TrackedFixed(self, None)
-        return _TrackedFixed(self, assign)
+        return _TrackedFixed(self, assign if hasattr(assign, "track_moves") else None)
 
 
 #: A run's fixed-point sums follow at most ``n / TRACKED_MOVES_SHARE`` moved rows a call;
@@ -494,7 +491,6 @@ class _TrackedFixed:
     def __init__(self, bound: _BoundFixed, assign):
         self._bound = bound
         self._assign = assign
-        self._X = None if assign is None else assign.X
         self._state = None  # (X, k, d): what the buffers were made for (X by identity)
         self.moves = None
 
@@ -514,13 +510,10 @@ class _TrackedFixed:
             self.moves = self._assign.track_moves(capacity)
             self._previous = None
         else:
-            self.moves = Moves(cp.zeros(1, dtype=cp.uint32), capacity,
-                               cp.empty(capacity, dtype=cp.int64),
-                               cp.empty(capacity, dtype=cp.int32))
+            self.moves = Moves.empty(cp.zeros(1, dtype=cp.uint32), capacity)
             self._previous = cp.full(n, -1, dtype=cp.int32)
         self._fixed = cp.zeros(k * (d + 1), dtype=cp.uint64)
         self._reset = cp.ones(1, dtype=cp.int32)  # the first call recomputes
-        self._X = X
         self._state = (X, k, d)
 
     @declares(_UPDATE, "fixed_moves", ("float",))
@@ -531,7 +524,7 @@ class _TrackedFixed:
         kernel = get_kernel(_UPDATE, "update_fixed_shared", X.dtype)
         geometry = _privatized_grid(kernel, n, d, k, 8) if X.dtype == np.float32 else None
         if self._state is None and geometry is not None and n >= 2 and (
-                self._assign is None or X is self._X):
+                self._assign is None or X is self._assign.X):  # the assignment's rows
             self._allocate(X, k, d)
         if geometry is None or self._state is None or self._state[0] is not X or (
                 self._state[1:] != (k, d)):
