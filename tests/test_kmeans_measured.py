@@ -87,7 +87,7 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     names = race_candidates("tiled", n_samples=1, n_features=d, n_clusters=1, max_iter=300)
     assert raced.strategies_["assign"] in names
     assert "on this fit's data" in raced.strategy_reasons_["assign"]
-    assert ("every 8th row" in raced.strategy_reasons_["assign"]) == (d > 32)
+    assert ("1 race on every 8th row" in raced.strategy_reasons_["assign"]) == (d > 32)
     assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
     np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
@@ -231,3 +231,56 @@ def test_a_candidate_with_bounds_races_at_most_max_bounded_races_times(monkeypat
     assert races and max(b for b, _ in races) <= measured.MAX_BOUNDED_RACES
     assert races[-1][1]  # settled: no race to come
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hamerly_seconds", [0.0, float("inf")])
+def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds):
+    """With rows enough, hamerly races on every 8th row (its own bounds and labels): made
+    to lose (inf) it never assigns the fit's labels, and it raced MAX_BOUNDED_RACES times;
+    made to win (0 s) it takes the labels from the next call on (a full scan first) and is
+    watched against tc-exact's calls on X. Either way the fit equals assign="tiled"'s, bit
+    for bit, with an empty cluster relocated on the way."""
+    import cupy as cp
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
+    monkeypatch.setattr(measured, "RERACE_FIRST", 1)
+    monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)
+    race_times = measured._Race._race_times
+    sampled = []
+
+    def times(timed):
+        out = race_times(timed)
+        if 1 in out and 0 in out:  # only the sample's race times both (hamerly is 1)
+            sampled.append(dict(out))
+            out[1] = hamerly_seconds
+        return out
+
+    monkeypatch.setattr(measured._Race, "_race_times", staticmethod(times))
+    used = []
+    switch = measured._Race._switch
+
+    def spy(race, index):
+        used.append(race.entries[index][0])
+        switch(race, index)
+
+    monkeypatch.setattr(measured._Race, "_switch", spy)
+    X = cp.asarray(np.random.default_rng(9).uniform(size=(30_011, 8)).astype(np.float32))
+    init = cp.asnumpy(X[:48]).copy()
+    init[5] += 1e4
+    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
+                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    reason = raced.strategy_reasons_["assign"]
+    assert sampled and all(t > 0 for out in sampled for t in out.values())  # timed calls
+    if hamerly_seconds:
+        assert set(used) == {"tc-exact"}
+        assert len(sampled) == measured.MAX_BOUNDED_RACES
+        assert raced.strategies_["assign"] == "tc-exact"
+        assert "hamerly's on every 8th row" in reason
+    else:
+        assert len(sampled) == 1 and "hamerly" in used
+        assert "hamerly's on every 8th row" in reason or "hamerly won one" in reason
+    assert raced.n_iter_ == tiled.n_iter_ == 40
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
+                                  cp.asnumpy(tiled.cluster_centers_))

@@ -58,9 +58,9 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["COMPARED_CALLS", "MAX_BOUNDED_RACES", "RACE_MIN_ITER", "RACE_MIN_WORK",
-           "RERACE_FIRST", "SAMPLE_MIN_ROWS", "SAMPLE_STRIDE", "TRIAL_CALLS", "WATCH_CALLS",
-           "MeasuredAssign", "race_candidates"]
+__all__ = ["BOUNDED_SAMPLE", "COMPARED_CALLS", "MAX_BOUNDED_RACES", "RACE_MIN_ITER",
+           "RACE_MIN_WORK", "RERACE_FIRST", "SAMPLE_MIN_ROWS", "SAMPLE_STRIDE", "TRIAL_CALLS",
+           "WATCH_CALLS", "MeasuredAssign", "race_candidates"]
 
 #: A fit races its assignments from this much work an assignment on (n x d x k): about a
 #: millisecond of ``tiled`` on the H100, where the race's few slower calls are noise.
@@ -93,6 +93,13 @@ MAX_BOUNDED_RACES = 2
 #: iteration's may not: on data that re-checks most rows the sample favours it somewhat.
 SAMPLE_STRIDE = 8
 SAMPLE_MIN_ROWS = 1 << 16
+#: A candidate with bounds races on every SAMPLE_STRIDE-th row too (a copy, bound apart,
+#: labels of its own), beside the winner's iterations, where the sample keeps
+#: SAMPLE_MIN_ROWS rows: its race then costs its full scan and compared call on an eighth
+#: of the rows (and the winner's calls on them) instead of on every row -- the whole cost
+#: of a race it loses. Winning, it takes the labels with a full scan of X, and its calls
+#: on X are watched against the winner's on X (:data:`WATCH_CALLS`).
+BOUNDED_SAMPLE = True
 
 
 def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: int,
@@ -135,6 +142,9 @@ class MeasuredAssign:
         Races run (the first, then one after each period of the winner's calls).
     stride : int
         1, or the race ran on every ``stride``-th row (:data:`SAMPLE_STRIDE`).
+    bounded_stride : int
+        1, or a candidate with bounds raced on every ``bounded_stride``-th row
+        (:data:`BOUNDED_SAMPLE`).
     """
 
     counts_changes = True
@@ -149,7 +159,8 @@ class MeasuredAssign:
         self.chosen = self.used = None
         self.seconds: dict = {}
         self.races = 0
-        self.stride = 1
+        self.stride = self.bounded_stride = 1
+        self.bounded: list = []  # the candidates with bounds (state), by name
         self.handed_back = None  # the winner with bounds that handed the labels back
 
     def __call__(self, X, centers, labels, changed=None):
@@ -179,6 +190,11 @@ class MeasuredAssign:
         if self.stride > 1:
             return (f"measured on this fit's data, 1 race on every {self.stride}th row (an "
                     f"assignment of those rows, each candidate's best recent call): {times}")
+        if self.bounded_stride > 1 and self.races > 1:
+            return (f"measured on this fit's data, {self.races} race(s), "
+                    f"{' and '.join(self.bounded)}'s on every {self.bounded_stride}th row "
+                    f"(an assignment, each candidate's best recent call; the last race's): "
+                    f"{times}")
         return (f"measured on this fit's data, {self.races} race(s) (an assignment, each "
                 f"candidate's best recent call): {times}")
 
@@ -226,6 +242,14 @@ class _Race:
         self.stride = (SAMPLE_STRIDE if stateless and X.shape[0] // SAMPLE_STRIDE
                        >= SAMPLE_MIN_ROWS else 1)
         owner.stride = self.stride
+        # a candidate with bounds races on a sample too (_race_bounded_sample), rows enough
+        self.bounded_stride = (SAMPLE_STRIDE if BOUNDED_SAMPLE and self.bounded
+                               and X.shape[0] // SAMPLE_STRIDE >= SAMPLE_MIN_ROWS else 1)
+        owner.bounded_stride = self.bounded_stride
+        owner.bounded = [self.entries[i][0] for i in self.bounded]
+        # this race's calls on the sample (index: timed pairs), and the sample: its rows,
+        # the candidate with bounds bound to them, its labels and the winner's scratch labels
+        self.sampled, self._sample = {}, None
 
     def _switch(self, index: int) -> None:
         """Hand the labels to candidate ``index``: one with bounds scans every point first
@@ -260,6 +284,10 @@ class _Race:
         if not self.queue:
             self._choose()
         index = self.queue.pop(0) if self.queue else self.winner
+        if index in self.bounded and self.bounded_stride > 1 and self.winner is not None:
+            # its race on the sample, beside the winner's iteration over X
+            self._race_bounded_sample(index, centers)
+            index = self.winner
         fn = self.entries[index][1]
         scan = index != self.current and index in self.bounded
         self._switch(index)
@@ -293,6 +321,37 @@ class _Race:
                     pairs.append((start, stream.record()))
             self.timed[index] = pairs[-COMPARED_CALLS:]
 
+    def _race_bounded_sample(self, index: int, centers) -> None:
+        """One call of candidate ``index`` (with bounds) in its race on every
+        :attr:`bounded_stride`-th row: bound to a column-major copy of them, with labels of
+        its own, so the fit's labels and counts are not touched and no full scan of X is
+        paid for a race it loses. Its first call of a race scans every row of the sample
+        (not compared: it fills the bounds); each later one is timed by CUDA events, and so
+        is the winner's call on the same rows and centres (into scratch labels: the winner
+        has no state), so both race times come from the same rows."""
+        from gpumine.backend import cupy_module
+
+        cp = cupy_module()
+        if self._sample is None:
+            rows = cp.ascontiguousarray(self.X[::self.bounded_stride].T).T
+            fn = self.owner._strategies[self.entries[index][0]].bind(rows)
+            self._sample = (rows, fn, cp.zeros(rows.shape[0], dtype=cp.int32),
+                            cp.zeros(rows.shape[0], dtype=cp.int32))
+        rows, fn, labels, scratch = self._sample
+        winner = self.entries[self.winner][1]
+        stream = cp.cuda.get_current_stream()
+        if index not in self.sampled:  # the race's first call: bounds from a full scan
+            fn.reset()
+            fn(rows, centers, labels)
+            winner(rows, centers, scratch)  # its first call on these rows: not compared
+            self.sampled[index], self.sampled[self.winner] = [], []
+            return
+        for who, call, into in ((index, fn, labels), (self.winner, winner, scratch)):
+            start = stream.record()
+            call(rows, centers, into)
+            self.sampled[who] = [*self.sampled[who][1 - COMPARED_CALLS:],
+                                 (start, stream.record())]
+
     def _watched(self, X, centers, labels, changed) -> None:
         """The winner with bounds, each call timed; every :data:`WATCH_CALLS` calls their mean
         against the best stateless candidate's race time, which takes over when faster. The
@@ -308,7 +367,7 @@ class _Race:
             other, seconds = self.watch
             if mean > seconds:
                 name = self.entries[self.winner][0]
-                self.owner.seconds[name] = mean
+                self.owner.seconds = {name: mean, self.entries[other][0]: seconds}
                 self.owner.handed_back, self.owner.chosen = name, self.entries[other][0]
                 self.winner, self.watch = other, None
                 self._switch(other)
@@ -328,15 +387,11 @@ class _Race:
         calls: its bounds skip more points as the centres settle, while the others cost
         about the same from iteration to iteration. A winner with bounds keeps the labels
         for good (racing the others again would cost it a full scan)."""
-        from gpumine.backend import cupy_module
-
-        cp = cupy_module()
-        seconds, raced = {}, [i for i, pairs in self.timed.items() if pairs]
-        for index in raced:
-            self.timed[index][-1][1].synchronize()  # sync: none in practice (readbacks passed it)
-            seconds[self.entries[index][0]] = min(cp.cuda.get_elapsed_time(start, end)
-                                                  for start, end in self.timed[index]) / 1e3
-        winner = min(raced, key=lambda i: seconds[self.entries[i][0]])
+        sampled, self.sampled = self.sampled, {}
+        times = self._race_times(sampled or self.timed)
+        seconds = {self.entries[i][0]: t for i, t in times.items()}
+        raced = list(times)
+        winner = min(raced, key=lambda i: times[i])
         if self.winner is not None:
             self.races += 1
         if any(i in self.bounded for i in raced):
@@ -347,14 +402,35 @@ class _Race:
         spent = self.bounded_races >= MAX_BOUNDED_RACES
         again = [] if winner in self.bounded or spent else self.bounded
         if not again:
-            self.queue = None
-            stateless = [i for i in raced if i not in self.bounded]
+            self.queue, self._sample = None, None
+            if winner in self.bounded and sampled:
+                # won on the sample: it takes the labels, its first call a full scan of X
+                self._switch(winner)
+                self.fresh = True
+                # watched against the stateless candidates' calls on X, not the sample's
+                times = self._race_times({i: p for i, p in self.timed.items()
+                                          if i not in self.bounded})
+            stateless = [i for i in times if i not in self.bounded]
             if winner in self.bounded and stateless:
-                best = min(stateless, key=lambda i: seconds[self.entries[i][0]])
-                self.watch = (best, seconds[self.entries[best][0]])
+                best = min(stateless, key=lambda i: times[i])
+                self.watch = (best, times[best])
             return
         self.queue = [winner] * self.period + [i for i in again for _ in range(TRIAL_CALLS)]
         self.period *= 2
+
+    @staticmethod
+    def _race_times(timed: dict) -> dict:
+        """Each candidate's race time (seconds): the fastest of its timed calls."""
+        from gpumine.backend import cupy_module
+
+        cp = cupy_module()
+        times = {}
+        for index, pairs in timed.items():
+            if pairs:
+                pairs[-1][1].synchronize()  # sync: none in practice (readbacks passed it)
+                times[index] = min(cp.cuda.get_elapsed_time(start, end)
+                                   for start, end in pairs) / 1e3
+        return times
 
     def reset(self) -> None:
         """Labels moved outside the assignment (a relocation): every candidate with bounds
