@@ -31,9 +31,15 @@ def test_the_reason_names_the_measured_times():
     race.names, race.chosen, race.seconds = ["tc-exact", "hamerly"], "hamerly", {
         "tc-exact": 0.036, "hamerly": 0.0091}
     race.races, race.stride, race.handed_back = 3, 1, None
+    race.bounded_stride, race.bounded = 1, ["hamerly"]
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 3 race(s) (an assignment, each candidate's best "
         "recent call): hamerly 9.1 ms, tc-exact 36 ms")
+    race.bounded_stride = 8
+    assert race.reason("the fixed rule") == (
+        "measured on this fit's data, 3 race(s), hamerly's on every 8th row (an assignment, "
+        "each candidate's best recent call; the last race's): hamerly 9.1 ms, tc-exact 36 ms")
+    race.bounded_stride = 1
     race.chosen, race.handed_back, race.seconds["hamerly"] = "tc-exact", "hamerly", 0.05
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 3 race(s) (an assignment, each candidate's best "
