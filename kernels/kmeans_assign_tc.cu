@@ -53,13 +53,19 @@ __device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
 // error plus the direct computation's own error on the two distances (the docstring of
 // gpumine.kmeans.tensor_cores derives it). `extra`: a further score error (the screen's
 // dropped lo parts; 0 for the split products). NaN margins are never decided.
+// The score error e of a row: |x|^2 + s_j is within e of the true squared distance D_j to
+// every centre j (the docstring of gpumine.kmeans.tensor_cores, "The bound").
+__device__ __forceinline__ double top2_error(double x_norm2, double cmax, const double* bound,
+                                             double extra) {
+    const double x_norm = sqrt(x_norm2);
+    return bound[0] * (2.0 * x_norm * cmax + cmax * cmax) + bound[2] * (1.0 + x_norm + cmax)
+           + bound[4] * (x_norm + cmax) * (x_norm + cmax) + extra;
+}
+
 __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, double cmax,
                                              const double* bound, double extra = 0.0) {
     if (bound[3] != 0.0) return true;
-    const double x_norm = sqrt(x_norm2);
-    const double e_score = bound[0] * (2.0 * x_norm * cmax + cmax * cmax)
-                           + bound[2] * (1.0 + x_norm + cmax)
-                           + bound[4] * (x_norm + cmax) * (x_norm + cmax) + extra;
+    const double e_score = top2_error(x_norm2, cmax, bound, extra);
     const double margin = (double)t.second - (double)t.best;
     const double distances = fabs(2.0 * x_norm2 + (double)t.best + (double)t.second)
                              + 2.0 * e_score;
@@ -83,6 +89,25 @@ __device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, 
         queue_best[slot] = label;
     }
     count_moved(moved, changed);
+}
+
+// Hamerly's bounds (kmeans_bounds.cu) of row i from its top-2 scores, so that a bounds
+// assignment can go on from this call without a full scan: for a decided row (label
+// t.index) D_label <= |x|^2 + s_1 + e and D_j >= |x|^2 + s_2 - e for every other j
+// (top2_error), |x|^2 summed in float64 from float values (relative error below 2^-40 of
+// it, added); a row not decided here (queued) gets u = +inf, l = 0: the next bounds call
+// scans it.
+__device__ __forceinline__ void seed_bounds(float* upper, float* lower, index_t i,
+                                            bool decided, const Top2& t, double x_norm2,
+                                            double cmax, const double* bound, double extra) {
+    if (!decided) {
+        upper[i] = __int_as_float(0x7f800000);  // +inf
+        lower[i] = 0.0f;
+        return;
+    }
+    const double e = top2_error(x_norm2, cmax, bound, extra) + x_norm2 * 0x1p-40;
+    upper[i] = bound_up(sqrt(fmax(x_norm2 + (double)t.best + e, 0.0)));
+    lower[i] = bound_down(sqrt(fmax(x_norm2 + (double)t.second - e, 0.0)));
 }
 
 // Centres shifted by `shift` and rounded to float32 in a (k_pad, dp) buffer zero-padded
@@ -915,7 +940,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                unsigned long long* changed,         // INOUT (1) += labels changed, may be null
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
                index_t* __restrict__ queue,         // OUT (n) queued rows
-               int* __restrict__ queue_best)        // OUT (n) their best centre by score
+               int* __restrict__ queue_best,        // OUT (n) their best centre by score
+               float* __restrict__ upper,           // OUT (n) or null: Hamerly's bounds of
+               float* __restrict__ lower)           // OUT (n)   the rows it takes (seed_bounds)
 {
     constexpr int BM = 128, BN = HalfTile<DP, SPLIT>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     constexpr int KS = DP / 16;  // mma feature steps
@@ -1231,6 +1258,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             }
             finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
                        queue_size, queue, queue_best);
+            if (upper != nullptr && active)
+                seed_bounds(upper, lower, i, decided, t, xn[local], (double)cmax_value,
+                            bound, screen ? dropped[local] : 0.0);
         }
     }
 }

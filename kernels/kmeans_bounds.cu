@@ -20,13 +20,6 @@
 #include "common.cuh"
 #include "kmeans_direct.cuh"
 
-// A bound widened by the slack (up: u, down: l) and rounded outward to float.
-__device__ __forceinline__ float bound_up(double v) {
-    return __double2float_ru(v * (1.0 + 0x1p-40));
-}
-__device__ __forceinline__ float bound_down(double v) {
-    return v <= 0.0 ? 0.0f : __double2float_rd(v * (1.0 - 0x1p-40));
-}
 
 // How far each centre moved (true Euclidean distance, rounded up), the largest and
 // second-largest move and the index of the largest, and the new centres copied into

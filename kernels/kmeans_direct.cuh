@@ -5,6 +5,15 @@
 #pragma once
 #include "common.cuh"
 
+// A bound on a distance widened by a relative slack of 2^-40 (up: Hamerly's u, down: l)
+// and rounded outward to float (kmeans_bounds.cu; tc-exact writes them too, for a seed).
+__device__ __forceinline__ float bound_up(double v) {
+    return __double2float_ru(v * (1.0 + 0x1p-40));
+}
+__device__ __forceinline__ float bound_down(double v) {
+    return v <= 0.0 ? 0.0f : __double2float_rd(v * (1.0 - 0x1p-40));
+}
+
 // A point held in registers (zero-padded to DMAX features) against one centre row of
 // DMAX elements in shared memory (zero-padded alike: the padding adds exact zeros).
 template <typename T, int DMAX>

@@ -205,3 +205,105 @@ def test_fit_with_tracked_fixed_sums_equals_fit_recomputing_them(cp, n, d, k, rn
         np.testing.assert_array_equal(cp.asnumpy(fits[0].cluster_centers_),
                                       cp.asnumpy(other.cluster_centers_))
         assert other.inertia_ == fits[0].inertia_
+
+
+def _distances(X, C):
+    """Every row's float64 distance to every centre (direct differences, no expansion)."""
+    X, C = np.asarray(X, dtype=np.float64), np.asarray(C, dtype=np.float64)
+    squared = np.zeros((X.shape[0], C.shape[0]))
+    for j in range(X.shape[1]):
+        squared += (X[:, j, None] - C[None, :, j]) ** 2
+    return np.sqrt(squared)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k", "offset", "screened"), [
+    (1, 1, 1, 0.0, False), (3001, 1, 7, 0.0, False), (4099, 3, 64, 1e4, False),
+    (5000, 2, 1, 0.0, False), (20_000, 8, 200, -3e5, False), (6000, 32, 40, 0.0, False),
+    (500, 5, 500, 0.0, False), (70_001, 8, 64, 0.0, True)])
+def test_tc_exact_seeds_bounds_that_hold(cp, n, d, k, offset, screened, dtype, rng):
+    """ScreenedRun.seed: tc-exact's call gives tiled's labels and, for every row, an upper
+    bound on its float64 distance to its centre and a lower bound on its distance to every
+    other centre (poisoned first: every row written); most rows get finite bounds, and the
+    bounds call that goes on from them equals tiled's without a full scan. `screened`: the
+    run's plan has put the screen first (its decided rows' bounds carry the screen's term)."""
+    from gpumine.kmeans.bounds import BoundAssign
+    from gpumine.kmeans.tensor_cores import assign_tc_exact
+
+    host = (rng.uniform(-1, 1, size=(n, d)) + offset).astype(dtype)
+    X = _columns(cp, host)
+    C = X[rng.choice(n, k, replace=False)].copy()
+    run, bound = assign_tc_exact.bind(X), BoundAssign(X)
+    labels = cp.full(n, -1, dtype=cp.int32)
+    if screened:
+        for _ in range(3):  # the plan: the split kernel counts, then the screen goes first
+            run(X, C, labels)
+            cp.cuda.Device().synchronize()
+        assert int(run.plan.get()[0]) == 1
+    bound.upper.fill(-1.0)
+    bound.lower.fill(np.float32(3e38))
+    run.seed(bound, C, labels)
+    got = cp.asnumpy(labels)
+    assert np.array_equal(got, _tiled(cp, X, C))
+    upper, lower = cp.asnumpy(bound.upper), cp.asnumpy(bound.lower)
+    distances = _distances(host, cp.asnumpy(C))
+    rows = np.arange(n)
+    assert np.all(upper >= distances[rows, got])
+    if k > 1:
+        distances[rows, got] = np.inf
+        assert np.all(lower <= distances.min(axis=1))
+        assert np.mean(np.isfinite(upper) & (lower > 0)) > 0.5  # most rows seeded
+    moved = C + cp.asarray(rng.normal(scale=1e-3, size=C.shape), dtype=dtype)
+    bound(X, moved, labels)
+    assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, moved))
+    if n >= 1000 and k > 1:
+        assert bound.scanned() < n // 2  # went on from the seed: no full scan
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_seeded_bounds_on_near_ties(cp, offset, dtype, rng):
+    """Points on cell faces of a centre lattice, nudged by a few ulps: the seed's bounds
+    hold (float64 distances) and the bounds calls after it give tiled's labels."""
+    from gpumine.kmeans.bounds import BoundAssign
+    from gpumine.kmeans.tensor_cores import assign_tc_exact
+
+    d, k = 4, 64
+    C = rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset
+    a, b = rng.randint(0, k, size=(2, 20000))
+    t = 0.5 + rng.randint(-3, 4, size=(20000, 1)) * np.finfo(dtype).eps
+    host = (C[a] * t + C[b] * (1 - t)).astype(dtype)
+    X = _columns(cp, host)
+    centers = cp.asarray(C, dtype=dtype)
+    run, bound = assign_tc_exact.bind(X), BoundAssign(X)
+    labels = cp.full(X.shape[0], -1, dtype=cp.int32)
+    run.seed(bound, centers, labels)
+    got = cp.asnumpy(labels)
+    assert np.array_equal(got, _tiled(cp, X, centers))
+    distances = _distances(host, cp.asnumpy(centers))
+    rows = np.arange(len(got))
+    assert np.all(cp.asnumpy(bound.upper) >= distances[rows, got])
+    distances[rows, got] = np.inf
+    assert np.all(cp.asnumpy(bound.lower) <= distances.min(axis=1))
+    for step in range(3):  # moves of a few ulps, then none
+        if step < 2:
+            centers = centers + cp.asarray(rng.randint(-2, 3, size=C.shape)
+                                           * np.finfo(dtype).eps * max(1.0, abs(offset)),
+                                           dtype=dtype)
+        bound(X, centers, labels)
+        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, centers)), step
+
+
+@pytest.mark.gpu
+def test_seeding_another_array_is_refused(cp, rng):
+    from gpumine.kmeans.bounds import BoundAssign
+    from gpumine.kmeans.tensor_cores import assign_tc_exact
+
+    X = _columns(cp, rng.normal(size=(100, 3)).astype(np.float32))
+    Y = _columns(cp, rng.normal(size=(100, 3)).astype(np.float32))
+    labels = cp.zeros(100, dtype=cp.int32)
+    with pytest.raises(ValueError, match="another array"):
+        assign_tc_exact.bind(X).seed(BoundAssign(Y), X[:4].copy(), labels)
+    assert not labels.any()  # untouched

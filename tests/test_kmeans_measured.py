@@ -244,10 +244,13 @@ def test_a_candidate_with_bounds_races_at_most_max_bounded_races_times(monkeypat
 def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds):
     """With rows enough, hamerly races on every 8th row (its own bounds and labels): made
     to lose (inf) it never assigns the fit's labels, and it raced MAX_BOUNDED_RACES times;
-    made to win (0 s) it takes the labels from the next call on (a full scan first) and is
-    watched against tc-exact's calls on X. Either way the fit equals assign="tiled"'s, bit
-    for bit, with an empty cluster relocated on the way."""
+    made to win (0 s) it takes the labels from the next call on, which tc-exact makes with
+    bounds for it (ScreenedRun.seed: no full scan of X), and is watched against tc-exact's
+    calls on X. Either way the fit equals assign="tiled"'s, bit for bit, with an empty
+    cluster relocated on the way."""
     import cupy as cp
+
+    from gpumine.kmeans import tensor_cores
 
     monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
     monkeypatch.setattr(measured, "RERACE_FIRST", 1)
@@ -271,6 +274,14 @@ def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds)
         switch(race, index)
 
     monkeypatch.setattr(measured._Race, "_switch", spy)
+    seeds = []
+    seed = tensor_cores.ScreenedRun.seed
+
+    def seed_spy(run, bounded, *args, **kwargs):
+        seeds.append(type(bounded).__name__)
+        seed(run, bounded, *args, **kwargs)
+
+    monkeypatch.setattr(tensor_cores.ScreenedRun, "seed", seed_spy)
     X = cp.asarray(np.random.default_rng(9).uniform(size=(30_011, 8)).astype(np.float32))
     init = cp.asnumpy(X[:48]).copy()
     init[5] += 1e4
@@ -279,12 +290,12 @@ def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds)
     reason = raced.strategy_reasons_["assign"]
     assert sampled and all(t > 0 for out in sampled for t in out.values())  # timed calls
     if hamerly_seconds:
-        assert set(used) == {"tc-exact"}
+        assert set(used) == {"tc-exact"} and not seeds
         assert len(sampled) == measured.MAX_BOUNDED_RACES
         assert raced.strategies_["assign"] == "tc-exact"
         assert "hamerly's on every 8th row" in reason
     else:
-        assert len(sampled) == 1 and "hamerly" in used
+        assert len(sampled) == 1 and seeds == ["BoundAssign"] and "hamerly" not in used
         assert "hamerly's on every 8th row" in reason or "hamerly won one" in reason
     assert raced.n_iter_ == tiled.n_iter_ == 40
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))

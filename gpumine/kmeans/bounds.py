@@ -149,6 +149,23 @@ class BoundAssign:
         """Scan every point in the next call (labels were moved outside the assignment)."""
         self._flags[:1].fill(1)
 
+    def seeded(self, centers) -> tuple:
+        """The bounds for a caller to fill: ``(upper, lower)``, float32 device arrays of n.
+
+        The caller assigns the labels for ``centers`` and writes, for every row, an upper
+        bound on its true distance to its label's centre and a lower bound on its distance
+        to every other centre (rounded outward; +inf and 0 say nothing), before the next
+        call, which then moves them by the centres' moves from these (no full scan):
+        :meth:`ScreenedRun.seed <gpumine.kmeans.tensor_cores.ScreenedRun.seed>`.
+        """
+        cp = cupy_module()
+        k, d = centers.shape
+        if k != self._k:
+            self._allocate(k, d)
+        self._previous[...] = cp.asarray(centers, dtype=self.X.dtype)
+        self._flags[:1].fill(0)  # no full scan requested: the caller's bounds stand
+        return self.upper, self.lower
+
     def track_moves(self, capacity: int) -> Moves:
         """List, from the next call on, the rows whose label each call changes.
 

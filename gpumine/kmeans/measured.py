@@ -250,6 +250,8 @@ class _Race:
         # this race's calls on the sample (index: timed pairs), and the sample: its rows,
         # the candidate with bounds bound to them, its labels and the winner's scratch labels
         self.sampled, self._sample = {}, None
+        # (the stateless candidate assigning, the winner with bounds): the next call seeds
+        self.seeding = None
 
     def _switch(self, index: int) -> None:
         """Hand the labels to candidate ``index``: one with bounds scans every point first
@@ -283,8 +285,12 @@ class _Race:
             return
         if not self.queue:
             self._choose()
-        index = self.queue.pop(0) if self.queue else self.winner
-        if index in self.bounded and self.bounded_stride > 1 and self.winner is not None:
+        if self.seeding is not None:  # a candidate with bounds won on the sample
+            self._seed(centers, labels, changed)
+            return
+        queued = bool(self.queue)
+        index = self.queue.pop(0) if queued else self.winner
+        if queued and index in self.bounded and self.bounded_stride > 1:
             # its race on the sample, beside the winner's iteration over X
             self._race_bounded_sample(index, centers)
             index = self.winner
@@ -320,6 +326,16 @@ class _Race:
                 if call:  # the first compiles kernels: not compared
                     pairs.append((start, stream.record()))
             self.timed[index] = pairs[-COMPARED_CALLS:]
+
+    def _seed(self, centers, labels, changed) -> None:
+        """The assigning candidate's call that also fills the winner's bounds
+        (:meth:`ScreenedRun.seed <gpumine.kmeans.tensor_cores.ScreenedRun.seed>`), so the
+        winner with bounds goes on from the next call without a full scan of X."""
+        source, target = self.seeding
+        self.seeding = None
+        self.entries[source][1].seed(self.entries[target][1], centers, labels, changed)
+        self.current = target
+        self.owner.used = self.entries[target][0]
 
     def _race_bounded_sample(self, index: int, centers) -> None:
         """One call of candidate ``index`` (with bounds) in its race on every
@@ -404,9 +420,13 @@ class _Race:
         if not again:
             self.queue, self._sample = None, None
             if winner in self.bounded and sampled:
-                # won on the sample: it takes the labels, its first call a full scan of X
-                self._switch(winner)
-                self.fresh = True
+                # won on the sample: it takes the labels from the next call, which the
+                # candidate assigning now makes with bounds for it where it can (seed)
+                if hasattr(self.entries[self.current][1], "seed"):
+                    self.seeding = (self.current, winner)
+                else:  # else its first call is a full scan of X, not watched
+                    self._switch(winner)
+                    self.fresh = True
                 # watched against the stateless candidates' calls on X, not the sample's
                 times = self._race_times({i: p for i, p in self.timed.items()
                                           if i not in self.bounded})

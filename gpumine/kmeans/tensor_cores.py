@@ -334,12 +334,15 @@ class _Scratch:
 @declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, ("true", "false"))
 @declares(_SOURCE, "tc_center_residuals")
 @declares(_SOURCE, "tc_screen_plan")
-def _assign(X, centers, labels, changed, exact: bool, run=None):
+def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     """Launch the assignment; returns the device counter of rows queued for the re-check.
 
     ``run``: a :class:`ScreenedRun` whose plan may put the screen first (module docstring,
     "The screen") and whose buffers the call reuses; None: the split products on every
-    row, in buffers of the call's own.
+    row, in buffers of the call's own. ``bounds``: None, or float32 ``(upper, lower)`` of n
+    rows that receive Hamerly's bounds of every row for these centres (``seed_bounds`` in
+    the kernel: a decided row's from its top-2 scores, a re-checked row's +inf and 0), so a
+    bounds assignment goes on from this call without a full scan (:meth:`ScreenedRun.seed`).
 
     Before compute capability 8.0 (no FP16 m16n8k16 mma) tc-exact runs the tiled kernel,
     whose labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
@@ -350,6 +353,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
             raise IncompatibleStrategy("assign='tc-fast' needs FP16 and TF32 tensor cores "
                                        "(compute capability 8.0 or newer); use 'tiled'")
         assign_tiled(X, centers, labels, changed)
+        _unbounded(bounds)
         return cp.zeros(1, dtype=cp.uint32)
     scratch = run.scratch if run is not None else _Scratch()
     XT = column_buffer(X)
@@ -389,6 +393,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
 
         common = (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                   np.int32(k_pad))
+        seeds = tuple(kernel_pointer(b) for b in bounds or (None, None))
         kernel, shared = fused_kernel(exact)
         if exact and run is not None and run.screens(n, dp):
             c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
@@ -405,11 +410,11 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
                 launch(screen, -(-n // _BM), _BM,
                        (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
-                        screen_queue, rows, queue_best),
+                        screen_queue, rows, queue_best, *seeds),
                        shared_mem=screen_shared)
             launch(kernel, -(-n // _BM), _BM,
                    (*common, run.plan, kernel_pointer(rows), screen_queue, c_residual, misses,
-                    labels, kernel_pointer(changed), queue_size, queue, queue_best),
+                    labels, kernel_pointer(changed), queue_size, queue, queue_best, *seeds),
                    shared_mem=shared)
             launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
                    (run.plan, screen_queue, misses, np.uint32(run.limit(n, dp))))
@@ -417,11 +422,12 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
         else:
             launch(kernel, -(-n // _BM), _BM,
                    (*common, *(kernel_pointer(None),) * 5, labels, kernel_pointer(changed),
-                    queue_size, queue, queue_best),
+                    queue_size, queue, queue_best, *seeds),
                    shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, queue_best, exact)
+        _unbounded(bounds)  # the GEMM path's epilogue writes none
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
         rest_size, rest = queue_size, queue
         if exact and _prunes(n, d, k, X.dtype.itemsize):
@@ -429,6 +435,14 @@ def _assign(X, centers, labels, changed, exact: bool, run=None):
                                               labels, changed, scratch)
         _recheck(XT, centers, rest_size, rest, labels, changed, scratch)
     return queue_size
+
+
+def _unbounded(bounds) -> None:
+    """Bounds that say nothing (u = +inf, l = 0: every row scanned), where a path of
+    :func:`_assign` writes none."""
+    if bounds is not None:
+        bounds[0].fill(np.inf)
+        bounds[1].fill(0.0)
 
 
 def _prunes(n: int, d: int, k: int, itemsize: int) -> bool:
@@ -663,6 +677,20 @@ class ScreenedRun:
             assign_tc_exact(X, centers, labels, changed)
             return
         _assign(X, centers, labels, changed, exact=True, run=self)
+
+    def seed(self, bounded, centers, labels, changed=None) -> None:
+        """This run's call, which also gives ``bounded`` (a :class:`BoundAssign
+        <gpumine.kmeans.bounds.BoundAssign>` of the same X) the bounds of every row for
+        these centres and labels: its next call goes on from them without a full scan.
+
+        A decided row's bounds come from its top-2 scores and their error bound (the module
+        docstring, "The bound": ``D_i <= |x|^2 + s_1 + e``, ``D_j >= |x|^2 + s_2 - e``); a
+        row the re-check assigns gets none (+inf and 0), so the bounds call scans it.
+        """
+        if bounded.X is not self.X:
+            raise ValueError("the bounds assignment is bound to another array than this run")
+        upper, lower = bounded.seeded(centers)
+        _assign(self.X, centers, labels, changed, exact=True, run=self, bounds=(upper, lower))
 
     @staticmethod
     def screens(n: int, dp: int) -> bool:
