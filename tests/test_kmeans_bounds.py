@@ -226,14 +226,22 @@ def test_tc_exact_seeds_bounds_that_hold(cp, n, d, k, offset, screened, dtype, r
     """ScreenedRun.seed: tc-exact's call gives tiled's labels and, for every row, an upper
     bound on its float64 distance to its centre and a lower bound on its distance to every
     other centre (poisoned first: every row written); most rows get finite bounds, and the
-    bounds call that goes on from them equals tiled's without a full scan. `screened`: the
-    run's plan has put the screen first (its decided rows' bounds carry the screen's term)."""
+    bounds call that goes on from them equals tiled's without a full scan. `screened`: rows
+    in k tight blobs around the centres, so the run's plan puts the screen first (its
+    decided rows' bounds carry the screen's term); the others uniform, centres drawn from
+    the rows."""
     from gpumine.kmeans.bounds import BoundAssign
     from gpumine.kmeans.tensor_cores import assign_tc_exact
 
-    host = (rng.uniform(-1, 1, size=(n, d)) + offset).astype(dtype)
+    if screened:  # the screen decides nearly every row: the plan takes it (at most 10 %)
+        middle = rng.uniform(-1, 1, size=(k, d))
+        host = (middle[rng.randint(0, k, n)] + rng.normal(scale=0.01, size=(n, d))
+                + offset).astype(dtype)
+    else:
+        host = (rng.uniform(-1, 1, size=(n, d)) + offset).astype(dtype)
     X = _columns(cp, host)
-    C = X[rng.choice(n, k, replace=False)].copy()
+    C = (cp.asarray(middle + offset, dtype=dtype) if screened  # a centre a blob
+         else X[rng.choice(n, k, replace=False)].copy())
     run, bound = assign_tc_exact.bind(X), BoundAssign(X)
     labels = cp.full(n, -1, dtype=cp.int32)
     if screened:
