@@ -29,22 +29,31 @@ keeps no state). On 64 blobs at 10M x 32, k = 1024 ``hamerly`` won its third rac
 against ``tc-exact``'s 8.4 and then averaged 13.5 ms a call (record
 ``auto-race-watch-h100-2026-11-27-e17b805.json``).
 
-A lost race costs ``hamerly``'s full scan and its compared call (about 37 ms at 10M x 32,
-k = 1024, five ``tc-exact`` iterations), and the race keeps the fit's iterations out of CUDA
-graphs; racing on at 32, 64, ... iterations cost a 100-iteration fit there a fifth of its
-time on uniform data (auto 0.79 s against ``tc-exact`` 0.65 s, four races; record
-``fit-vs-flash-2026-11-28-d12bf83.json``), where ``hamerly`` never won, and in the
-recorded runs on blobs it won its first race (1024 blobs) or a third one it then handed
-back (64 blobs). Once no race is left -- a stateless winner and ``hamerly``'s races spent
--- the race is settled and :attr:`_Race.graph_safe`: the fit loop captures the winner's
-iterations into a CUDA graph from then on.
+On the fit's own rows a lost race cost ``hamerly``'s full scan and its compared call
+(about 37 ms at 10M x 32, k = 1024, five ``tc-exact`` iterations), and the race keeps the
+fit's iterations out of CUDA graphs. So where the sample keeps :data:`SAMPLE_MIN_ROWS` rows
+(:data:`BOUNDED_SAMPLE`) ``hamerly`` races on every :data:`SAMPLE_STRIDE`-th row instead --
+bound to a copy of them, labels of its own -- beside the winner's iterations, and the
+winner's calls on the same rows and centres are timed against it. A race it loses costs its
+scan and call on an eighth of the rows. A race it wins hands it the labels through the
+winner's next call: ``tc-exact``'s (:meth:`ScreenedRun.seed
+<gpumine.kmeans.tensor_cores.ScreenedRun.seed>`) also writes every row's Hamerly bounds
+from its top-2 scores and their error bound, so ``hamerly`` goes on without a full scan of
+X (``tiled``, which has no such call, leaves it one). 20- and 100-iteration auto fits on
+the H200 at 10M x 32, k = 1024 against the race on X, in turns in one process (record
+``race-seed-ab-h200-b49a694.json``): uniform 175 -> 157 and 687 -> 651 ms (``tc-exact``
+alone 145 and 629), 64 blobs 208 -> 193 and 889 -> 866, 1024 blobs (``hamerly`` wins) 132
+-> 126 and 283 -> 274; without the seed a won race cost more than on X (145 and 292 ms).
+Once no race is left -- a stateless winner and ``hamerly``'s races spent -- the race is
+settled and :attr:`_Race.graph_safe`: the fit loop captures the winner's iterations into a
+CUDA graph from then on.
 
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
 status readback has passed them: no host sync is added. ``hamerly`` keeps bounds from call
-to call; when it takes over from another candidate, its ``reset()`` makes its first call scan
-every point, which is why each candidate's first call is not the one compared (that call
-also compiles its kernels).
+to call; when it takes over from another candidate without a seed, its ``reset()`` makes its
+first call scan every point, which is why each candidate's first call is not the one
+compared (that call also compiles its kernels).
 
 Examples
 --------
@@ -75,7 +84,8 @@ TRIAL_CALLS = 2
 #: it lost over the next calls (record ``auto-race-first-h100-2026-11-27-be0b3a3.json``).
 COMPARED_CALLS = 3
 #: A winner with bounds is timed over this many calls at a time after its race; slower on
-#: average than the best stateless candidate's race time, it hands the labels back.
+#: average than the best stateless candidate's time on X (its race time, or after a race
+#: on the sample its recent calls' best), it hands the labels back.
 WATCH_CALLS = 4
 #: The winner's calls before a candidate with bounds races (first, or again after it lost);
 #: doubled after each race.
@@ -97,8 +107,9 @@ SAMPLE_MIN_ROWS = 1 << 16
 #: labels of its own), beside the winner's iterations, where the sample keeps
 #: SAMPLE_MIN_ROWS rows: its race then costs its full scan and compared call on an eighth
 #: of the rows (and the winner's calls on them) instead of on every row -- the whole cost
-#: of a race it loses. Winning, it takes the labels with a full scan of X, and its calls
-#: on X are watched against the winner's on X (:data:`WATCH_CALLS`).
+#: of a race it loses. Winning, it takes the labels through the assigning candidate's next
+#: call, which seeds its bounds where it can (``tc-exact``; else a full scan of X), and its
+#: calls on X are watched against that candidate's calls on X (:data:`WATCH_CALLS`).
 BOUNDED_SAMPLE = True
 
 
