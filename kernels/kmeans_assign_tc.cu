@@ -49,10 +49,6 @@ __device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
     }
 }
 
-// True when the computed top-2 decides the exact label: the margin exceeds twice the score
-// error plus the direct computation's own error on the two distances (the docstring of
-// gpumine.kmeans.tensor_cores derives it). `extra`: a further score error (the screen's
-// dropped lo parts; 0 for the split products). NaN margins are never decided.
 // The score error e of a row: |x|^2 + s_j is within e of the true squared distance D_j to
 // every centre j (the docstring of gpumine.kmeans.tensor_cores, "The bound").
 __device__ __forceinline__ double top2_error(double x_norm2, double cmax, const double* bound,
@@ -62,6 +58,10 @@ __device__ __forceinline__ double top2_error(double x_norm2, double cmax, const 
            + bound[4] * (x_norm + cmax) * (x_norm + cmax) + extra;
 }
 
+// True when the computed top-2 decides the exact label: the margin exceeds twice the score
+// error plus the direct computation's own error on the two distances (the docstring of
+// gpumine.kmeans.tensor_cores derives it). `extra`: a further score error (the screen's
+// dropped lo parts; 0 for the split products). NaN margins are never decided.
 __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, double cmax,
                                              const double* bound, double extra = 0.0) {
     if (bound[3] != 0.0) return true;

@@ -20,7 +20,6 @@
 #include "common.cuh"
 #include "kmeans_direct.cuh"
 
-
 // How far each centre moved (true Euclidean distance, rounded up), the largest and
 // second-largest move and the index of the largest, and the new centres copied into
 // `previous`. One block. With *request set (a fresh fit, or labels moved outside the

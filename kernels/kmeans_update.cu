@@ -88,15 +88,6 @@ update_atomic_shared(const T* __restrict__ XT,             // IN  (d, n)
     }
 }
 
-// Fixed point (update="atomic-fixed"): update_atomic_shared's privatized sums as 64-bit
-// integers, each point's x_j * w rounded to a multiple of a per-feature quantum 2^-s_j
-// (scales[j] = 2^s_j, chosen by the caller so n * max|x_j w| * 2^s_j <= 2^62; the weights'
-// scale is scales[d]). Integer sums are exact and their order does not matter: the sums
-// are the same run to run whatever order the atomics land in, including the flush into the
-// global 64-bit integers (the float64 sums' memory, read back as integers by
-// fixed_to_double). A shared 64-bit add is a compare-and-swap loop on sm_90 but a 32-bit
-// add is native, so the value is added as two words: the low word's old value says whether
-// it carried into the high word (benchmarks/results/fixed-update-ab-h100-2026-11-28-*).
 // Whether a call of a run whose fixed-point sums follow the moved rows (fixed_moves) takes
 // the moves: not when a recomputation was requested (*reset: a new run, or labels relocated
 // outside the assignment) or the list overflowed (more than `capacity` moves). fixed_moves
@@ -106,6 +97,15 @@ __device__ __forceinline__ bool follows_moves(const int* reset, unsigned count,
     return *reset == 0 && count <= capacity;
 }
 
+// Fixed point (update="atomic-fixed"): update_atomic_shared's privatized sums as 64-bit
+// integers, each point's x_j * w rounded to a multiple of a per-feature quantum 2^-s_j
+// (scales[j] = 2^s_j, chosen by the caller so n * max|x_j w| * 2^s_j <= 2^62; the weights'
+// scale is scales[d]). Integer sums are exact and their order does not matter: the sums
+// are the same run to run whatever order the atomics land in, including the flush into the
+// global 64-bit integers (the float64 sums' memory, read back as integers by
+// fixed_to_double). A shared 64-bit add is a compare-and-swap loop on sm_90 but a 32-bit
+// add is native, so the value is added as two words: the low word's old value says whether
+// it carried into the high word (benchmarks/results/fixed-update-ab-h100-2026-11-28-*).
 // Dynamic shared memory: k * (odd_stride(slice) + 1) 8-byte partials. At most 1024 threads.
 __device__ __forceinline__ void add_fixed(unsigned long long* target, long long value) {
     unsigned int* word = reinterpret_cast<unsigned int*>(target);  // little-endian: low first
