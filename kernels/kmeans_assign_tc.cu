@@ -896,7 +896,10 @@ struct HalfTile {
     static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : (DP >= 128 && !SPLIT ? 3 : 1);
 };
 
-// The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). A block of 4 warps takes 128
+// The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (DP <= 32,
+// hamerly's widths) also writes each row's Hamerly bounds into upper and lower (seed_bounds;
+// a template argument: the pointers and the branch cost the DP = 32 screen 2 % of its time
+// as arguments, record tc-seed-args-ab-h200-ff9f081.json). A block of 4 warps takes 128
 // rows (32 per warp: two m16 tiles) and walks the centres in tiles of BN (BN / 8 n8 tiles).
 // The block's rows are shifted into float32, scaled per row and split into FP16 hi and lo
 // in shared memory once; centre tiles (split by tc_split_centers) are double-buffered in
@@ -919,7 +922,7 @@ struct HalfTile {
 // the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles, 128
 // row indices (8 bytes) and 128 + 4 ints, SW = DP / 2 + 4
 // (gpumine.kmeans.tensor_cores.half_shared_bytes).
-template <typename T, int DP, bool SPLIT>
+template <typename T, int DP, bool SPLIT, bool SEED>
 __global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const double* __restrict__ shift,    // IN  (d) subtracted from every point
@@ -941,8 +944,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
                index_t* __restrict__ queue,         // OUT (n) queued rows
                int* __restrict__ queue_best,        // OUT (n) their best centre by score
-               float* __restrict__ upper,           // OUT (n) or null: Hamerly's bounds of
-               float* __restrict__ lower)           // OUT (n)   the rows it takes (seed_bounds)
+               float* __restrict__ upper,           // OUT (n) SEED: Hamerly's bounds of the
+               float* __restrict__ lower)           // OUT (n)   rows it takes (seed_bounds)
 {
     constexpr int BM = 128, BN = HalfTile<DP, SPLIT>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     constexpr int KS = DP / 16;  // mma feature steps
@@ -1258,7 +1261,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             }
             finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
                        queue_size, queue, queue_best);
-            if (upper != nullptr && active)
+            if (SEED && active)
                 seed_bounds(upper, lower, i, decided, t, xn[local], (double)cmax_value,
                             bound, screen ? dropped[local] : 0.0);
         }

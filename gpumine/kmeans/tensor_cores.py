@@ -162,6 +162,9 @@ _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
 #: through the cuBLAS path.
 FUSED_DIMS = (16, 32, 64, 128)
+#: ... of which the widths whose kernels can seed Hamerly's bounds (``assign="hamerly"``
+#: takes at most 32 features): :meth:`ScreenedRun.seed`.
+SEED_DIMS = (16, 32)
 _BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multiple of _BN
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
@@ -331,7 +334,8 @@ class _Scratch:
 @declares(_SOURCE, "tc_prepare_centers", _TYPES)
 @declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "tc_split_centers")
-@declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, ("true", "false"))
+@declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, ("true", "false"), ("false",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("true", "false"), ("true",))
 @declares(_SOURCE, "tc_center_residuals")
 @declares(_SOURCE, "tc_screen_plan")
 def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
@@ -385,7 +389,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                (padded, np.int64(words), cmax, c_hi, c_lo))
         def fused_kernel(split):
             kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
-                                "true" if split else "false")
+                                "true" if split else "false", "true" if seeds else "false")
             shared = half_shared_bytes(dp, split)
             if shared > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = shared
@@ -393,7 +397,11 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
 
         common = (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                   np.int32(k_pad))
-        seeds = tuple(kernel_pointer(b) for b in bounds or (None, None))
+        # the bounds for a seed (SEED_DIMS: the widths a bounds assignment takes)
+        seeds = bounds is not None and dp in SEED_DIMS
+        if bounds is not None and not seeds:
+            _unbounded(bounds)
+        pointers = tuple(kernel_pointer(b) for b in (bounds if seeds else (None, None)))
         kernel, shared = fused_kernel(exact)
         if exact and run is not None and run.screens(n, dp):
             c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
@@ -410,11 +418,11 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                 launch(screen, -(-n // _BM), _BM,
                        (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
-                        screen_queue, rows, queue_best, *seeds),
+                        screen_queue, rows, queue_best, *pointers),
                        shared_mem=screen_shared)
             launch(kernel, -(-n // _BM), _BM,
                    (*common, run.plan, kernel_pointer(rows), screen_queue, c_residual, misses,
-                    labels, kernel_pointer(changed), queue_size, queue, queue_best, *seeds),
+                    labels, kernel_pointer(changed), queue_size, queue, queue_best, *pointers),
                    shared_mem=shared)
             launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
                    (run.plan, screen_queue, misses, np.uint32(run.limit(n, dp))))
@@ -422,7 +430,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
         else:
             launch(kernel, -(-n // _BM), _BM,
                    (*common, *(kernel_pointer(None),) * 5, labels, kernel_pointer(changed),
-                    queue_size, queue, queue_best, *seeds),
+                    queue_size, queue, queue_best, *pointers),
                    shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
