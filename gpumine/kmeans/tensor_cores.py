@@ -696,8 +696,9 @@ class ScreenedRun:
         row the re-check assigns gets none (+inf and 0), so the bounds call scans it. The
         kernels that write them are instantiated apart (``SEED``), so the run's other calls
         cost what they did; a seed call cost 6.89 ms against a plain call's 6.53 at 10M x 32,
-        k = 1024 on the H200, where a full scan of ``hamerly`` takes about three plain calls
-        (record ``tc-seed-template-ab-h200-efa3907.json``).
+        k = 1024 on the H200 (record ``tc-seed-template-ab-h200-efa3907.json``), where
+        without it ``hamerly``'s next call would compute every row's distance to every
+        centre.
         """
         if bounded.X is not self.X:
             raise ValueError("the bounds assignment is bound to another array than this run")
