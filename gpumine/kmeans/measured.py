@@ -41,9 +41,10 @@ winner's next call: ``tc-exact``'s (:meth:`ScreenedRun.seed
 from its top-2 scores and their error bound, so ``hamerly`` goes on without a full scan of
 X (``tiled``, which has no such call, leaves it one). 20- and 100-iteration auto fits on
 the H200 at 10M x 32, k = 1024 against the race on X, in turns in one process (record
-``race-seed-ab-h200-b49a694.json``): uniform 175 -> 157 and 687 -> 651 ms (``tc-exact``
-alone 145 and 629), 64 blobs 208 -> 193 and 889 -> 866, 1024 blobs (``hamerly`` wins) 132
--> 126 and 283 -> 274; without the seed a won race cost more than on X (145 and 292 ms).
+``race-seed-final-h200-00bed84.json``): uniform 179 -> 161 and 672 -> 638 ms (``tc-exact``
+alone 144 and 615), 64 blobs 204 -> 193 and 879 -> 855, 1024 blobs (``hamerly`` wins) 129
+-> 124 and 279 -> 273; without the seed a won race cost more than on X (145 and 292 ms
+against 132 and 283, ``race-seed-ab-h200-b49a694.json``).
 Once no race is left -- a stateless winner and ``hamerly``'s races spent -- the race is
 settled and :attr:`_Race.graph_safe`: the fit loop captures the winner's iterations into a
 CUDA graph from then on.
