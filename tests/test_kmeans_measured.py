@@ -301,3 +301,40 @@ def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds)
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
     np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
                                   cp.asnumpy(tiled.cluster_centers_))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sampled", [True, False])
+def test_the_winners_calls_between_races_run_as_cuda_graphs(monkeypatch, sampled):
+    """Between two races the winner's plain calls (graph_calls) are replays of one captured
+    iteration: the race is told each (replayed) and takes the first stretch's seven of them
+    (RERACE_FIRST = 8, less the eager call it captures after) before hamerly's race, on the
+    sample or on X; the fit still equals assign="tiled"'s bit for bit (atomic-fixed's
+    integer sums), with an empty cluster relocated on the way."""
+    import cupy as cp
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
+    if sampled:
+        monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)
+    replays, queues = [], []
+    replayed = measured._Race.replayed
+
+    def spy(race):
+        queues.append(list(race.queue))
+        replays.append(race.graph_calls())
+        replayed(race)
+
+    monkeypatch.setattr(measured._Race, "replayed", spy)
+    X = cp.asarray(np.random.default_rng(10).uniform(size=(30_011, 8)).astype(np.float32))
+    init = cp.asnumpy(X[:48]).copy()
+    init[5] += 1e4
+    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="atomic-fixed",
+                              max_iter=40, tol=0, device="gpu").fit(X)
+                    for assign in ("auto", "tiled"))
+    assert len(replays) >= measured.RERACE_FIRST - 1
+    assert replays[:7] == [7, 6, 5, 4, 3, 2, 1]  # the first stretch, down to its last call
+    assert all(queue[0] == 0 for queue in queues)  # tc-exact's calls only, never a race's
+    assert raced.n_iter_ == tiled.n_iter_ == 40
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
+                                  cp.asnumpy(tiled.cluster_centers_))

@@ -117,6 +117,12 @@ class LloydResult:
     iteration_seconds: list | None = None
 
 
+#: The fewest calls a stretch of an assignment's plain calls (``graph_calls``, the measured
+#: race's winner between two races) must have left for the loop to capture one into a CUDA
+#: graph and replay it: a capture costs about an eager iteration's launches.
+MIN_GRAPH_CALLS = 3
+
+
 def tolerance(X, tol: float, xp=np, mean=None) -> float:
     """``tol`` times the mean per-feature variance of X (0 stays 0).
 
@@ -445,10 +451,20 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
         gpu.finish_centers(sums, weights, centers, centers_new, buffers)
 
     # Graphs where both strategies are graph_safe; an assignment that becomes so later (the
-    # measured race, once settled: graph_safe_later) is captured from then on.
+    # measured race, once settled: graph_safe_later) is captured from then on. Before that
+    # it may say how many of its next calls are one plain call over and over
+    # (graph_calls: the race's winner between two races): the loop captures one and
+    # replays it for them, telling it each replay (replayed), then runs eagerly again.
     can_graph = counts and getattr(update, "graph_safe", False) and gpu.graphs_enabled()
     use_graph = can_graph and (getattr(assign, "graph_safe", False)
                                or getattr(assign, "graph_safe_later", False))
+    stretches = use_graph and hasattr(assign, "graph_calls")
+
+    def graph_calls() -> int:
+        """Calls the captured graph may still stand for (a large number: all)."""
+        if getattr(assign, "graph_safe", False):
+            return 1 << 30
+        return assign.graph_calls() if stretches else 0
     caller = xp.cuda.get_current_stream()
     stream = xp.cuda.Stream(non_blocking=True) if use_graph else caller
     if stream is not caller:  # capture needs a stream of its own; it starts after X is ready
@@ -457,12 +473,16 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
     strict_convergence = False
     with stream:
         for iteration in range(max_iter):
+            if graph is not None and graph_calls() < 1:
+                graph = None  # the stretch is over: the assignment's next call differs
             if graph is not None:
                 graph.launch(stream)
+                if stretches and not getattr(assign, "graph_safe", False):
+                    assign.replayed()
             else:
                 step()  # the first iteration also compiles and warms what the graph captures
                 if (use_graph and iteration + 1 < max_iter
-                        and getattr(assign, "graph_safe", False)):
+                        and graph_calls() >= MIN_GRAPH_CALLS):
                     stream.begin_capture()
                     step()
                     graph = stream.end_capture()

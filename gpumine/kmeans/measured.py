@@ -281,6 +281,10 @@ class _Race:
         if X is not self.X:  # another array than the run's: no race, no state
             self.owner(X, centers, labels, changed)
             return
+        if self.queue and cupy_module().cuda.get_current_stream().is_capturing():
+            # the fit loop captures the winner's plain call (graph_calls): no queue, no events
+            self.entries[self.winner][1](X, centers, labels, changed)
+            return
         if self.queue is None:  # decided: the winner, timed while it has bounds to lose
             if self.watch is None:
                 self.entries[self.winner][1](X, centers, labels, changed)
@@ -338,6 +342,27 @@ class _Race:
                 if call:  # the first compiles kernels: not compared
                     pairs.append((start, stream.record()))
             self.timed[index] = pairs[-COMPARED_CALLS:]
+
+    def graph_calls(self) -> int:
+        """How many of the next calls are the winner's plain call -- between two races, not
+        watched, nothing to seed, the winner assigning and ``graph_safe`` -- so the fit loop
+        may replay a captured one for them (:func:`gpumine.kmeans.lloyd._lloyd_device`)
+        instead of running them eagerly: 0 where the next call races, seeds or is watched
+        (and once settled, where :attr:`graph_safe` takes over)."""
+        if (not self.queue or self.winner is None or self.seeding is not None
+                or self.watch is not None or self.current != self.winner
+                or not getattr(self.entries[self.winner][1], "graph_safe", False)):
+            return 0
+        calls = 0
+        for index in self.queue:
+            if index != self.winner:
+                break
+            calls += 1
+        return calls
+
+    def replayed(self) -> None:
+        """One of :meth:`graph_calls`' calls ran as a graph replay: off the queue, untimed."""
+        self.queue.pop(0)
 
     def _seed(self, centers, labels, changed) -> None:
         """The assigning candidate's call that also fills the winner's bounds
