@@ -410,8 +410,8 @@ class _Race:
 
     def _watched(self, X, centers, labels, changed) -> None:
         """The winner with bounds, each call timed; every :data:`WATCH_CALLS` calls their mean
-        against the best stateless candidate's race time, which takes over when faster. The
-        call after a reset (a full scan) is not counted."""
+        against the best stateless candidate's time on X (:data:`WATCH_CALLS`), which takes
+        over when faster. The call after a reset (a full scan) is not counted."""
         from gpumine.backend import cupy_module
 
         cp = cupy_module()
