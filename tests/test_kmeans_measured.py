@@ -54,6 +54,94 @@ def test_the_reason_names_the_measured_times():
     assert "did not end" in race.reason("the fixed rule")
 
 
+class _Stateless:
+    """A stand-in for tc-exact's strategy (no GPU): bound, it is graph-safe and may seed."""
+
+    def __init__(self, seeds):
+        self.seeds = seeds
+
+    def bind(self, X):
+        run = type("Run", (), {"graph_safe": True})()
+        if self.seeds:
+            run.seed = lambda *args: None
+        return run
+
+
+class _Bounded:
+    """A stand-in for hamerly's strategy: bound, it has state (reset) and counts resets."""
+
+    def bind(self, X):
+        return type("Bounds", (), {"resets": 0, "reset": lambda self: setattr(
+            self, "resets", self.resets + 1)})()
+
+
+def _race(seeds=True, rows=1_000_000):
+    owner = measured.MeasuredAssign.__new__(measured.MeasuredAssign)
+    owner.names = ["tc-exact", "hamerly"]
+    owner._strategies = {"tc-exact": _Stateless(seeds), "hamerly": _Bounded()}
+    owner.used = owner.chosen = None
+    return measured._Race(owner, np.empty((rows, 8), dtype=np.float32))
+
+
+def test_graph_calls_count_the_winners_plain_calls_before_the_next_race():
+    race = _race()
+    assert race.graph_calls() == 0  # the first race: timed calls
+    race.winner = race.current = 0
+    race.queue = [0, 0, 0, 1, 1]
+    assert race.graph_calls() == 3
+    race.replayed()
+    assert race.graph_calls() == 2 and race.queue == [0, 0, 1, 1]
+    for state, value in (("watch", (0, 1.0)), ("seeding", (0, 1)), ("current", 1)):
+        saved = getattr(race, state)
+        setattr(race, state, value)
+        assert race.graph_calls() == 0, state
+        setattr(race, state, saved)
+    race.entries[0][1].graph_safe = False
+    assert race.graph_calls() == 0
+
+
+@pytest.mark.parametrize("seeds", [True, False])
+def test_a_sample_race_won_by_hamerly_seeds_it_or_makes_it_scan(monkeypatch, seeds):
+    """hamerly (index 1) wins on the sample: tc-exact's next call seeds its bounds where it
+    can (no reset), else it takes over now with a full scan (reset, the call not watched);
+    either way it is watched against tc-exact's time on X, not the sample's."""
+    race = _race(seeds)
+    assert race.bounded_stride == measured.SAMPLE_STRIDE and race.bounded == [1]
+    race.winner = race.current = 0
+    race.queue, race.sampled = [], {1: ["pair"], 0: ["pair"]}
+    race.timed = {0: ["pair"]}
+    times = {True: {1: 0.001, 0: 0.002}, False: {0: 0.016}}  # the sample's, then X's
+    monkeypatch.setattr(measured._Race, "_race_times",
+                        staticmethod(lambda timed: times[1 in timed]))
+    race._choose()
+    assert race.winner == 1 and race.queue is None and race.watch == (0, 0.016)
+    bounds = race.entries[1][1]
+    if seeds:
+        assert race.seeding == (0, 1) and race.current == 0 and bounds.resets == 0
+    else:
+        assert race.seeding is None and race.current == 1 and bounds.resets == 1
+        assert race.fresh
+    assert race.owner.seconds == {"hamerly": 0.001, "tc-exact": 0.002}
+
+
+def test_a_sample_race_lost_by_hamerly_queues_the_next_one(monkeypatch):
+    race = _race()
+    race.winner = race.current = 0
+    race.queue, race.sampled = [], {1: ["pair"], 0: ["pair"]}
+    monkeypatch.setattr(measured._Race, "_race_times",
+                        staticmethod(lambda timed: {1: 0.003, 0: 0.002}))
+    race._choose()
+    first = measured.RERACE_FIRST
+    assert race.winner == 0 and race.seeding is None and race.bounded_races == 1
+    assert race.queue == [0] * first + [1] * TRIAL_CALLS and race.period == 2 * first
+    assert race.graph_calls() == first  # the winner's calls before hamerly's next race
+
+
+def test_a_small_fit_races_hamerly_on_every_row():
+    race = _race(rows=measured.SAMPLE_STRIDE * measured.SAMPLE_MIN_ROWS - 1)
+    assert race.bounded_stride == 1
+
+
 def _blobs(n, d, centres, seed, dtype=np.float32):
     rng = np.random.default_rng(seed)
     middle = rng.uniform(-10, 10, size=(centres, d))
