@@ -387,6 +387,12 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
         c_lo = scratch.empty("c_lo", words, cp.uint32)
         launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
                (padded, np.int64(words), cmax, c_hi, c_lo))
+        # the bounds for a seed (SEED_DIMS: the widths a bounds assignment takes)
+        seeds = bounds is not None and dp in SEED_DIMS
+        if bounds is not None and not seeds:
+            _unbounded(bounds)
+        pointers = tuple(kernel_pointer(b) for b in (bounds if seeds else (None, None)))
+
         def fused_kernel(split):
             kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
                                 "true" if split else "false", "true" if seeds else "false")
@@ -397,11 +403,6 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
 
         common = (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                   np.int32(k_pad))
-        # the bounds for a seed (SEED_DIMS: the widths a bounds assignment takes)
-        seeds = bounds is not None and dp in SEED_DIMS
-        if bounds is not None and not seeds:
-            _unbounded(bounds)
-        pointers = tuple(kernel_pointer(b) for b in (bounds if seeds else (None, None)))
         kernel, shared = fused_kernel(exact)
         if exact and run is not None and run.screens(n, dp):
             c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
