@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gpumine import GPUKMeans, registry
+from gpumine.exceptions import InvalidParameterError
 from gpumine.kmeans.bounds import _bound
 
 
@@ -312,6 +313,6 @@ def test_seeding_another_array_is_refused(cp, rng):
     X = _columns(cp, rng.normal(size=(100, 3)).astype(np.float32))
     Y = _columns(cp, rng.normal(size=(100, 3)).astype(np.float32))
     labels = cp.zeros(100, dtype=cp.int32)
-    with pytest.raises(ValueError, match="another array"):
+    with pytest.raises(InvalidParameterError, match="another array"):
         assign_tc_exact.bind(X).seed(BoundAssign(Y), X[:4].copy(), labels)
     assert not labels.any()  # untouched

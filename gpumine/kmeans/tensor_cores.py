@@ -702,7 +702,8 @@ class ScreenedRun:
         centre.
         """
         if bounded.X is not self.X:
-            raise ValueError("the bounds assignment is bound to another array than this run")
+            raise InvalidParameterError(
+                "the bounds assignment is bound to another array than this run")
         upper, lower = bounded.seeded(centers)
         _assign(self.X, centers, labels, changed, exact=True, run=self, bounds=(upper, lower))
 
