@@ -79,6 +79,23 @@ def test_every_call_equals_tiled_as_centres_move(cp, n, d, k, offset, dtype, rng
         assert scanned[-1] < n // 2, scanned  # and late calls skip most points
 
 
+def _lattice_near_ties(rng, offset, dtype):
+    """Centres on an integer lattice (4 features, 64 centres, plus `offset`) and 20,000
+    points halfway between two of them, nudged by a few ulps: (centres float64, points)."""
+    d, k = 4, 64
+    C = rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset
+    a, b = rng.randint(0, k, size=(2, 20000))
+    t = 0.5 + rng.randint(-3, 4, size=(20000, 1)) * np.finfo(dtype).eps
+    return C, (C[a] * t + C[b] * (1 - t)).astype(dtype)
+
+
+def _ulp_moved(cp, centers, rng, offset):
+    """The centres moved by -2..2 ulps of their magnitude (at least 1) each."""
+    dtype = centers.dtype
+    return centers + cp.asarray(rng.randint(-2, 3, size=centers.shape)
+                                * np.finfo(dtype).eps * max(1.0, abs(offset)), dtype=dtype)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
@@ -87,19 +104,14 @@ def test_near_ties_far_from_the_origin(cp, offset, dtype, rng):
     skip a point whose computed distances are within rounding of each other."""
     from gpumine.kmeans.bounds import BoundAssign
 
-    d, k = 4, 64
-    C = rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset
-    a, b = rng.randint(0, k, size=(2, 20000))
-    t = 0.5 + rng.randint(-3, 4, size=(20000, 1)) * np.finfo(dtype).eps
-    X = _columns(cp, (C[a] * t + C[b] * (1 - t)).astype(dtype))
+    C, host = _lattice_near_ties(rng, offset, dtype)
+    X = _columns(cp, host)
     bound = BoundAssign(X)
     labels = cp.full(X.shape[0], -1, dtype=cp.int32)
     centers = cp.asarray(C, dtype=dtype)
     for step in range(4):  # moves of a few ulps, then none
         if step < 3:
-            centers = centers + cp.asarray(rng.randint(-2, 3, size=C.shape)
-                                           * np.finfo(dtype).eps * max(1.0, abs(offset)),
-                                           dtype=dtype)
+            centers = _ulp_moved(cp, centers, rng, offset)
         bound(X, centers, labels)
         assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, centers)), step
 
@@ -279,11 +291,7 @@ def test_seeded_bounds_on_near_ties(cp, offset, dtype, rng):
     from gpumine.kmeans.bounds import BoundAssign
     from gpumine.kmeans.tensor_cores import assign_tc_exact
 
-    d, k = 4, 64
-    C = rng.randint(0, 4, size=(k, d)).astype(np.float64) + offset
-    a, b = rng.randint(0, k, size=(2, 20000))
-    t = 0.5 + rng.randint(-3, 4, size=(20000, 1)) * np.finfo(dtype).eps
-    host = (C[a] * t + C[b] * (1 - t)).astype(dtype)
+    C, host = _lattice_near_ties(rng, offset, dtype)
     X = _columns(cp, host)
     centers = cp.asarray(C, dtype=dtype)
     run, bound = assign_tc_exact.bind(X), BoundAssign(X)
@@ -298,9 +306,7 @@ def test_seeded_bounds_on_near_ties(cp, offset, dtype, rng):
     assert np.all(cp.asnumpy(bound.lower) <= distances.min(axis=1))
     for step in range(3):  # moves of a few ulps, then none
         if step < 2:
-            centers = centers + cp.asarray(rng.randint(-2, 3, size=C.shape)
-                                           * np.finfo(dtype).eps * max(1.0, abs(offset)),
-                                           dtype=dtype)
+            centers = _ulp_moved(cp, centers, rng, offset)
         bound(X, centers, labels)
         assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, centers)), step
 

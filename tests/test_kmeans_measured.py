@@ -142,6 +142,19 @@ def test_a_small_fit_races_hamerly_on_every_row():
     assert race.bounded_stride == 1
 
 
+def _spy_switch(monkeypatch) -> list:
+    """The names of the candidates the race hands the labels to (_switch), in order."""
+    used = []
+    switch = measured._Race._switch
+
+    def spy(race, index):
+        used.append(race.entries[index][0])
+        switch(race, index)
+
+    monkeypatch.setattr(measured._Race, "_switch", spy)
+    return used
+
+
 def _blobs(n, d, centres, seed, dtype=np.float32):
     rng = np.random.default_rng(seed)
     middle = rng.uniform(-10, 10, size=(centres, d))
@@ -201,14 +214,7 @@ def test_a_candidate_with_bounds_sits_out_the_first_race(monkeypatch):
 
     monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
     monkeypatch.setattr(measured, "RERACE_FIRST", 1000)
-    used = []
-    switch = measured._Race._switch
-
-    def spy(race, index):
-        used.append(race.entries[index][0])
-        switch(race, index)
-
-    monkeypatch.setattr(measured._Race, "_switch", spy)
+    used = _spy_switch(monkeypatch)
     X = cp.asarray(_blobs(30_011, 8, 24, seed=4))
     init = cp.asnumpy(X[:48])
     raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=20, tol=0,
@@ -354,14 +360,7 @@ def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds)
         return out
 
     monkeypatch.setattr(measured._Race, "_race_times", staticmethod(times))
-    used = []
-    switch = measured._Race._switch
-
-    def spy(race, index):
-        used.append(race.entries[index][0])
-        switch(race, index)
-
-    monkeypatch.setattr(measured._Race, "_switch", spy)
+    used = _spy_switch(monkeypatch)
     seeds = []
     seed = tensor_cores.ScreenedRun.seed
 
