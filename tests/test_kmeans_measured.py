@@ -31,7 +31,7 @@ def test_the_reason_names_the_measured_times():
     race.names, race.chosen, race.seconds = ["tc-exact", "hamerly"], "hamerly", {
         "tc-exact": 0.036, "hamerly": 0.0091}
     race.races, race.stride, race.handed_back = 3, 1, None
-    race.bounded_stride, race.bounded = 1, ["hamerly"]
+    race.bounded_stride, race.bounded, race.floored = 1, ["hamerly"], {}
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 3 race(s) (an assignment, each candidate's best "
         "recent call): hamerly 9.1 ms, tc-exact 36 ms")
@@ -50,6 +50,10 @@ def test_the_reason_names_the_measured_times():
     assert race.reason("the fixed rule") == (
         "measured on this fit's data, 1 race on every 8th row (an assignment of those rows, "
         "each candidate's best recent call): hamerly 9.1 ms, tc-exact 36 ms")
+    race.floored = {"tiled": 0.0078}
+    assert race.reason("the fixed rule").endswith(
+        "hamerly 9.1 ms, tc-exact 36 ms; tiled not raced (no call of it can take less than "
+        "7.8 ms on those rows)")
     race.chosen = None
     assert "did not end" in race.reason("the fixed rule")
 
@@ -140,6 +144,58 @@ def test_a_sample_race_lost_by_hamerly_queues_the_next_one(monkeypatch):
 def test_a_small_fit_races_hamerly_on_every_row():
     race = _race(rows=measured.SAMPLE_STRIDE * measured.SAMPLE_MIN_ROWS - 1)
     assert race.bounded_stride == 1
+
+
+class _Floored:
+    """A stand-in for tiled's strategy: no state, a floor from the shape (seconds)."""
+
+    def __init__(self, floor):
+        self.floor, self.asked = floor, []
+
+    def floor_seconds(self, n, d, k):
+        self.asked.append((n, d, k))
+        return self.floor
+
+
+def _wide_race(floor):
+    owner = measured.MeasuredAssign.__new__(measured.MeasuredAssign)
+    owner.names = ["tc-exact", "tiled"]
+    owner._strategies = {"tc-exact": _Stateless(True), "tiled": _Floored(floor)}
+    owner.used = owner.chosen = None
+    owner.floored = {}
+    return measured._Race(owner, np.empty((100_000, 40), dtype=np.float32))
+
+
+@pytest.mark.parametrize("floor, dropped", [(0.002, True), (0.003, True), (0.0019, False)])
+def test_a_candidate_whose_floor_is_beaten_already_is_not_raced(monkeypatch, floor, dropped):
+    """tiled (index 1) races after tc-exact, which measured 2 ms: at a floor of 2 ms or
+    more no call of tiled can win, so its calls leave the queue and the owner keeps its
+    floor for the reason; below, it races. The floor is asked for the race's rows and the
+    fit's features and centres."""
+    race = _wide_race(floor)
+    assert race.stride == 1 and race.queue == [0] * TRIAL_CALLS + [1] * TRIAL_CALLS
+    race.queue = race.queue[TRIAL_CALLS:]
+    race.timed = {0: ["pair"]}
+    monkeypatch.setattr(measured._Race, "_race_times",
+                        staticmethod(lambda timed: {i: 0.002 for i in timed}))
+    race._drop_floored(rows=100_000, k=1024)
+    assert race.owner._strategies["tiled"].asked == [(100_000, 40, 1024)]
+    assert race.queue == ([] if dropped else [1] * TRIAL_CALLS)
+    assert race.owner.floored == ({"tiled": floor} if dropped else {})
+
+
+def test_no_floor_is_compared_before_a_time_or_for_a_timed_candidate(monkeypatch):
+    """Nothing timed yet (the race's first candidate), a candidate without a floor, or one
+    already timed: never dropped."""
+    race = _wide_race(1.0)
+    monkeypatch.setattr(measured._Race, "_race_times",
+                        staticmethod(lambda timed: {i: 0.002 for i in timed}))
+    assert not race._floored(1, 100_000, 1024)  # no time yet
+    race.timed = {0: ["pair"]}
+    assert not race._floored(0, 100_000, 1024)  # tc-exact has no floor
+    race.timed[1] = []
+    assert not race._floored(1, 100_000, 1024)  # raced already
+    assert race.owner.floored == {}
 
 
 def _spy_switch(monkeypatch) -> list:
@@ -422,6 +478,68 @@ def test_the_winners_calls_between_races_run_as_cuda_graphs(monkeypatch, sampled
     assert replays[:7] == [7, 6, 5, 4, 3, 2, 1]  # the first stretch, down to its last call
     assert all(queue[0] == 0 for queue in queues)  # tc-exact's calls only, never a race's
     assert raced.n_iter_ == tiled.n_iter_ == 40
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
+                                  cp.asnumpy(tiled.cluster_centers_))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, d, k", [(1 << 20, 8, 256), (262_147, 64, 512), (131_101, 129, 300)])
+def test_tiled_floor_is_below_every_call(n, d, k):
+    """tiled_floor_seconds is a lower bound: below the fastest of five timed calls of
+    assign_tiled (registers kernel at d = 8, the shared-memory tiles past 32 features), and
+    within 40x of it (a floor of the right order, not zero)."""
+    import cupy as cp
+
+    from gpumine.kmeans.gpu import assign_tiled, column_buffer, tiled_floor_seconds
+
+    rng = np.random.default_rng(n)
+    X = cp.asarray(rng.uniform(size=(n, d)).astype(np.float32))
+    X = cp.ascontiguousarray(X.T).T
+    assert column_buffer(X) is not None
+    centers = X[:k].copy()
+    labels = cp.zeros(n, dtype=cp.int32)
+    assign_tiled(X, centers, labels)  # compiles
+    stream = cp.cuda.get_current_stream()
+    times = []
+    for _ in range(5):
+        start = stream.record()
+        assign_tiled(X, centers, labels)
+        end = stream.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+    floor = tiled_floor_seconds(n, d, k)
+    assert 0 < floor < min(times) < 40 * floor
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("floor", [1.0, 0.0])
+def test_a_wide_race_leaves_out_tiled_when_its_floor_is_beaten(monkeypatch, floor):
+    """Wide data races tc-exact and tiled on every 8th row: with tiled's floor above any
+    call (1 s) it is not raced -- the reason says so, tc-exact assigns -- and with a floor
+    of 0 it races as before; either way the fit equals assign="tiled"'s bit for bit."""
+    import cupy as cp
+
+    from gpumine.kmeans import estimator, gpu
+
+    monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
+    monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)
+    monkeypatch.setattr(gpu.assign_tiled, "floor_seconds", lambda n, d, k: floor)
+    # tc-exact first, whatever the shape's pick: the first candidate has nothing to beat
+    monkeypatch.setattr(estimator, "race_candidates", lambda pick, **shape: sorted(
+        measured.race_candidates(pick, **shape)))
+    X = cp.asarray(np.random.default_rng(11).uniform(size=(30_011, 40)).astype(np.float32))
+    init = cp.asnumpy(X[:48]).copy()
+    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="atomic-fixed", max_iter=30,
+                              tol=0, device="gpu").fit(X) for assign in ("auto", "tiled"))
+    reason = raced.strategy_reasons_["assign"]
+    assert "1 race on every 8th row" in reason
+    assert ("tiled not raced" in reason) == bool(floor)
+    if floor:
+        assert raced.strategies_["assign"] == "tc-exact" and "tiled " not in reason.split(";")[0]
+    else:
+        assert "tiled " in reason
+    assert raced.n_iter_ == tiled.n_iter_ == 30
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
     np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
                                   cp.asnumpy(tiled.cluster_centers_))

@@ -48,6 +48,7 @@ __all__ = [
     "kmeans_plusplus",
     "points_per_thread",
     "relocate_empty_clusters",
+    "tiled_floor_seconds",
     "tiled_shape",
     "update_atomic",
     "update_atomic_f64",
@@ -211,6 +212,34 @@ def assign_tiled(X, centers, labels, changed=None):
 
 assign_tiled.counts_changes = True  # the engine's loop then keeps no copy of the labels
 assign_tiled.graph_safe = True  # launches only: capturable into a CUDA graph
+
+#: FP32 lanes a multiprocessor, at most, on every NVIDIA GPU to date (64 on sm_70 and
+#: sm_80, 128 from sm_86): the floor below takes the most, so it never overstates.
+_FP32_LANES_PER_SM = 128
+
+
+def tiled_floor_seconds(n: int, d: int, k: int) -> float:
+    """The fewest seconds a call of :func:`assign_tiled` can take on the current device.
+
+    Its direct distances cost two instructions per row, centre and feature (a
+    subtraction and a fused multiply-add) on the SIMT lanes, with no pruning: the count
+    does not depend on the data. No call can issue ``2 n d k`` of them faster than
+    multiprocessors x 128 lanes x the boost clock (every lane issuing every cycle; float64
+    is slower still). A lower bound, for :mod:`gpumine.kmeans.measured` to skip racing
+    ``tiled`` where another candidate already measured faster than it.
+
+    Examples
+    --------
+    >>> from gpumine.kmeans.gpu import tiled_floor_seconds
+    >>> tiled_floor_seconds(1_000_000, 128, 1024)   # H200: 132 SMs at 1.98 GHz  # doctest: +SKIP
+    0.00783...
+    """
+    lanes = device_attribute("MultiProcessorCount") * _FP32_LANES_PER_SM
+    rate = lanes * device_attribute("ClockRate") * 1e3  # ClockRate in kHz: instructions a second
+    return 2.0 * n * d * k / rate
+
+
+assign_tiled.floor_seconds = tiled_floor_seconds
 
 
 @declares(_ASSIGN, "argmin_epilogue", _TYPES)

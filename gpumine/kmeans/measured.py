@@ -52,6 +52,12 @@ replays of one captured iteration too (:meth:`_Race.graph_calls`, :meth:`_Race.r
 20-iteration fits 159 -> 154 ms on uniform data at 10M x 32, k = 1024, 1-3 % on the
 record's other rows (``race-stretch-graphs-ab-h200-1731cb9.json``).
 
+A candidate whose calls cannot win is not raced: ``tiled``'s time follows from the shape
+alone (no pruning), and no call of it can beat ``2 n d k`` instructions at the device's
+peak issue rate (:func:`~gpumine.kmeans.gpu.tiled_floor_seconds`). Where an earlier
+candidate already measured faster than that floor on the same rows, ``tiled``'s calls are
+left out (on the sample, after one wait for the earlier calls' events).
+
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
 status readback has passed them: no host sync is added. ``hamerly`` keeps bounds from call
@@ -160,6 +166,10 @@ class MeasuredAssign:
     bounded_stride : int
         1, or a candidate with bounds raced on every ``bounded_stride``-th row
         (:data:`BOUNDED_SAMPLE`).
+    floored : dict
+        The candidates not raced, each with its floor in seconds: no call of it could
+        beat a time another candidate had already measured (``tiled``'s
+        :func:`~gpumine.kmeans.gpu.tiled_floor_seconds`).
     """
 
     counts_changes = True
@@ -177,6 +187,7 @@ class MeasuredAssign:
         self.stride = self.bounded_stride = 1
         self.bounded: list = []  # the candidates with bounds (state), by name
         self.handed_back = None  # the winner with bounds that handed the labels back
+        self.floored: dict = {}  # candidates not raced: their floor (seconds) beat already
 
     def __call__(self, X, centers, labels, changed=None):
         """Unbound (no run's state): the winner, or the first candidate."""
@@ -197,6 +208,9 @@ class MeasuredAssign:
                     f"ran fewer than {TRIAL_CALLS * len(self.names)} iterations)")
         times = ", ".join(f"{name} {1e3 * seconds:.3g} ms"
                           for name, seconds in sorted(self.seconds.items(), key=lambda i: i[1]))
+        times += "".join(f"; {name} not raced (no call of it can take less than "
+                         f"{1e3 * seconds:.3g} ms on those rows)"
+                         for name, seconds in self.floored.items())
         if self.handed_back is not None:
             return (f"measured on this fit's data, {self.races} race(s) (an assignment, each "
                     f"candidate's best recent call): {times}; {self.handed_back} won one, then "
@@ -302,6 +316,8 @@ class _Race:
             self._switch(0)
             self.entries[0][1](X, centers, labels, changed)
             return
+        if self.queue:
+            self._drop_floored(X.shape[0], centers.shape[0])
         if not self.queue:
             self._choose()
         if self.seeding is not None:  # a candidate with bounds won on the sample
@@ -338,6 +354,10 @@ class _Race:
         scratch = cp.zeros(sample.shape[0], dtype=cp.int32)
         stream = cp.cuda.get_current_stream()
         for index, (_, fn) in enumerate(self.entries):
+            # sync (where a candidate has a floor): the earlier candidates' sample calls, a
+            # millisecond or two queued; it spares a call that cannot win (a few ms)
+            if self._floored(index, sample.shape[0], centers.shape[0]):
+                continue
             pairs = []
             for call in range(TRIAL_CALLS):
                 start = stream.record()
@@ -345,6 +365,31 @@ class _Race:
                 if call:  # the first compiles kernels: not compared
                     pairs.append((start, stream.record()))
             self.timed[index] = pairs[-COMPARED_CALLS:]
+
+    def _floored(self, index: int, rows: int, k: int) -> bool:
+        """Whether candidate ``index`` cannot win: its floor (``floor_seconds``, a lower
+        bound on any call's time from its shape alone: ``tiled``'s) on ``rows`` rows is at
+        least another candidate's race time so far (``self.timed``). Such a candidate is
+        not raced (``owner.floored`` keeps its floor for the reason); waits for the timed
+        calls' last event."""
+        floor = getattr(self.owner._strategies[self.entries[index][0]], "floor_seconds",
+                        None)
+        if floor is None or index in self.timed:
+            return False
+        times = self._race_times({i: p for i, p in self.timed.items() if i != index})
+        seconds = floor(rows, self.X.shape[1], k)
+        if not times or seconds < min(times.values()):
+            return False
+        self.owner.floored[self.entries[index][0]] = seconds
+        return True
+
+    def _drop_floored(self, rows: int, k: int) -> None:
+        """Off the queue, every call of a candidate that cannot win (:meth:`_floored`)
+        before its turn comes (the race on X: the earlier candidates' calls are timed by
+        then, their events passed by the readbacks)."""
+        while self.queue and self._floored(self.queue[0], rows, k):
+            dropped = self.queue[0]
+            self.queue = [i for i in self.queue if i != dropped]
 
     def graph_calls(self) -> int:
         """How many of the next calls are the winner's plain call -- between two races, not
