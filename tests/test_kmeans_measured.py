@@ -46,14 +46,14 @@ def test_the_reason_names_the_measured_times():
         "recent call): tc-exact 36 ms, hamerly 50 ms; hamerly won one, then averaged the time "
         f"above over {measured.WATCH_CALLS} calls and handed the labels back")
     race.chosen, race.handed_back, race.seconds["hamerly"] = "hamerly", None, 0.0091
-    race.stride = 8
+    race.stride, race.on_sample = 8, ["hamerly"]
     assert race.reason("the fixed rule") == (
-        "measured on this fit's data, 1 race on every 8th row (an assignment of those rows, "
-        "each candidate's best recent call): hamerly 9.1 ms, tc-exact 36 ms")
+        "measured on this fit's data, 1 race (hamerly on every 8th row, its time times 8; an "
+        "assignment, each candidate's best recent call): hamerly 9.1 ms, tc-exact 36 ms")
     race.floored = {"tiled": 0.0078}
     assert race.reason("the fixed rule").endswith(
         "hamerly 9.1 ms, tc-exact 36 ms; tiled not raced (no call of it can take less than "
-        "7.8 ms on those rows)")
+        "7.8 ms on this fit's rows)")
     race.chosen = None
     assert "did not end" in race.reason("the fixed rule")
 
@@ -157,13 +157,13 @@ class _Floored:
         return self.floor
 
 
-def _wide_race(floor):
+def _wide_race(floor, rows=100_000, names=("tc-exact", "tiled")):
     owner = measured.MeasuredAssign.__new__(measured.MeasuredAssign)
-    owner.names = ["tc-exact", "tiled"]
+    owner.names = list(names)
     owner._strategies = {"tc-exact": _Stateless(True), "tiled": _Floored(floor)}
     owner.used = owner.chosen = None
     owner.floored = {}
-    return measured._Race(owner, np.empty((100_000, 40), dtype=np.float32))
+    return measured._Race(owner, np.empty((rows, 40), dtype=np.float32))
 
 
 @pytest.mark.parametrize("floor, dropped", [(0.002, True), (0.003, True), (0.0019, False)])
@@ -182,6 +182,25 @@ def test_a_candidate_whose_floor_is_beaten_already_is_not_raced(monkeypatch, flo
     assert race.owner._strategies["tiled"].asked == [(100_000, 40, 1024)]
     assert race.queue == ([] if dropped else [1] * TRIAL_CALLS)
     assert race.owner.floored == ({"tiled": floor} if dropped else {})
+
+
+@pytest.mark.parametrize("names", [["tc-exact", "tiled"], ["tiled", "tc-exact"]])
+def test_a_sample_race_times_tc_exact_on_x_and_tiled_on_the_sample(monkeypatch, names):
+    """With rows enough, the candidate without a floor (tc-exact) makes the fit's calls and
+    is timed on X, whatever the order; tiled races on every 8th row and its time counts
+    eight times: 0.3 ms on the sample against tc-exact's 2 ms on X loses (2.4 ms)."""
+    race = _wide_race(1e-9, rows=1_000_000, names=names)
+    tc, tiled = names.index("tc-exact"), names.index("tiled")
+    assert race.stride == measured.SAMPLE_STRIDE
+    assert race.queue == [tc] * TRIAL_CALLS and race.on_sample == [tiled]
+    assert race.owner.on_sample == ["tiled"]
+    race.timed, race.scaled = {tc: ["pair"], tiled: ["pair"]}, {tiled: race.stride}
+    race.queue, race.on_sample = [], []
+    monkeypatch.setattr(measured._Race, "_race_times", staticmethod(
+        lambda timed: {tc: 0.002, tiled: 0.0003}))
+    race._choose()
+    assert race.winner == tc and race.queue is None
+    assert race.owner.seconds == {"tc-exact": 0.002, "tiled": pytest.approx(0.0024)}
 
 
 def test_no_floor_is_compared_before_a_time_or_for_a_timed_candidate(monkeypatch):
@@ -250,7 +269,8 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
     names = race_candidates("tiled", n_samples=1, n_features=d, n_clusters=1, max_iter=300)
     assert raced.strategies_["assign"] in names
     assert "on this fit's data" in raced.strategy_reasons_["assign"]
-    assert ("1 race on every 8th row" in raced.strategy_reasons_["assign"]) == (d > 32)
+    assert ("on every 8th row, its time times 8" in raced.strategy_reasons_["assign"]) == (
+        d > 32)
     assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
     np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
@@ -357,7 +377,9 @@ def test_a_settled_race_runs_the_rest_of_the_fit_as_cuda_graphs(monkeypatch):
                               tol=0, device="gpu").fit(X) for assign in ("auto", "tiled"))
     assert "every 8th row" in raced.strategy_reasons_["assign"]
     assert raced.n_iter_ == tiled.n_iter_ == 40
-    assert 1 <= len(calls) <= 4 and calls[-1]  # the last call settled, then graph launches
+    # tc-exact's two calls, the sample's race beside its third, the choice at the fourth:
+    # settled from the fifth, then graph launches
+    assert 1 <= len(calls) <= 6 and calls[-1]
     np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
     np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
                                   cp.asnumpy(tiled.cluster_centers_))
@@ -515,26 +537,25 @@ def test_tiled_floor_is_below_every_call(n, d, k):
 @pytest.mark.gpu
 @pytest.mark.parametrize("floor", [1.0, 0.0])
 def test_a_wide_race_leaves_out_tiled_when_its_floor_is_beaten(monkeypatch, floor):
-    """Wide data races tc-exact and tiled on every 8th row: with tiled's floor above any
-    call (1 s) it is not raced -- the reason says so, tc-exact assigns -- and with a floor
-    of 0 it races as before; either way the fit equals assign="tiled"'s bit for bit."""
+    """Wide data: tc-exact assigns (timed on every row) while tiled races on every 8th
+    row: with tiled's floor above any call (1 s) it is not raced -- the reason says so,
+    tc-exact assigns -- and with a floor of 0 it races; either way the fit equals
+    assign="tiled"'s bit for bit."""
     import cupy as cp
 
-    from gpumine.kmeans import estimator, gpu
+    from gpumine.kmeans import gpu
 
     monkeypatch.setattr(measured, "RACE_MIN_WORK", 0)
     monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)
     monkeypatch.setattr(gpu.assign_tiled, "floor_seconds", lambda n, d, k: floor)
-    # tc-exact first, whatever the shape's pick: the first candidate has nothing to beat
-    monkeypatch.setattr(estimator, "race_candidates", lambda pick, **shape: sorted(
-        measured.race_candidates(pick, **shape)))
     X = cp.asarray(np.random.default_rng(11).uniform(size=(30_011, 40)).astype(np.float32))
     init = cp.asnumpy(X[:48]).copy()
     raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="atomic-fixed", max_iter=30,
                               tol=0, device="gpu").fit(X) for assign in ("auto", "tiled"))
     reason = raced.strategy_reasons_["assign"]
-    assert "1 race on every 8th row" in reason
+    assert "1 race (" in reason
     assert ("tiled not raced" in reason) == bool(floor)
+    assert ("tiled on every 8th row, its time times 8" in reason) == (not floor)
     if floor:
         assert raced.strategies_["assign"] == "tc-exact" and "tiled " not in reason.split(";")[0]
     else:

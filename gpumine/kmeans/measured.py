@@ -11,8 +11,9 @@ ms; in 1024 blobs ``hamerly``'s bounds skip most points (9 ms an iteration again
 ``"auto"`` measures: the candidates without state run in turn for :data:`TRIAL_CALLS`
 iterations each at the start of the first Lloyd run, each timed by CUDA events around its
 call, and the fastest (:data:`COMPARED_CALLS`) assigns the next iterations (and the later
-runs of ``n_init``); where no candidate has state (``tiled``, ``tc-exact``: wide data) they race
-on a sample of the rows instead, beside the first iteration (:data:`SAMPLE_STRIDE`).
+runs of ``n_init``); where no candidate has state (``tiled``, ``tc-exact``: wide data),
+``tc-exact`` makes the first iterations, timed on X, and ``tiled`` races on a sample of the
+rows beside its third, its time scaled to every row (:data:`SAMPLE_STRIDE`).
 ``hamerly``, whose bounds are state, gets faster as the centres settle, so it first races
 after :data:`RERACE_FIRST` iterations of the others' winner and, when it loses, once more
 after 16 (:data:`MAX_BOUNDED_RACES` races in all): in the first iterations the centres move
@@ -54,9 +55,11 @@ record's other rows (``race-stretch-graphs-ab-h200-1731cb9.json``).
 
 A candidate whose calls cannot win is not raced: ``tiled``'s time follows from the shape
 alone (no pruning), and no call of it can beat ``2 n d k`` instructions at the device's
-peak issue rate (:func:`~gpumine.kmeans.gpu.tiled_floor_seconds`). Where an earlier
-candidate already measured faster than that floor on the same rows, ``tiled``'s calls are
-left out (on the sample, after one wait for the earlier calls' events).
+peak issue rate (:func:`~gpumine.kmeans.gpu.tiled_floor_seconds`). Where another
+candidate already measured faster than that floor on the fit's rows, ``tiled``'s calls are
+left out. On the H200 at 1M x 128, k = 1024 its floor is 7.8 ms against ``tc-exact``'s 1.3-ms
+calls, and a 20-iteration fit took 47 ms instead of 52 (record
+``race-floor-ab-2026-11-28-f14cbb6.json``).
 
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
@@ -103,14 +106,17 @@ RERACE_FIRST = 8
 #: Races a candidate with bounds runs at most (the module docstring): then the race is
 #: settled, and the fit's iterations may run as CUDA graphs.
 MAX_BOUNDED_RACES = 2
-#: Candidates without state (all but ``hamerly``) race on every SAMPLE_STRIDE-th row (a
-#: copy), beside the fit's first iteration, where the sample keeps SAMPLE_MIN_ROWS rows:
-#: racing ``tiled`` on whole iterations cost a 50-iteration fit at 1M x 128, k = 1024 a
+#: Candidates without state whose time follows from the shape (``tiled``) race on every
+#: SAMPLE_STRIDE-th row (a copy), their times times SAMPLE_STRIDE, while the others
+#: (``tc-exact``) assign and are timed on X, where the sample keeps SAMPLE_MIN_ROWS rows.
+#: ``tc-exact`` on the sample carried its launches' fixed cost: 0.35 ms on every 8th row
+#: of 600k x 48, k = 512 against ``tiled``'s 0.30 there, so ``tiled`` won and the fit took
+#: 3.4x ``tc-exact``'s (0.53 ms an iteration on all rows; H200, record
+#: ``race-floor-ab-2026-11-28-f14cbb6.json``). Every candidate had raced on the sample
+#: because racing ``tiled`` on whole iterations cost a 50-iteration fit at 1M x 128, k = 1024 a
 #: sixth of its time on the H100 (0.195-0.205 s, now 0.168-0.170; tc-exact alone 0.16-0.18),
 #: and on 64 blobs it picked ``tiled`` from the first iterations where ``tc-exact`` is faster
-#: over the fit (0.975 s, now 0.80-0.82; record fit-race-sample-ab-h100-2026-11-27-b26e3e4).
-#: The sample's re-checked rows fit ``tc-exact``'s compact re-check where a whole
-#: iteration's may not: on data that re-checks most rows the sample favours it somewhat.
+#: over the fit (0.975 s, then 0.80-0.82; record fit-race-sample-ab-h100-2026-11-27-b26e3e4).
 SAMPLE_STRIDE = 8
 SAMPLE_MIN_ROWS = 1 << 16
 #: A candidate with bounds races on every SAMPLE_STRIDE-th row too (a copy, bound apart,
@@ -162,7 +168,10 @@ class MeasuredAssign:
     races : int
         Races run (the first, then one after each period of the winner's calls).
     stride : int
-        1, or the race ran on every ``stride``-th row (:data:`SAMPLE_STRIDE`).
+        1, or candidates without state raced on every ``stride``-th row
+        (:data:`SAMPLE_STRIDE`): those in ``on_sample``, whose time follows from the shape.
+    on_sample : list of str
+        The candidates raced on the sample, their times scaled to every row.
     bounded_stride : int
         1, or a candidate with bounds raced on every ``bounded_stride``-th row
         (:data:`BOUNDED_SAMPLE`).
@@ -185,6 +194,7 @@ class MeasuredAssign:
         self.seconds: dict = {}
         self.races = 0
         self.stride = self.bounded_stride = 1
+        self.on_sample: list = []  # the candidates raced on every stride-th row, by name
         self.bounded: list = []  # the candidates with bounds (state), by name
         self.handed_back = None  # the winner with bounds that handed the labels back
         self.floored: dict = {}  # candidates not raced: their floor (seconds) beat already
@@ -209,7 +219,7 @@ class MeasuredAssign:
         times = ", ".join(f"{name} {1e3 * seconds:.3g} ms"
                           for name, seconds in sorted(self.seconds.items(), key=lambda i: i[1]))
         times += "".join(f"; {name} not raced (no call of it can take less than "
-                         f"{1e3 * seconds:.3g} ms on those rows)"
+                         f"{1e3 * seconds:.3g} ms on this fit's rows)"
                          for name, seconds in self.floored.items())
         if self.handed_back is not None:
             return (f"measured on this fit's data, {self.races} race(s) (an assignment, each "
@@ -217,8 +227,11 @@ class MeasuredAssign:
                     f"averaged the time above over {WATCH_CALLS} calls and handed the labels "
                     f"back")
         if self.stride > 1:
-            return (f"measured on this fit's data, 1 race on every {self.stride}th row (an "
-                    f"assignment of those rows, each candidate's best recent call): {times}")
+            sampled = [name for name in self.on_sample if name in self.seconds]
+            how = "".join(f"{name} on every {self.stride}th row, its time times {self.stride}; "
+                          for name in sampled)
+            return (f"measured on this fit's data, 1 race ({how}an assignment, each "
+                    f"candidate's best recent call): {times}")
         if self.bounded_stride > 1 and self.races > 1:
             return (f"measured on this fit's data, {self.races} race(s), "
                     f"{' and '.join(self.bounded)}'s on every {self.bounded_stride}th row "
@@ -271,6 +284,16 @@ class _Race:
         self.stride = (SAMPLE_STRIDE if stateless and X.shape[0] // SAMPLE_STRIDE
                        >= SAMPLE_MIN_ROWS else 1)
         owner.stride = self.stride
+        # ... then the candidates whose time follows from the shape (a floor: tiled) run on
+        # the sample, their times scaled to every row, while the first of the others (the
+        # assigner) makes the fit's iterations, timed on X (_race_sample)
+        self.on_sample = []
+        if self.stride > 1:
+            shaped = [i for i in first if self._floor(i) is not None]
+            assigner = next((i for i in first if i not in shaped), first[0])
+            self.on_sample = [i for i in first if i != assigner]
+            self.queue = [assigner] * TRIAL_CALLS
+        owner.on_sample = [self.entries[i][0] for i in self.on_sample]
         # a candidate with bounds races on a sample too (_race_bounded_sample), rows enough
         self.bounded_stride = (SAMPLE_STRIDE if BOUNDED_SAMPLE and self.bounded
                                and X.shape[0] // SAMPLE_STRIDE >= SAMPLE_MIN_ROWS else 1)
@@ -279,6 +302,8 @@ class _Race:
         # this race's calls on the sample (index: timed pairs), and the sample: its rows,
         # the candidate with bounds bound to them, its labels and the winner's scratch labels
         self.sampled, self._sample = {}, None
+        # the candidates timed on every stride-th row: their times' factor to every row
+        self.scaled: dict = {}
         # (the stateless candidate assigning, the winner with bounds): the next call seeds
         self.seeding = None
 
@@ -308,16 +333,14 @@ class _Race:
             else:
                 self._watched(X, centers, labels, changed)
             return
-        if self.stride > 1 and not self.timed:
-            # the race on a sample, then the first candidate's iteration over X; the events
-            # are read at the next call, once the iteration's readback has passed them
-            self._race_sample(X, centers)
-            self.queue = []
-            self._switch(0)
-            self.entries[0][1](X, centers, labels, changed)
-            return
         if self.queue:
             self._drop_floored(X.shape[0], centers.shape[0])
+        if not self.queue and self.on_sample:
+            # the assigner timed on X: the others' race on the sample, then its next
+            # iteration over X, timed too; the events are read at the next call, once the
+            # iteration's readback has passed them
+            self._race_sample(X, centers)
+            self.queue = [self.current]
         if not self.queue:
             self._choose()
         if self.seeding is not None:  # a candidate with bounds won on the sample
@@ -344,27 +367,37 @@ class _Race:
                                  (start, stream.record())]
 
     def _race_sample(self, X, centers) -> None:
-        """Every candidate's :data:`TRIAL_CALLS` calls on every ``stride``-th row of X (a
-        column-major copy) into scratch labels, each timed by CUDA events: the fit's labels
-        and counts are not touched."""
+        """The :attr:`on_sample` candidates' :data:`TRIAL_CALLS` calls on every
+        ``stride``-th row of X (a column-major copy) into scratch labels, each timed by CUDA
+        events, the fit's labels and counts not touched; their race times are scaled by the
+        stride (:meth:`_choose`): their time follows from the shape, in proportion to the
+        rows, where the assigner's calls on a few rows would carry its launches' fixed cost
+        (600k x 48, k = 512 on the H200: ``tc-exact`` 0.35 ms on every 8th row, 0.53 ms an
+        iteration on all of them; ``tiled`` 0.30 on the sample). A candidate whose floor on
+        every row is already beaten is left out (:meth:`_floored`)."""
         from gpumine.backend import cupy_module
 
         cp = cupy_module()
         sample = cp.ascontiguousarray(X[::self.stride].T).T
         scratch = cp.zeros(sample.shape[0], dtype=cp.int32)
         stream = cp.cuda.get_current_stream()
-        for index, (_, fn) in enumerate(self.entries):
-            # sync (where a candidate has a floor): the earlier candidates' sample calls, a
-            # millisecond or two queued; it spares a call that cannot win (a few ms)
-            if self._floored(index, sample.shape[0], centers.shape[0]):
+        for index in self.on_sample:
+            if self._floored(index, X.shape[0], centers.shape[0]):
                 continue
-            pairs = []
+            fn, pairs = self.entries[index][1], []
             for call in range(TRIAL_CALLS):
                 start = stream.record()
                 fn(sample, centers, scratch)
                 if call:  # the first compiles kernels: not compared
                     pairs.append((start, stream.record()))
             self.timed[index] = pairs[-COMPARED_CALLS:]
+            self.scaled[index] = self.stride
+        self.on_sample = []
+
+    def _floor(self, index: int):
+        """Candidate ``index``'s ``floor_seconds(n, d, k)``, or None (its time is not the
+        shape's alone)."""
+        return getattr(self.owner._strategies[self.entries[index][0]], "floor_seconds", None)
 
     def _floored(self, index: int, rows: int, k: int) -> bool:
         """Whether candidate ``index`` cannot win: its floor (``floor_seconds``, a lower
@@ -372,8 +405,7 @@ class _Race:
         least another candidate's race time so far (``self.timed``). Such a candidate is
         not raced (``owner.floored`` keeps its floor for the reason); waits for the timed
         calls' last event."""
-        floor = getattr(self.owner._strategies[self.entries[index][0]], "floor_seconds",
-                        None)
+        floor = self._floor(index)
         if floor is None or index in self.timed:
             return False
         times = self._race_times({i: p for i, p in self.timed.items() if i != index})
@@ -490,6 +522,8 @@ class _Race:
         for good (racing the others again would cost it a full scan)."""
         sampled, self.sampled = self.sampled, {}
         times = self._race_times(sampled or self.timed)
+        if not sampled:
+            times = {i: t * self.scaled.get(i, 1) for i, t in times.items()}
         seconds = {self.entries[i][0]: t for i, t in times.items()}
         raced = list(times)
         winner = min(raced, key=lambda i: times[i])
