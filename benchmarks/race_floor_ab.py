@@ -28,7 +28,8 @@ from fit_timing import save  # the script's folder is on sys.path
 from fit_vs_flash import _data, _wall
 
 SHAPES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
-          (1_000_000, 64, 1024, "uniform"), (600_000, 48, 512, "uniform")]
+          (1_000_000, 64, 1024, "uniform"), (600_000, 48, 512, "uniform"),
+          (2_000_000, 40, 128, "blobs:64")]
 
 
 def measure(cp, n, d, k, data, iterations, repeats) -> dict:
