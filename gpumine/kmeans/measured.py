@@ -57,9 +57,9 @@ A candidate whose calls cannot win is not raced: ``tiled``'s time follows from t
 alone (no pruning), and no call of it can beat ``2 n d k`` instructions at the device's
 peak issue rate (:func:`~gpumine.kmeans.gpu.tiled_floor_seconds`). Where another
 candidate already measured faster than that floor on the fit's rows, ``tiled``'s calls are
-left out. On the H200 at 1M x 128, k = 1024 its floor is 7.8 ms against ``tc-exact``'s 1.3-ms
-calls, and a 20-iteration fit took 47 ms instead of 52 (record
-``race-floor-ab-2026-11-28-f14cbb6.json``).
+left out. On the H200 at 1M x 128, k = 1024 its floor is 7.8 ms against ``tc-exact``'s
+2.0-ms calls in the race, and a 20-iteration fit took 49.3 ms instead of 53.7 (record
+``race-floor-ab-2026-11-28-7f1d742.json``).
 
 Every candidate is exact -- their labels are those of ``tiled``, bit for bit -- so the race
 changes the time of a fit, never its result. The events are read after the iteration's
@@ -403,8 +403,8 @@ class _Race:
         """Whether candidate ``index`` cannot win: its floor (``floor_seconds``, a lower
         bound on any call's time from its shape alone: ``tiled``'s) on ``rows`` rows is at
         least another candidate's race time so far (``self.timed``). Such a candidate is
-        not raced (``owner.floored`` keeps its floor for the reason); waits for the timed
-        calls' last event."""
+        not raced (``owner.floored`` keeps its floor for the reason). Reads the timed
+        calls' events, which the readback of the iteration that made them has passed."""
         floor = self._floor(index)
         if floor is None or index in self.timed:
             return False
