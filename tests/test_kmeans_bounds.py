@@ -96,6 +96,16 @@ def _ulp_moved(cp, centers, rng, offset):
                                 * np.finfo(dtype).eps * max(1.0, abs(offset)), dtype=dtype)
 
 
+def _follow_ulp_moves(cp, bound, X, centers, labels, rng, offset, moves):
+    """``moves`` calls of ``bound`` after moves of a few ulps (_ulp_moved), then one with the
+    centres unmoved: each call's labels equal assign="tiled"'s."""
+    for step in range(moves + 1):
+        if step < moves:
+            centers = _ulp_moved(cp, centers, rng, offset)
+        bound(X, centers, labels)
+        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, centers)), step
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
@@ -109,11 +119,7 @@ def test_near_ties_far_from_the_origin(cp, offset, dtype, rng):
     bound = BoundAssign(X)
     labels = cp.full(X.shape[0], -1, dtype=cp.int32)
     centers = cp.asarray(C, dtype=dtype)
-    for step in range(4):  # moves of a few ulps, then none
-        if step < 3:
-            centers = _ulp_moved(cp, centers, rng, offset)
-        bound(X, centers, labels)
-        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, centers)), step
+    _follow_ulp_moves(cp, bound, X, centers, labels, rng, offset, moves=3)
 
 
 @pytest.mark.gpu
@@ -304,11 +310,7 @@ def test_seeded_bounds_on_near_ties(cp, offset, dtype, rng):
     assert np.all(cp.asnumpy(bound.upper) >= distances[rows, got])
     distances[rows, got] = np.inf
     assert np.all(cp.asnumpy(bound.lower) <= distances.min(axis=1))
-    for step in range(3):  # moves of a few ulps, then none
-        if step < 2:
-            centers = _ulp_moved(cp, centers, rng, offset)
-        bound(X, centers, labels)
-        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, centers)), step
+    _follow_ulp_moves(cp, bound, X, centers, labels, rng, offset, moves=2)
 
 
 @pytest.mark.gpu

@@ -194,7 +194,7 @@ def test_a_sample_race_times_tc_exact_on_x_and_tiled_on_the_sample(monkeypatch, 
     assert race.stride == measured.SAMPLE_STRIDE
     assert race.queue == [tc] * TRIAL_CALLS and race.on_sample == [tiled]
     assert race.owner.on_sample == ["tiled"]
-    race.timed, race.scaled = {tc: ["pair"], tiled: ["pair"]}, {tiled: race.stride}
+    race.timed = {tc: ["pair"], tiled: ["pair"]}
     race.queue, race.on_sample = [], []
     monkeypatch.setattr(measured._Race, "_race_times", staticmethod(
         lambda timed: {tc: 0.002, tiled: 0.0003}))
@@ -215,6 +215,29 @@ def test_no_floor_is_compared_before_a_time_or_for_a_timed_candidate(monkeypatch
     race.timed[1] = []
     assert not race._floored(1, 100_000, 1024)  # raced already
     assert race.owner.floored == {}
+
+
+def _auto_and_tiled(X, *, far=False, update="sort", max_iter=40):
+    """The same fit with assign="auto" and with "tiled": 48 clusters from X's first rows
+    (with ``far``, the sixth moved 1e4 away: empty at the first assignment, relocated while
+    the candidates race)."""
+    import cupy as cp
+
+    init = cp.asnumpy(X[:48]).copy()
+    if far:
+        init[5] += 1e4
+    return tuple(GPUKMeans(48, init=init, assign=assign, update=update, max_iter=max_iter,
+                           tol=0, device="gpu").fit(X) for assign in ("auto", "tiled"))
+
+
+def _assert_same_fit(raced, tiled, centres=True) -> None:
+    """The labels (and ``centres``: the centres) bit for bit."""
+    import cupy as cp
+
+    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    if centres:
+        np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
+                                      cp.asnumpy(tiled.cluster_centers_))
 
 
 def _spy_switch(monkeypatch) -> list:
@@ -259,22 +282,14 @@ def test_the_race_gives_the_tiled_fit(monkeypatch, winner, d):
 
         monkeypatch.setattr(measured._Race, "_choose", choose)
     X = cp.asarray(_blobs(30_011, d, 24, seed=d))
-    init = cp.asnumpy(X[:48]).copy()
-    init[5] += 1e4  # empty at the first assignment: relocated while the candidates race
-    runs = []
-    for assign in ("auto", "tiled"):
-        runs.append(GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
-                              device="gpu").fit(X))
-    raced, tiled = runs
+    raced, tiled = _auto_and_tiled(X, far=True)
     names = race_candidates("tiled", n_samples=1, n_features=d, n_clusters=1, max_iter=300)
     assert raced.strategies_["assign"] in names
     assert "on this fit's data" in raced.strategy_reasons_["assign"]
     assert ("on every 8th row, its time times 8" in raced.strategy_reasons_["assign"]) == (
         d > 32)
     assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
-    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
-                                  cp.asnumpy(tiled.cluster_centers_))
+    _assert_same_fit(raced, tiled)
     seeded = [GPUKMeans(48, n_init=2, random_state=3, assign=assign, update="sort",
                         max_iter=40, device="gpu").fit(X) for assign in ("auto", "tiled")]
     np.testing.assert_array_equal(cp.asnumpy(seeded[0].cluster_centers_),
@@ -292,14 +307,12 @@ def test_a_candidate_with_bounds_sits_out_the_first_race(monkeypatch):
     monkeypatch.setattr(measured, "RERACE_FIRST", 1000)
     used = _spy_switch(monkeypatch)
     X = cp.asarray(_blobs(30_011, 8, 24, seed=4))
-    init = cp.asnumpy(X[:48])
-    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=20, tol=0,
-                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    raced, tiled = _auto_and_tiled(X, max_iter=20)
     assert raced.n_iter_ == tiled.n_iter_ == 20
     assert set(used) == {"tc-exact"} and len(used) >= 20
     assert raced.strategies_["assign"] == "tc-exact"
     assert "hamerly" not in raced.strategy_reasons_["assign"]
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    _assert_same_fit(raced, tiled, centres=False)
 
 
 @pytest.mark.gpu
@@ -321,16 +334,11 @@ def test_a_winner_with_bounds_that_slows_down_hands_the_labels_back(monkeypatch)
     monkeypatch.setattr(measured._Race, "_choose", choose)
     # uniform rows: Lloyd's iterations go on to max_iter (labels keep moving)
     X = cp.asarray(np.random.default_rng(5).uniform(size=(30_011, 8)).astype(np.float32))
-    init = cp.asnumpy(X[:48]).copy()
-    init[5] += 1e4
-    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
-                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    raced, tiled = _auto_and_tiled(X, far=True)
     assert raced.strategies_["assign"] == "tc-exact"
     assert "hamerly won one" in raced.strategy_reasons_["assign"]
     assert raced.n_iter_ == tiled.n_iter_ > 2 * TRIAL_CALLS + measured.WATCH_CALLS
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
-    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
-                                  cp.asnumpy(tiled.cluster_centers_))
+    _assert_same_fit(raced, tiled)
 
 
 @pytest.mark.gpu
@@ -372,17 +380,13 @@ def test_a_settled_race_runs_the_rest_of_the_fit_as_cuda_graphs(monkeypatch):
     monkeypatch.setattr(measured._Race, "__call__", spy)
     rng = np.random.default_rng(7)
     X = cp.asarray(rng.uniform(size=(30_011, 40)).astype(np.float32))
-    init = cp.asnumpy(X[:48]).copy()
-    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="atomic-fixed", max_iter=40,
-                              tol=0, device="gpu").fit(X) for assign in ("auto", "tiled"))
+    raced, tiled = _auto_and_tiled(X, update="atomic-fixed")
     assert "every 8th row" in raced.strategy_reasons_["assign"]
     assert raced.n_iter_ == tiled.n_iter_ == 40
     # tc-exact's two calls, the sample's race beside its third, the choice at the fourth:
     # settled from the fifth, then graph launches
     assert 1 <= len(calls) <= 6 and calls[-1]
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
-    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
-                                  cp.asnumpy(tiled.cluster_centers_))
+    _assert_same_fit(raced, tiled)
 
 
 @pytest.mark.gpu
@@ -403,12 +407,10 @@ def test_a_candidate_with_bounds_races_at_most_max_bounded_races_times(monkeypat
     monkeypatch.setattr(measured._Race, "_choose", spy)
     rng = np.random.default_rng(8)
     X = cp.asarray(rng.uniform(size=(30_011, 8)).astype(np.float32))
-    init = cp.asnumpy(X[:48]).copy()
-    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
-                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    raced, tiled = _auto_and_tiled(X)
     assert races and max(b for b, _ in races) <= measured.MAX_BOUNDED_RACES
     assert races[-1][1]  # settled: no race to come
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
+    _assert_same_fit(raced, tiled, centres=False)
 
 
 @pytest.mark.gpu
@@ -448,10 +450,7 @@ def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds)
 
     monkeypatch.setattr(tensor_cores.ScreenedRun, "seed", seed_spy)
     X = cp.asarray(np.random.default_rng(9).uniform(size=(30_011, 8)).astype(np.float32))
-    init = cp.asnumpy(X[:48]).copy()
-    init[5] += 1e4
-    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="sort", max_iter=40, tol=0,
-                              device="gpu").fit(X) for assign in ("auto", "tiled"))
+    raced, tiled = _auto_and_tiled(X, far=True)
     reason = raced.strategy_reasons_["assign"]
     assert sampled and all(t > 0 for out in sampled for t in out.values())  # timed calls
     if hamerly_seconds:
@@ -463,9 +462,7 @@ def test_a_candidate_with_bounds_races_on_a_sample(monkeypatch, hamerly_seconds)
         assert len(sampled) == 1 and seeds == ["BoundAssign"] and "hamerly" not in used
         assert "hamerly's on every 8th row" in reason or "hamerly won one" in reason
     assert raced.n_iter_ == tiled.n_iter_ == 40
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
-    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
-                                  cp.asnumpy(tiled.cluster_centers_))
+    _assert_same_fit(raced, tiled)
 
 
 @pytest.mark.gpu
@@ -491,18 +488,12 @@ def test_the_winners_calls_between_races_run_as_cuda_graphs(monkeypatch, sampled
 
     monkeypatch.setattr(measured._Race, "replayed", spy)
     X = cp.asarray(np.random.default_rng(10).uniform(size=(30_011, 8)).astype(np.float32))
-    init = cp.asnumpy(X[:48]).copy()
-    init[5] += 1e4
-    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="atomic-fixed",
-                              max_iter=40, tol=0, device="gpu").fit(X)
-                    for assign in ("auto", "tiled"))
+    raced, tiled = _auto_and_tiled(X, far=True, update="atomic-fixed")
     assert len(replays) >= measured.RERACE_FIRST - 1
     assert replays[:7] == [7, 6, 5, 4, 3, 2, 1]  # the first stretch, down to its last call
     assert all(queue[0] == 0 for queue in queues)  # tc-exact's calls only, never a race's
     assert raced.n_iter_ == tiled.n_iter_ == 40
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
-    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
-                                  cp.asnumpy(tiled.cluster_centers_))
+    _assert_same_fit(raced, tiled)
 
 
 @pytest.mark.gpu
@@ -549,9 +540,7 @@ def test_a_wide_race_leaves_out_tiled_when_its_floor_is_beaten(monkeypatch, floo
     monkeypatch.setattr(measured, "SAMPLE_MIN_ROWS", 1000)
     monkeypatch.setattr(gpu.assign_tiled, "floor_seconds", lambda n, d, k: floor)
     X = cp.asarray(np.random.default_rng(11).uniform(size=(30_011, 40)).astype(np.float32))
-    init = cp.asnumpy(X[:48]).copy()
-    raced, tiled = (GPUKMeans(48, init=init, assign=assign, update="atomic-fixed", max_iter=30,
-                              tol=0, device="gpu").fit(X) for assign in ("auto", "tiled"))
+    raced, tiled = _auto_and_tiled(X, update="atomic-fixed", max_iter=30)
     reason = raced.strategy_reasons_["assign"]
     assert "1 race (" in reason
     assert ("tiled not raced" in reason) == bool(floor)
@@ -561,6 +550,4 @@ def test_a_wide_race_leaves_out_tiled_when_its_floor_is_beaten(monkeypatch, floo
     else:
         assert "tiled " in reason
     assert raced.n_iter_ == tiled.n_iter_ == 30
-    np.testing.assert_array_equal(cp.asnumpy(raced.labels_), cp.asnumpy(tiled.labels_))
-    np.testing.assert_array_equal(cp.asnumpy(raced.cluster_centers_),
-                                  cp.asnumpy(tiled.cluster_centers_))
+    _assert_same_fit(raced, tiled)

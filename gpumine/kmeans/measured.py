@@ -302,8 +302,6 @@ class _Race:
         # this race's calls on the sample (index: timed pairs), and the sample: its rows,
         # the candidate with bounds bound to them, its labels and the winner's scratch labels
         self.sampled, self._sample = {}, None
-        # the candidates timed on every stride-th row: their times' factor to every row
-        self.scaled: dict = {}
         # (the stateless candidate assigning, the winner with bounds): the next call seeds
         self.seeding = None
 
@@ -391,7 +389,6 @@ class _Race:
                 if call:  # the first compiles kernels: not compared
                     pairs.append((start, stream.record()))
             self.timed[index] = pairs[-COMPARED_CALLS:]
-            self.scaled[index] = self.stride
         self.on_sample = []
 
     def _floor(self, index: int):
@@ -522,8 +519,9 @@ class _Race:
         for good (racing the others again would cost it a full scan)."""
         sampled, self.sampled = self.sampled, {}
         times = self._race_times(sampled or self.timed)
-        if not sampled:
-            times = {i: t * self.scaled.get(i, 1) for i, t in times.items()}
+        if not sampled:  # the candidates raced on the stateless sample count stride times
+            times = {i: t * (self.stride if self.entries[i][0] in self.owner.on_sample else 1)
+                     for i, t in times.items()}
         seconds = {self.entries[i][0]: t for i, t in times.items()}
         raced = list(times)
         winner = min(raced, key=lambda i: times[i])
