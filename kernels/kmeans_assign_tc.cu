@@ -34,6 +34,32 @@ __device__ __forceinline__ void top2_push(Top2& t, float score, int index) {
     }
 }
 
+// The one-product kernel's top-2 (the screen's and tc-fast's) on keys: the score with its
+// low `mask` bits replaced by a lane-local centre number q, so that the best and second key
+// are two min/max and one logic instruction a score instead of five: the compare and two
+// selects that carry the index are gone (the index comes back from the best key's low
+// bits). A key moves a normal score by less than 2^(bits - 23) |score|; the kernels run
+// with subnormals flushed (the min/max too), so a key below 2^-126 in magnitude moves by
+// less than 2^-126 and loses q: key_error bounds both, which the screen's margin adds
+// (`dropped`), and a row whose best key is that small is never decided (its index is
+// unknown). Padded centres' scores are the largest float (tc_prepare_centers), whose keys
+// stay finite: a NaN key would pass fmaxf and set the second to the best.
+__device__ __forceinline__ void top2_push_key(Top2& t, float score, int q, int mask) {
+    const float key = __int_as_float((__float_as_int(score) & ~mask) | q);
+    t.second = fminf(t.second, fmaxf(t.best, key));
+    t.best = fminf(t.best, key);
+}
+
+// Keys up to this many bits (k_pad <= 2^14); more centres take the five-instruction top-2.
+constexpr int KEY_BITS = 12;
+
+// The most a key moves a score of a row, from the row's score error e (top2_error) and the
+// largest score magnitude cmax^2 + 2 |x| cmax, with a margin for this double arithmetic.
+__device__ __forceinline__ double key_error(int bits, double x_norm2, double cmax, double e) {
+    return (ldexp(cmax * cmax + 2.0 * sqrt(x_norm2) * cmax + e, bits - 23) + 0x1p-126)
+           * (1.0 + 0x1p-20);
+}
+
 // Merge with the state held by lane (lane ^ mask): the best by (score, index), the second
 // is the smallest of the remaining three.
 __device__ __forceinline__ void top2_merge_lanes(Top2& t, int mask) {
@@ -148,7 +174,9 @@ __global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d
             norms[c] = (float)total;
             atomicMax(cmax, __float_as_uint(__double2float_ru(sqrt(total))));
         } else {
-            norms[c] = __int_as_float(0x7f800000);  // +inf
+            // the largest float, not +inf: a padded centre's score is then that (its
+            // products are zero), never a best, and its key (top2_push_key) stays finite
+            norms[c] = max_value<float>();
         }
     }
 }
@@ -788,6 +816,9 @@ __global__ void mma_accumulation_probe(
     d[(g + 8) * 8 + 2 * t + 1] = acc[3];
 }
 
+// 2^e as a float, for -126 <= e <= 127.
+__device__ __forceinline__ float pow2f(int e) { return __int_as_float((e + 127) << 23); }
+
 // The exponent s with 2^s * v < 2^13 for every |v| <= top, and 2^s * top >= 2^12 when
 // top > 0 (s = 13 for zero or a non-finite top, whose rows the caller never decides).
 __device__ __forceinline__ int half_scale(float top) {
@@ -888,12 +919,14 @@ __device__ __forceinline__ void copy_async_wait() {
 // free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72);
 // three for the one-product kernel at 128 (the screen: 243 registers left free, 2 blocks an
 // SM; 168 and three blocks, a few values of the staged row spilled: 1.43 -> 1.36 ms at 1M
-// x 128, k = 1024 on the H100, record tc-screen-min-blocks-h100-2026-11-28-d7ebea2.txt).
+// x 128, k = 1024 on the H100, record tc-screen-min-blocks-h100-2026-11-28-d7ebea2.txt),
+// and at 64 (the keyed top-2 beside the plain one took it from 168 registers, three blocks,
+// to 197 and two; held to three blocks, 165 without a spill).
 template <int DP, bool SPLIT>
 struct HalfTile {
     static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;
     static constexpr bool HELD = DP <= 64 || !SPLIT;
-    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : (DP >= 128 && !SPLIT ? 3 : 1);
+    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : (!SPLIT ? 3 : 1);
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (DP <= 32,
@@ -928,7 +961,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const double* __restrict__ shift,    // IN  (d) subtracted from every point
                const unsigned* __restrict__ c_hi,   // IN  (k_pad, DP / 2) tc_split_centers
                const unsigned* __restrict__ c_lo,   // IN  (k_pad, DP / 2)
-               const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, +inf past k
+               const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, max float past k
                const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
                const double* __restrict__ bound,    // IN  (5) see the top of this file
                index_t n,                           // IN
@@ -981,14 +1014,31 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     if (threadIdx.x == 0) *counting = SPLIT && pass == 0 && c_residual != nullptr;
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
+    // the one-product kernel's keys (top2_push_key): bits for q < k_pad / 4, up to KEY_BITS
+    const int key_bits = 32 - __clz(max(k_pad / 4 - 1, 1));
+    const bool keyed = !SPLIT && key_bits <= KEY_BITS;
+    const int key_mask = (1 << key_bits) - 1;
 
-    // Centre tile c0 into buffer b (one commit group per thread, empty or not).
+    // Centre tile c0 into buffer b (one commit group per thread, empty or not). Chunk q = tid
+    // + 128 i of the tile's BN * W / 4 16-byte chunks is centre q / (W / 4), words 4 (q %
+    // (W / 4)) ..: contiguous in the source (4 q words from the tile's start), and in shared
+    // memory each step of i moves 128 / (W / 4) centres on, the word unchanged. So the
+    // copies take constant offsets from two addresses a thread computes once: an unrolled
+    // loop of copies (the loop with a division and 64-bit addresses a copy was 12 % of the
+    // screen's instructions at 1M x 128, k = 1024 on the H200, ncu record
+    // ncu-screen-src-h200-2026-11-28-612f8d8).
+    static_assert((BN * W / 4) % BM == 0 && BM % (W / 4) == 0, "whole chunks a thread");
+    constexpr int CHUNKS = BN * W / 4 / BM, STEP = BM / (W / 4) * SW;
+    const int tile_word = (threadIdx.x / (W / 4)) * SW + (threadIdx.x % (W / 4)) * 4;
     auto load_tile = [&](int c0, int b) {
-        for (int t = threadIdx.x; t < BN * W / 4; t += blockDim.x) {
-            const int c = t / (W / 4), w = (t - c * (W / 4)) * 4;
-            const index_t src = (index_t)(c0 + c) * W + w;
-            copy_async16(ch + (b * BN + c) * SW + w, c_hi + src);
-            if (SPLIT) copy_async16(cl + (b * BN + c) * SW + w, c_lo + src);
+        const unsigned* src_hi = c_hi + (index_t)c0 * W + 4 * threadIdx.x;
+        const unsigned* src_lo = c_lo + (index_t)c0 * W + 4 * threadIdx.x;
+        unsigned* dst_hi = ch + b * BN * SW + tile_word;
+        unsigned* dst_lo = cl + b * BN * SW + tile_word;
+#pragma unroll
+        for (int q = 0; q < CHUNKS; ++q) {
+            copy_async16(dst_hi + q * STEP, src_hi + q * 4 * BM);
+            if (SPLIT) copy_async16(dst_lo + q * STEP, src_lo + q * 4 * BM);
         }
         if (threadIdx.x < BN / 4) copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
         copy_async_commit();
@@ -1016,11 +1066,14 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         row_ids[threadIdx.x] = i;
         const float* raw = reinterpret_cast<const float*>(xh);
         // the shift and the rows' labels (read in the epilogue) arrive with the rows
+        // (zero past d, so that float data is read without a test a value)
         if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
+        else if (threadIdx.x < DP) shifts[threadIdx.x] = 0.0;
         const int previous = i < n ? labels[i] : 0;
         if constexpr (ASYNC) {
             static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
-            float* tile = reinterpret_cast<float*>(xh);  // d * BM <= 2 * BM * SW words
+            float* tile = reinterpret_cast<float*>(xh);  // DP * BM <= 2 * BM * SW words
+            for (int j = d; j < DP; ++j) tile[j * BM + threadIdx.x] = 0.0f;
             const int here = (int)min((index_t)BM, active_rows - row0);
             if (!indirect && n % 4 == 0
                 && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
@@ -1039,11 +1092,17 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         old_labels[threadIdx.x] = previous;
         copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
         __syncthreads();
+        // Float data without a branch a value: the tile holds zeros past d (shift zero
+        // there too); a row past n reads what its slot holds, which reaches only that row's
+        // scores (never decided). The branches and their tests were 4 of the staging's 34
+        // instructions a feature (ncu-screen-src-h200-2026-11-28-612f8d8).
         auto load = [&](int j) {
-            if (!(i < n && j < d)) return 0.0f;
-            const double x = ASYNC ? (double)raw[j * BM + threadIdx.x]
-                                   : (double)XT[(index_t)j * n + i];
-            return (float)(x - shifts[j]);
+            if constexpr (ASYNC) {
+                return (float)((double)raw[j * BM + threadIdx.x] - shifts[j]);
+            } else {
+                if (!(i < n && j < d)) return 0.0f;
+                return (float)((double)XT[(index_t)j * n + i] - shifts[j]);
+            }
         };
         float row[HOLD_ROW ? DP : 1];
         if constexpr (HOLD_ROW) {
@@ -1057,32 +1116,44 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         };
         double norm2 = 0.0;
         float top = 0.0f;
-        bool finite = true;
 #pragma unroll(HOLD_ROW ? DP : 16)
         for (int j = 0; j < DP; ++j) {
             const float v = value(j);
-            norm2 += (double)v * (double)v;
+            norm2 = fma((double)v, (double)v, norm2);
             top = fmaxf(top, fabsf(v));
-            finite = finite && isfinite(v);
         }
+        // every value finite exactly when the sum of squares is (a float's square cannot
+        // overflow a double, nor can DP of them)
+        const bool finite = isfinite(norm2);
+        // the scale 2^r_scale as two exact factors (ldexpf's result bit for bit: one
+        // rounded product where r_scale <= 127, else exact ones; ldexpf itself took about
+        // seven instructions a value)
         const int r_scale = half_scale(top);
+        const int r_first = min(r_scale, 127);
+        const float scale_first = pow2f(r_first), scale_rest = pow2f(r_scale - r_first);
         double rest2 = 0.0;  // ||x - x_hi||^2, scaled
 #pragma unroll(HOLD_ROW ? W : 8)
         for (int w = 0; w < W; ++w) {
             unsigned short h0, l0, h1, l1;
-            const float r0 = half_split(ldexpf(value(2 * w), r_scale), h0, l0);
-            const float r1 = half_split(ldexpf(value(2 * w + 1), r_scale), h1, l1);
-            rest2 += (double)r0 * (double)r0 + (double)r1 * (double)r1;
+            const float r0 = half_split(value(2 * w) * scale_first * scale_rest, h0, l0);
+            const float r1 = half_split(value(2 * w + 1) * scale_first * scale_rest, h1, l1);
+            rest2 = fma((double)r0, (double)r0, rest2);
+            rest2 = fma((double)r1, (double)r1, rest2);
             xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
-            xl[threadIdx.x * SW + w] = pack_halves(l0, l1);
+            if (SPLIT) xl[threadIdx.x * SW + w] = pack_halves(l0, l1);  // the screen: hi alone
         }
         xn[threadIdx.x] = norm2;
         if (c_residual != nullptr) {  // 2 (rho_x cmax + (|x| + rho_x) rho_c), with a margin
             // for its double rounding; rho_x unscaled by a power of two (exact)
             const double rho_x = ldexp(sqrt(rest2), -r_scale);
             const double rho_c = (double)__uint_as_float(*c_residual);
-            dropped[threadIdx.x] = 2.0 * (rho_x * (double)cmax_value
-                                          + (sqrt(norm2) + rho_x) * rho_c) * (1.0 + 0x1p-20);
+            const double moved = 2.0 * (rho_x * (double)cmax_value
+                                        + (sqrt(norm2) + rho_x) * rho_c) * (1.0 + 0x1p-20);
+            // and what the keys move the scores by, from the score error they then carry
+            // (the split kernel counts the rows the screen would leave with the same term)
+            const double keys = key_bits > KEY_BITS ? 0.0 : key_error(
+                key_bits, norm2, cmax_value, top2_error(norm2, cmax_value, bound, moved));
+            dropped[threadIdx.x] = moved + keys;
         }
         const int e = 1 - r_scale - c_scale;  // coefficient -2^e
         coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
@@ -1112,6 +1183,17 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
         const int col = t * 8 + 2 * member;
         const float n0 = nst[col], n1 = nst[col + 1];
+        if (keyed) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
+            const int q0 = 2 * ((c0 >> 3) + t);
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                top2_push_key(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), q0, key_mask);
+                top2_push_key(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), q0 + 1, key_mask);
+                top2_push_key(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), q0, key_mask);
+                top2_push_key(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), q0 + 1, key_mask);
+            }
+            return;
+        }
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
             top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
@@ -1241,6 +1323,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             Top2& t = top[m][h];
+            if (keyed) {  // the best key's centre (0 where no score was pushed)
+                const int q = __float_as_int(t.best) & key_mask;
+                t.index = t.best < max_value<float>() ? (q >> 1) * 8 + 2 * member + (q & 1) : 0;
+            }
             top2_merge_lanes(t, 1);
             top2_merge_lanes(t, 2);
             const int local = warp * 32 + m * 16 + h * 8 + group;
@@ -1250,7 +1336,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             // tc-fast decides every row it can scale; the re-check takes the others. The
             // screen's margin adds what the dropped lo parts can move the score.
             const bool screen = SCREENS && c_residual != nullptr;
-            const bool decided = active && scaled
+            // a key below float's normal range has lost its centre (top2_push_key)
+            const bool known = !keyed || (__float_as_int(t.best) & 0x7f800000) != 0;
+            const bool decided = active && scaled && known
                                  && top2_decides(t, xn[local], (double)cmax_value, bound,
                                                  screen ? dropped[local] : 0.0);
             if (SPLIT && *counting) {  // the rows the screen would leave, a warp's at once

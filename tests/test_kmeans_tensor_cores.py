@@ -546,6 +546,27 @@ def test_plan_leaves_the_screen_where_it_leaves_too_many_rows(cp, rng, monkeypat
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [32, 128])
+def test_screen_leaves_rows_whose_keys_lost_their_centre(cp, d, rng, screen_always):
+    """The one-product kernel's keys carry the centre's number in a score's low bits, which
+    the kernels' flush of subnormals drops where a score is zero: rows x = c_j / 2 of
+    centres +-2 e_i (their mean, the shift, is zero) score exactly 0 against c_j and 4 or 8
+    against the others, a wide margin with the number lost. Such rows go to the split
+    kernel and the re-check: the screen's labels, and tc-fast's there, are tiled's."""
+    k = 64
+    C = np.zeros((k, d), np.float32)
+    C[np.arange(k), np.arange(k) // 2] = np.where(np.arange(k) % 2 == 0, 2.0, -2.0)
+    X = np.concatenate([rng.uniform(-1, 1, size=(4000, d)).astype(np.float32),
+                        np.repeat(C / 2, 3, axis=0)])
+    plans, _ = _assert_screened_as_tiled(cp, X, C, calls=2)
+    assert plans == [0, 1]
+    expected, _ = _labels(cp, "tiled", X, C)
+    assert np.array_equal(expected[-3 * k:], np.repeat(np.arange(k), 3))
+    fast, _ = _labels(cp, "tc-fast", X, C)
+    assert np.array_equal(fast[-3 * k:], expected[-3 * k:])
+
+
+@pytest.mark.gpu
 def test_screen_launched_beside_the_split_kernel_when_the_plan_is_in_flight(cp, rng,
                                                                           monkeypatch):
     """Where the host has not seen the plan's copy land, both passes are launched and the

@@ -114,7 +114,20 @@ split kernel's large products do (the bracket above covers them: ``|x_h c_h| <= 
 ``2**-12.4`` of ``|x|`` and ``cmax`` on uniform data, where the elementwise worst case
 ``2**-11`` would give ``2**-10``: on the issue's uniform 1M x 128, k = 1024 the screen
 leaves 3.4 % of the rows against 7.9 % (the split bound 0.29 %; computed on 20,000
-sampled rows on the CPU). The split kernel then takes the rows the screen left (read
+sampled rows on the CPU).
+
+The one-product kernel (the screen and tc-fast) keeps each row's top two on *keys*: the
+float score with its low ``b`` bits replaced by the centre's number in the lane (``b`` bits
+for ``k_pad / 4`` numbers, up to ``k_pad = 2**14``; more centres take the plain top-2), so
+that a score costs two min/max and one logic instruction instead of five, the index coming
+back from the best key's bits. A key moves a normal score by less than ``2**(b - 23)
+|s|``, with ``|s| <= cmax^2 + 2 |x| cmax + e``; the kernels flush subnormals, so a key
+below ``2**-126`` moves by less than that and loses its number: the screen's margin adds
+``2**(b - 23) (cmax^2 + 2 |x| cmax + e) + 2**-126`` (times ``1 + 2**-20``), and a row
+whose best key is below float's normal range is never decided. On the issue's uniform 1M
+x 128, k = 1024 (``b = 8``) the screen then leaves 11 % more rows (38,797 against 35,016)
+and its call is 12 % shorter on the H200 (record ``tc-keys-ab-h200-2026-11-28-*.json``).
+The split kernel then takes the rows the screen left (read
 through their indices), and its own queue goes to the re-check as before: the labels are
 those of the tiled kernel either way. On clustered data (blobs: the split bound leaves 40
 %) the screen would leave nearly every row, so the plan keeps it only while it left at most
