@@ -53,7 +53,7 @@ _OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
 
 
 
-def _define(name: str) -> int:
+def header_define(name: str) -> int:
     """An integer ``#define`` of common.cuh: one definition for CUDA and for Python."""
     text = (KERNEL_DIR / "common.cuh").read_text(encoding="utf-8")
     return int(re.search(rf"^#define {name} (\d+)\s*$", text, re.MULTILINE).group(1))
@@ -61,7 +61,7 @@ def _define(name: str) -> int:
 
 #: Threads per block of every launch that does not choose its own (``GPUMINE_BLOCK`` in
 #: common.cuh, which the kernels' shared reduction scratch is sized by).
-BLOCK = _define("GPUMINE_BLOCK")
+BLOCK = header_define("GPUMINE_BLOCK")
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()

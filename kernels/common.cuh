@@ -124,6 +124,8 @@ __host__ __device__ __forceinline__ int odd_stride(int d) { return d | 1; }
 // The block size of every launch that does not choose its own, for CUDA and for Python:
 // gpumine.kernels.BLOCK is read from this line.
 #define GPUMINE_BLOCK 256
+// The most padded centres tc-exact's one-product kernel keys its top-2 for (kmeans_assign_tc.cu).
+#define GPUMINE_TC_KEY_CENTRES 16384
 
 constexpr int kWarpSize = 32;
 

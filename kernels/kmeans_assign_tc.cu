@@ -50,8 +50,10 @@ __device__ __forceinline__ void top2_push_key(Top2& t, float score, int q, int m
     t.best = fminf(t.best, key);
 }
 
-// Keys up to this many bits (k_pad <= 2^14); more centres take the five-instruction top-2.
+// Keys up to this many bits: k_pad <= GPUMINE_TC_KEY_CENTRES (common.cuh); more centres
+// take the five-instruction top-2 (the launcher's choice: KEYS of assign_tc_half).
 constexpr int KEY_BITS = 12;
+static_assert(GPUMINE_TC_KEY_CENTRES == 4 << KEY_BITS, "q < k_pad / 4 in KEY_BITS bits");
 
 // The most a key moves a score of a row, from the row's score error e (top2_error) and the
 // largest score magnitude cmax^2 + 2 |x| cmax, with a margin for this double arithmetic.
@@ -915,8 +917,10 @@ __device__ __forceinline__ void copy_async_wait() {
 // H100, where the split kernel's hi and lo took 238 registers and ran slower, 3.78 -> 3.97
 // ms; records tc-recheck-ab-h100-*-9eb2216 and -90aa895; the rows' staging area is then
 // reused for the centre tiles); blocks an SM asked of the register
-// allocator at DP <= 32 (no spill on sm_90): six for the split kernel (80 registers; left
-// free it took 126, held to 72 it measured slower on the H100), seven for tc-fast's (72);
+// allocator at DP <= 32: six for the split kernel (80 registers; left free it took 126,
+// held to 72 it measured slower on the H100), six for the one-product kernel too (seven
+// before its keys; with them six and eight measured alike, 1 % ahead of seven at 10M x 32,
+// k = 1024 on the H200, record tc-keys-variants-h200-2026-11-28-417588d.json);
 // three for the one-product kernel at 128 (the screen: 243 registers left free, 2 blocks an
 // SM; 168 and three blocks, a few values of the staged row spilled: 1.43 -> 1.36 ms at 1M
 // x 128, k = 1024 on the H100, record tc-screen-min-blocks-h100-2026-11-28-d7ebea2.txt),
@@ -926,7 +930,7 @@ template <int DP, bool SPLIT>
 struct HalfTile {
     static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;
     static constexpr bool HELD = DP <= 64 || !SPLIT;
-    static constexpr int MIN_BLOCKS = DP <= 32 ? (SPLIT ? 6 : 7) : (!SPLIT ? 3 : 1);
+    static constexpr int MIN_BLOCKS = DP <= 32 ? 6 : (!SPLIT ? 3 : 1);
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (DP <= 32,
@@ -955,7 +959,7 @@ struct HalfTile {
 // the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles, 128
 // row indices (8 bytes) and 128 + 4 ints, SW = DP / 2 + 4
 // (gpumine.kmeans.tensor_cores.half_shared_bytes).
-template <typename T, int DP, bool SPLIT, bool SEED>
+template <typename T, int DP, bool SPLIT, bool SEED, bool KEYS>
 __global__ void __launch_bounds__(128, HalfTile<DP, SPLIT>::MIN_BLOCKS)
 assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const double* __restrict__ shift,    // IN  (d) subtracted from every point
@@ -1015,8 +1019,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
     // the one-product kernel's keys (top2_push_key): bits for q < k_pad / 4, up to KEY_BITS
+    // (k_pad <= GPUMINE_TC_KEY_CENTRES where KEYS, as the launcher picks)
     const int key_bits = 32 - __clz(max(k_pad / 4 - 1, 1));
-    const bool keyed = !SPLIT && key_bits <= KEY_BITS;
+    static_assert(!(KEYS && SPLIT), "keys are the one-product kernel's");
+    constexpr bool keyed = KEYS;
     const int key_mask = (1 << key_bits) - 1;
 
     // Centre tile c0 into buffer b (one commit group per thread, empty or not). Chunk q = tid
@@ -1183,7 +1189,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
         const int col = t * 8 + 2 * member;
         const float n0 = nst[col], n1 = nst[col + 1];
-        if (keyed) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
+        if constexpr (keyed) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
             const int q0 = 2 * ((c0 >> 3) + t);
 #pragma unroll
             for (int m = 0; m < 2; ++m) {
@@ -1323,7 +1329,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             Top2& t = top[m][h];
-            if (keyed) {  // the best key's centre (0 where no score was pushed)
+            if constexpr (keyed) {  // the best key's centre (0 where no score was pushed)
                 const int q = __float_as_int(t.best) & key_mask;
                 t.index = t.best < max_value<float>() ? (q >> 1) * 8 + 2 * member + (q & 1) : 0;
             }

@@ -164,7 +164,7 @@ import numpy as np
 
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy, InvalidParameterError
-from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
+from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, header_define, launch
 from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
@@ -179,6 +179,10 @@ FUSED_DIMS = (16, 32, 64, 128)
 #: takes at most 32 features): :meth:`ScreenedRun.seed`.
 SEED_DIMS = (16, 32)
 _BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multiple of _BN
+_PASSES = ("true", "false")  # the fused kernel's SPLIT: the split products, or hi.hi alone
+#: The most padded centres for which the one-product kernel (the screen, tc-fast) keeps its
+#: top-2 on keys (module docstring, "The screen"; ``GPUMINE_TC_KEY_CENTRES`` in common.cuh).
+KEY_CENTRES = header_define("GPUMINE_TC_KEY_CENTRES")
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
@@ -347,8 +351,10 @@ class _Scratch:
 @declares(_SOURCE, "tc_prepare_centers", _TYPES)
 @declares(_SOURCE, "assign_recheck", _TYPES, TILE_SIZES)
 @declares(_SOURCE, "tc_split_centers")
-@declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, ("true", "false"), ("false",))
-@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("true", "false"), ("true",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, _PASSES, ("false",), ("false",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, FUSED_DIMS, ("false",), ("false",), ("true",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, _PASSES, ("true",), ("false",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("false",), ("true",), ("true",))
 @declares(_SOURCE, "tc_center_residuals")
 @declares(_SOURCE, "tc_screen_plan")
 def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
@@ -406,9 +412,13 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
             _unbounded(bounds)
         pointers = tuple(kernel_pointer(b) for b in (bounds if seeds else (None, None)))
 
+        # the one-product kernel keys its top-2 up to KEY_CENTRES (module docstring)
+        keys = k_pad <= KEY_CENTRES
+
         def fused_kernel(split):
             kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
-                                "true" if split else "false", "true" if seeds else "false")
+                                "true" if split else "false", "true" if seeds else "false",
+                                "true" if keys and not split else "false")
             shared = half_shared_bytes(dp, split)
             if shared > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = shared
