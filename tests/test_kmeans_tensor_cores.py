@@ -567,6 +567,22 @@ def test_screen_leaves_rows_whose_keys_lost_their_centre(cp, d, rng, screen_alwa
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("k", [16384, 16385])
+def test_screen_on_both_sides_of_the_keys_limit(cp, k, rng, screen_always):
+    """Up to KEY_CENTRES padded centres the one-product kernel keys its top-2 in 12 bits, past
+    it the plain top-2: tiled's labels either side (the screen, and the split kernel where
+    the plan keeps it), and tc-fast agrees with them almost everywhere."""
+    from gpumine.kmeans.tensor_cores import KEY_CENTRES
+
+    assert KEY_CENTRES == 16384
+    X = rng.uniform(size=(k + 3000, 32)).astype(np.float32)
+    _assert_screened_as_tiled(cp, X, X[:k].copy(), calls=2)
+    expected, _ = _labels(cp, "tiled", X, X[:k])
+    fast, _ = _labels(cp, "tc-fast", X, X[:k])
+    assert np.mean(fast == expected) > 0.99
+
+
+@pytest.mark.gpu
 def test_screen_launched_beside_the_split_kernel_when_the_plan_is_in_flight(cp, rng,
                                                                           monkeypatch):
     """Where the host has not seen the plan's copy land, both passes are launched and the
