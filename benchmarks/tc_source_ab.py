@@ -9,16 +9,18 @@ Usage (repository root, on a machine with a CUDA GPU and CuPy)::
 
 The base file sits beside the source under another name, and the module's source name
 (``tensor_cores._SOURCE``) switches between the two, so both versions' kernels run with
-the same Python code. For each case (uniform MT19937 seed 5489 or 64 blobs, as
-``fit_vs_flash.py`` makes them; centres the first k rows): the device time of one
-assignment (10 calls after a warm-up, three rounds in turns) of a bound run settled on its
-plan (``screened``), of ``assign_tc_exact`` outside a fit (the split kernel on every row,
-``split``) and of ``tc-fast``; whether ``screened`` and ``split`` give ``tiled``'s labels
-on every row (poisoned labels in); tc-fast's agreement with them; and the run's plan and
-counters (rows queued, rows the screen left or would leave). Then the wall time of
-20-iteration ``GPUKMeans(assign="tc-exact")`` fits from device data (``tol=0``), each
-version three times in turns after an untimed fit, with their inertia (equal fits: equal
-inertia). Writes ``tc-source-ab[-tag]-<date>-<commit>.json``.
+the same Python code (the base's ``assign_tc_half`` given its own number of template
+arguments, ``--base-arity``: 4 before its KEYS argument). For each case (uniform MT19937
+seed 5489 or 64 blobs, as ``fit_vs_flash.py`` makes them; centres the first k rows): the
+device time of one assignment (10 calls after a warm-up, three rounds in turns) of a bound
+run settled on its plan (``screened``), of ``assign_tc_exact`` outside a fit (the split
+kernel on every row, ``split``) and of ``tc-fast``; whether ``screened`` and ``split``
+give ``tiled``'s labels on every row (poisoned labels in); tc-fast's agreement with them;
+and the run's plan and counters (rows queued, rows the screen left or would leave). Then
+the wall time of 20-iteration ``GPUKMeans(assign="tc-exact")`` fits from device data
+(``tol=0``), each version three times in turns after an untimed fit, with their inertia
+(equal fits: equal inertia).
+Writes ``tc-source-ab[-tag]-<date>-<commit>.json``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,18 @@ CASES = [(1_000_000, 128, 1024, "uniform", "float32"),
 FIT_CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
              (10_000_000, 32, 1024, "uniform")]
 SOURCES = {"base": "kmeans_assign_tc_base.cu", "new": "kmeans_assign_tc.cu"}
+ARITY_BASE = 4  # assign_tc_half's template arguments in the base (--base-arity; 0: as given)
+
+
+def _base_arity(get_kernel):
+    """``get_kernel`` that launches the base's ``assign_tc_half`` with its own template: four
+    arguments before the KEYS argument (e5c3eda), whatever the launcher passes."""
+    def wrapped(source, name, *args, **kwargs):
+        if source == SOURCES["base"] and name == "assign_tc_half" and ARITY_BASE:
+            args = args[:ARITY_BASE]
+        return get_kernel(source, name, *args, **kwargs)
+
+    return wrapped
 
 
 def _counters(cp, run) -> dict:
@@ -112,7 +126,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--tag", default="")
+    parser.add_argument("--base-arity", type=int, default=ARITY_BASE)
     args = parser.parse_args()
+    globals()["ARITY_BASE"] = args.base_arity
     from gpumine import registry
     from gpumine.backend import get_backend
     from gpumine.bench.record import context
@@ -120,6 +136,7 @@ def main() -> int:
 
     backend = get_backend("gpu")
     cp = backend.xp
+    tc.get_kernel = _base_arity(tc.get_kernel)
     tiled = registry.load_strategy("kmeans.assign", "tiled")
     record = {**context(backend), "sources": SOURCES, "rows": [], "fits": []}
     for case in CASES:
