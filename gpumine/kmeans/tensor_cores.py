@@ -126,7 +126,8 @@ below ``2**-126`` moves by less than that and loses its number: the screen's mar
 ``2**(b - 23) (cmax^2 + 2 |x| cmax + e) + 2**-126`` (times ``1 + 2**-20``), and a row
 whose best key is below float's normal range is never decided. On the issue's uniform 1M
 x 128, k = 1024 (``b = 8``) the screen then leaves 11 % more rows (38,797 against 35,016)
-and its call is 12 % shorter on the H200 (record ``tc-keys-ab-h200-2026-11-28-*.json``).
+and a bound run's call is 11 % shorter on the H200 (record
+``tc-source-ab-keys-h200-2026-11-28-cc919d2.json``).
 The split kernel then takes the rows the screen left (read
 through their indices), and its own queue goes to the re-check as before: the labels are
 those of the tiled kernel either way. On clustered data (blobs: the split bound leaves 40
