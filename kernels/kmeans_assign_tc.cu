@@ -756,16 +756,22 @@ __device__ __forceinline__ unsigned pack_halves(unsigned short low, unsigned sho
 // Four (two) 8 x 8 matrices of 16-bit values from shared memory, a 16-byte row address a
 // lane (lanes 0-7 the first matrix's rows, 8-15 the second's, ...): each lane receives row
 // lane / 4, values 2 (lane % 4) and + 1 of each matrix, mma.sync's fragment layout.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const unsigned* row) {
-    const unsigned address = (unsigned)__cvta_generic_to_shared(row);
+// ... from a shared-space byte address: a caller that converts a base once and adds
+// constant offsets has ptxas fold them into the instruction (a base in words plus a
+// pointer per call took two address instructions a load, IADD3 and LEA: 15 % of the
+// screen's instructions, ncu-screen-src-h200-2026-11-28-c350fb2).
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned address) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address));
 }
 
-__device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const unsigned* row) {
-    const unsigned address = (unsigned)__cvta_generic_to_shared(row);
+__device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], unsigned address) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                  : "=r"(r[0]), "=r"(r[1]) : "r"(address));
+}
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
 }
 
 // D = A (16 x 16, row) * B (16 x 8, col) + D, FP16 inputs, FP32 accumulation.
@@ -1182,9 +1188,12 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // ldmatrix.x4: lanes 0-7 give rows 0-7 of features 0-7 (a[0]), lanes 8-15 rows 8-15
     // (a[1]), lanes 16-31 the same rows' features 8-15 (a[2], a[3]). Rows SW = 68 words
     // apart fall in 8 distinct 4-bank groups: no bank conflict.
-    auto load_a = [&](unsigned (&a)[4], const unsigned* xs, int m, int s) {
-        ldmatrix_x4(a, xs + (m * 16 + (lane & 15)) * SW + s * 8 + (lane >> 4) * 4);
+    // (xs: the lane's shared address of m tile 0, feature step 0; words 4 bytes)
+    auto load_a = [&](unsigned (&a)[4], unsigned xs, int m, int s) {
+        ldmatrix_x4(a, xs + 4 * (m * 16 * SW + s * 8));
     };
+    const unsigned xhw_at = shared_address(xhw + (lane & 15) * SW + (lane >> 4) * 4);
+    const unsigned xlw_at = shared_address(xlw + (lane & 15) * SW + (lane >> 4) * 4);
     // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
     auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
         const int col = t * 8 + 2 * member;
@@ -1217,9 +1226,12 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
     // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
     // not read).
-    auto b_offset = [&](int t, int s) {
-        return (t * 8 + (lane & 7)) * SW + s * 8 + ((lane >> 3) & 1) * 4;
+    // (the lane's shared address of n8 tile 0, feature step 0 in a centre buffer, and the
+    // bytes to tile t, step s)
+    auto b_lane = [&](const unsigned* tile) {
+        return shared_address(tile + (lane & 7) * SW + ((lane >> 3) & 1) * 4);
     };
+    auto b_offset = [&](int t, int s) { return 4 * (t * 8 * SW + s * 8); };
     auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
                               const unsigned (&a1)[4], const unsigned (&l0)[4],
                               const unsigned (&l1)[4], const unsigned (&bh)[2],
@@ -1247,8 +1259,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         for (int m = 0; m < 2; ++m)
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
-                load_a(a_hi[m][s], xhw, m, s);
-                if (SPLIT) load_a(a_lo[m][s], xlw, m, s);
+                load_a(a_hi[m][s], xhw_at, m, s);
+                if (SPLIT) load_a(a_lo[m][s], xlw_at, m, s);
                 else
 #pragma unroll
                     for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
@@ -1264,8 +1276,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             copy_async_wait<0>();
         }
         __syncthreads();
-        const unsigned* cht = ch + b * BN * SW;
-        const unsigned* clt = cl + b * BN * SW;
+        const unsigned cht = b_lane(ch + b * BN * SW), clt = b_lane(cl + b * BN * SW);
         const float* nst = ns + b * BN;
         if constexpr (HELD) {
 #pragma unroll
@@ -1291,13 +1302,13 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; ++s) {
-                load_a(a_hi[0][0], xhw, 0, s);
-                load_a(a_hi[1][0], xhw, 1, s);
+                load_a(a_hi[0][0], xhw_at, 0, s);
+                load_a(a_hi[1][0], xhw_at, 1, s);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
                 if (SPLIT) {
-                    load_a(a_lo[0][0], xlw, 0, s);
-                    load_a(a_lo[1][0], xlw, 1, s);
+                    load_a(a_lo[0][0], xlw_at, 0, s);
+                    load_a(a_lo[1][0], xlw_at, 1, s);
                 }
 #pragma unroll
                 for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
