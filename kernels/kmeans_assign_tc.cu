@@ -1028,6 +1028,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // (k_pad <= GPUMINE_TC_KEY_CENTRES where KEYS, as the launcher picks)
     const int key_bits = 32 - __clz(max(k_pad / 4 - 1, 1));
     static_assert(!(KEYS && SPLIT), "keys are the one-product kernel's");
+    constexpr bool keyed = KEYS;
     const int key_mask = (1 << key_bits) - 1;
 
     // Centre tile c0 into buffer b (one commit group per thread, empty or not). Chunk q = tid
@@ -1197,7 +1198,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
         const int col = t * 8 + 2 * member;
         const float n0 = nst[col], n1 = nst[col + 1];
-        if constexpr (KEYS) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
+        if constexpr (keyed) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
             const int q0 = 2 * ((c0 >> 3) + t);
 #pragma unroll
             for (int m = 0; m < 2; ++m) {
@@ -1339,7 +1340,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             Top2& t = top[m][h];
-            if constexpr (KEYS) {  // the best key's centre (0 where no score was pushed)
+            if constexpr (keyed) {  // the best key's centre (0 where no score was pushed)
                 const int q = __float_as_int(t.best) & key_mask;
                 t.index = t.best < max_value<float>() ? (q >> 1) * 8 + 2 * member + (q & 1) : 0;
             }
@@ -1353,7 +1354,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             // screen's margin adds what the dropped lo parts can move the score.
             const bool screen = SCREENS && c_residual != nullptr;
             // a key below float's normal range has lost its centre (top2_push_key)
-            const bool known = !KEYS || (__float_as_int(t.best) & 0x7f800000) != 0;
+            const bool known = !keyed || (__float_as_int(t.best) & 0x7f800000) != 0;
             const bool decided = active && scaled && known
                                  && top2_decides(t, xn[local], (double)cmax_value, bound,
                                                  screen ? dropped[local] : 0.0);
