@@ -175,6 +175,28 @@ def test_strategies_are_listed_with_exactness_said():
     assert strategies["tc-fast"].description.startswith("NOT exact")
 
 
+@pytest.mark.parametrize("bits", [4, 8, 12])
+def test_a_key_moves_its_score_within_the_screens_term(bits, rng):
+    """The premise of the screen's keys (module docstring, "The screen"): replacing a float
+    score's low ``bits`` bits by a number, then flushing a subnormal result to zero as the
+    kernels do, moves the score by less than ``2**(bits - 23) |s| + 2**-126``, on scores of
+    every magnitude and sign, zeros, subnormals and the largest floats; and a key whose
+    exponent is not zero still holds its number."""
+    mask = (1 << bits) - 1
+    scores = np.concatenate([
+        rng.uniform(-1, 1, 20000) * np.exp2(rng.uniform(-140, 127, 20000)),
+        [0.0, -0.0, 1e-45, -1e-45, 1.17e-38, -1.17e-38, np.finfo(np.float32).max, 1.0, -1.0],
+    ]).astype(np.float32)
+    q = rng.randint(0, mask + 1, size=scores.size).astype(np.uint32)
+    keys = ((scores.view(np.uint32) & ~np.uint32(mask)) | q).view(np.float32)
+    normal = (keys.view(np.uint32) & 0x7F800000) != 0
+    flushed = np.where(normal, keys, np.float32(0.0)).astype(np.float64)
+    moved = np.abs(flushed - scores.astype(np.float64))
+    assert np.all(moved < np.abs(scores.astype(np.float64)) * 2.0 ** (bits - 23) + 2.0 ** -126)
+    assert np.array_equal(keys.view(np.uint32)[normal] & mask, q[normal])
+    assert not normal.all() and normal.any()  # both kinds were tried
+
+
 # -- GPU --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cp():
