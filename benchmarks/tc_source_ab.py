@@ -59,8 +59,8 @@ def _base_arity(get_kernel):
 def _counters(cp, run) -> dict:
     """The run's last call's counters (a sync)."""
     values = cp.asnumpy(run.scratch.empty("counters", 5, "uint32"))  # sync: a record
-    return {"queued": int(values[1]), "screen_left": int(values[3]),
-            "screen_would_leave": int(values[4])}
+    return {"queued": int(values[1]), "screen_left": int(values[3]),  # sync: none, host
+            "screen_would_leave": int(values[4])}  # sync: none, host values
 
 
 def assignments(cp, tc, tiled, n, d, k, kind, dtype) -> dict:
@@ -116,8 +116,8 @@ def fits(cp, tc, n, d, k, kind) -> dict:
             cp.cuda.Device().synchronize()
             if timed:
                 row["fit_s"].setdefault(name, []).append(time.perf_counter() - start)
-                # sync: a fitted number, after the timing
-                row["inertia"].setdefault(name, []).append(float(fit.inertia_))
+                inertia = float(fit.inertia_)  # sync: a fitted number, after the timing
+                row["inertia"].setdefault(name, []).append(inertia)
     tc._SOURCE = SOURCES["new"]
     return row
 
