@@ -35,10 +35,9 @@ __device__ __forceinline__ void top2_push(Top2& t, float score, int index) {
 }
 
 // The one-product kernel's top-2 (the screen's and tc-fast's) on keys: the score with its
-// low `mask` bits replaced by a lane-local centre number q, so that the best and second key
-// are two min/max and one logic instruction a score instead of five: the compare and two
-// selects that carry the index are gone (the index comes back from the best key's low
-// bits). A key moves a normal score by less than 2^(bits - 23) |score|; the kernels run
+// low `mask` bits replaced by a lane-local centre number q, so that a score costs one logic
+// and three min/max instructions instead of five: the compare and two selects that carry
+// the index are gone (the index comes back from the best key's low bits). A key moves a normal score by less than 2^(bits - 23) |score|; the kernels run
 // with subnormals flushed (the min/max too), so a key below 2^-126 in magnitude moves by
 // less than 2^-126 and loses q: key_error bounds both, which the screen's margin adds
 // (`dropped`), and a row whose best key is that small is never decided (its index is

@@ -119,7 +119,7 @@ sampled rows on the CPU).
 The one-product kernel (the screen and tc-fast) keeps each row's top two on *keys*: the
 float score with its low ``b`` bits replaced by the centre's number in the lane (``b`` bits
 for ``k_pad / 4`` numbers, up to ``k_pad = 2**14``; more centres take the plain top-2), so
-that a score costs two min/max and one logic instruction instead of five, the index coming
+that a score costs one logic and three min/max instructions instead of five, the index coming
 back from the best key's bits. A key moves a normal score by less than ``2**(b - 23)
 |s|``, with ``|s| <= cmax^2 + 2 |x| cmax + e``; the kernels flush subnormals, so a key
 below ``2**-126`` moves by less than that and loses its number: the screen's margin adds
