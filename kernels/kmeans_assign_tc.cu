@@ -37,12 +37,13 @@ __device__ __forceinline__ void top2_push(Top2& t, float score, int index) {
 // The one-product kernel's top-2 (the screen's and tc-fast's) on keys: the score with its
 // low `mask` bits replaced by a lane-local centre number q, so that a score costs one logic
 // and three min/max instructions instead of five: the compare and two selects that carry
-// the index are gone (the index comes back from the best key's low bits). A key moves a normal score by less than 2^(bits - 23) |score|; the kernels run
-// with subnormals flushed (the min/max too), so a key below 2^-126 in magnitude moves by
-// less than 2^-126 and loses q: key_error bounds both, which the screen's margin adds
-// (`dropped`), and a row whose best key is that small is never decided (its index is
-// unknown). Padded centres' scores are the largest float (tc_prepare_centers), whose keys
-// stay finite: a NaN key would pass fmaxf and set the second to the best.
+// the index are gone (the index comes back from the best key's low bits). A key moves a
+// normal score by less than 2^(bits - 23) |score|; the kernels run with subnormals flushed
+// (the min/max too), so a key below 2^-126 in magnitude moves by less than 2^-126 and loses
+// q: key_error bounds both, which the screen's margin adds (`dropped`), and a row whose
+// best key is that small is never decided (its index is unknown). Padded centres' scores
+// are the largest float (tc_prepare_centers), whose keys stay finite: a NaN key would pass
+// fmaxf and set the second to the best.
 __device__ __forceinline__ void top2_push_key(Top2& t, float score, int q, int mask) {
     const float key = __int_as_float((__float_as_int(score) & ~mask) | q);
     t.second = fminf(t.second, fmaxf(t.best, key));
