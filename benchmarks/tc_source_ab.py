@@ -42,15 +42,14 @@ CASES = [(1_000_000, 128, 1024, "uniform", "float32"),
 FIT_CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 128, 1024, "blobs:64"),
              (10_000_000, 32, 1024, "uniform")]
 SOURCES = {"base": "kmeans_assign_tc_base.cu", "new": "kmeans_assign_tc.cu"}
-ARITY_BASE = 4  # assign_tc_half's template arguments in the base (--base-arity; 0: as given)
 
 
-def _base_arity(get_kernel):
-    """``get_kernel`` that launches the base's ``assign_tc_half`` with its own template: four
-    arguments before the KEYS argument (e5c3eda), whatever the launcher passes."""
+def _base_arity(get_kernel, arity: int):
+    """``get_kernel`` that launches the base's ``assign_tc_half`` with its own number of
+    template arguments (``arity``; 4 before the KEYS argument of e5c3eda, 0: as given)."""
     def wrapped(source, name, *args, **kwargs):
-        if source == SOURCES["base"] and name == "assign_tc_half" and ARITY_BASE:
-            args = args[:ARITY_BASE]
+        if source == SOURCES["base"] and name == "assign_tc_half" and arity:
+            args = args[:arity]
         return get_kernel(source, name, *args, **kwargs)
 
     return wrapped
@@ -126,9 +125,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--tag", default="")
-    parser.add_argument("--base-arity", type=int, default=ARITY_BASE)
+    parser.add_argument("--base-arity", type=int, default=4,
+                        help="the base's assign_tc_half template arguments (0: as given)")
     args = parser.parse_args()
-    globals()["ARITY_BASE"] = args.base_arity
     from gpumine import registry
     from gpumine.backend import get_backend
     from gpumine.bench.record import context
@@ -136,7 +135,7 @@ def main() -> int:
 
     backend = get_backend("gpu")
     cp = backend.xp
-    tc.get_kernel = _base_arity(tc.get_kernel)
+    tc.get_kernel = _base_arity(tc.get_kernel, args.base_arity)
     tiled = registry.load_strategy("kmeans.assign", "tiled")
     record = {**context(backend), "sources": SOURCES, "rows": [], "fits": []}
     for case in CASES:
