@@ -47,8 +47,11 @@ __all__ = [
 #: Folder that holds the ``.cu``/``.cuh`` files, installed or editable.
 KERNEL_DIR = Path(__file__).resolve().parent
 
-#: NVRTC options shared by every module: C++17, headers from this folder. No fast-math:
-#: the kernels are compared with FP64 references.
+#: NVRTC options shared by every module: C++17, headers from this folder. No
+#: ``-use_fast_math``: the kernels are compared with FP64 references. CuPy itself appends
+#: ``-ftz=true`` (cupy/cupy#9576), so float arithmetic flushes subnormals to zero (double
+#: arithmetic does not); the tensor-core bounds carry underflow terms for it (``a`` and the
+#: keys' ``2^-126``, gpumine/kmeans/tensor_cores.py).
 _OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
 
 
