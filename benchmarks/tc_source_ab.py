@@ -50,11 +50,6 @@ def _base_arity(get_kernel, arity: int):
     def wrapped(source, name, *args, **kwargs):
         if source == SOURCES["base"] and name == "assign_tc_half" and arity:
             args = args[:arity]
-        if source == SOURCES["base"] and name == "tc_merge_ranges":
-            # a base without the centre ranges: the split kernel never sets their count,
-            # so the new file's merge leaves at once (trailing launch arguments a base's
-            # kernel does not declare are not read)
-            source = SOURCES["new"]
         return get_kernel(source, name, *args, **kwargs)
 
     return wrapped
@@ -62,10 +57,9 @@ def _base_arity(get_kernel, arity: int):
 
 def _counters(cp, run) -> dict:
     """The run's last call's counters (a sync)."""
-    values = cp.asnumpy(run.scratch.empty("counters", 6, "uint32"))  # sync: a record
+    values = cp.asnumpy(run.scratch.empty("counters", 5, "uint32"))  # sync: a record
     return {"queued": int(values[1]), "screen_left": int(values[3]),  # sync: none, host
-            "screen_would_leave": int(values[4]),  # sync: none, host values
-            "centre_ranges": int(values[5])}  # sync: none, host values
+            "screen_would_leave": int(values[4])}  # sync: none, host values
 
 
 def assignments(cp, tc, tiled, n, d, k, kind, dtype) -> dict:

@@ -892,23 +892,6 @@ __global__ void tc_screen_plan(int* __restrict__ plan,                   // INOU
     plan[0] = left <= limit ? 1 : 0;
 }
 
-// Centre ranges of the split kernel's pass over the screen's rows (`rows` rows): a few
-// thousand rows are a few hundred blocks, each walking every centre, which leaves most of
-// the device idle through the pass's last wave; split over the centres, `spread` blocks a
-// tile take `chunk_tiles` centre tiles each (of `centre_tiles`), every range non-empty, and
-// tc_merge_ranges joins their top-2. At most `most` ranges, and at most `items` blocks in
-// all (the host's: a few waves of the kernel, and no more than its grid). 1: no split.
-__device__ __forceinline__ int centre_ranges(index_t rows, int most, int items,
-                                             int centre_tiles, int& chunk_tiles) {
-    const index_t tiles = (rows + 127) / 128;
-    chunk_tiles = centre_tiles;
-    if (most <= 1 || tiles == 0) return 1;
-    const int want = (int)min((index_t)most, min((index_t)centre_tiles, items / tiles));
-    if (want <= 1) return 1;
-    chunk_tiles = (centre_tiles + want - 1) / want;
-    return (centre_tiles + chunk_tiles - 1) / chunk_tiles;
-}
-
 // Asynchronous global-to-shared copies of 16 bytes (sm_80), in commit groups.
 __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
     const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
@@ -1005,13 +988,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                index_t* __restrict__ queue,         // OUT (n) queued rows
                int* __restrict__ queue_best,        // OUT (n) their best centre by score
                float* __restrict__ upper,           // OUT (n) SEED: Hamerly's bounds of the
-               float* __restrict__ lower,           // OUT (n)   rows it takes (seed_bounds)
-               int ranges,                          // IN  centre ranges at most (1: none)
-               int items,                           // IN  blocks the ranges may use
-               unsigned* __restrict__ spread_out,   // OUT (1) the ranges taken, or null
-               float2* __restrict__ part_top,       // OUT (items * 128) a range's best, second
-               int* __restrict__ part_index,        // OUT (items * 128) its best's index
-               double* __restrict__ part_norm)      // OUT (items * 128) ||x||^2, -1 unscaled
+               float* __restrict__ lower)           // OUT (n)   rows it takes (seed_bounds)
 {
     constexpr int BM = 128, BN = HalfTile<DP, SPLIT>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     constexpr int KS = DP / 16;  // mma feature steps
@@ -1032,13 +1009,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     index_t* row_ids = reinterpret_cast<index_t*>(dropped + BM);  // BM  rows' indices, n: none
     int* old_labels = reinterpret_cast<int*>(row_ids + BM);   // BM  labels before the call
     int* counting = old_labels + BM;                          // 1   count the screen's misses
-    // 3 ints: the centres' end of this block's range, and where a range's top-2 go
-    // (tc_merge_ranges: the slot of the block's first row, and of its ||x||^2 where the
-    // range is the first; -1: none), kept here rather than live in registers through the
-    // products (the split kernel at 32 features spilled)
-    int* range_at = counting + 1;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
+    const index_t row0 = (index_t)blockIdx.x * BM;
     // the pass: the screen runs under plan 1 only; the split kernel takes the screen's rows
     // there (a block past them leaves: the grid covers every row). What the epilogue needs
     // of it waits in shared memory, not in registers through the products.
@@ -1047,27 +1020,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     if (SCREENS && c_residual != nullptr && pass == 0) return;
     const bool indirect = SPLIT && pass == 1 && rows != nullptr;  // null: the screen not run
     const index_t active_rows = indirect ? (index_t)*row_count : n;
-    // the split kernel's pass over the screen's rows may split the centres (centre_ranges):
-    // block b then takes tile b / spread, centres of range b % spread
-    // (from 64 features, gpumine.kmeans.tensor_cores.RANGE_DIMS: at 32 the split kernel
-    // held to 80 registers spilled more with them)
-    constexpr bool RANGED = SPLIT && DP >= 64;
-    int chunk_tiles = k_pad / BN;
-    const int spread = RANGED && indirect
-        ? centre_ranges(active_rows, ranges, items, k_pad / BN, chunk_tiles) : 1;
-    if (RANGED && spread_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
-        *spread_out = (unsigned)spread;
-    const int range = (int)(blockIdx.x % (unsigned)spread);
-    const index_t row0 = (index_t)(blockIdx.x / (unsigned)spread) * BM;
-    const int c_begin = range * chunk_tiles * BN;
     if (row0 >= active_rows) return;  // the whole block: no barrier passed yet
-    if (threadIdx.x == 0) {
-        *counting = SPLIT && pass == 0 && c_residual != nullptr;
-        range_at[0] = min(k_pad, c_begin + chunk_tiles * BN);
-        // slots below items * 128 (the host's buffers): an int
-        range_at[1] = spread > 1 ? (int)((active_rows + BM - 1) / BM * BM * range + row0) : -1;
-        range_at[2] = spread > 1 && range == 0 ? (int)row0 : -1;
-    }
+    if (threadIdx.x == 0) *counting = SPLIT && pass == 0 && c_residual != nullptr;
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
     // the one-product kernel's keys (top2_push_key): bits for q < k_pad / 4, up to KEY_BITS
@@ -1101,7 +1055,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if (threadIdx.x < BN / 4) copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
         copy_async_commit();
     };
-    if (!HELD) load_tile(c_begin, 0);  // lands while the rows are staged
+    if (!HELD) load_tile(0, 0);  // lands while the rows are staged
 
     {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
         // the row (the scale needs its largest value). Float data lands in shared memory
@@ -1312,10 +1266,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                     for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
             }
         __syncthreads();  // every warp holds its fragments: the staging area takes centres
-        load_tile(c_begin, 0);
+        load_tile(0, 0);
     }
-    for (int c0 = c_begin, b = 0; c0 < (RANGED ? range_at[0] : k_pad); c0 += BN, b ^= 1) {
-        if (c0 + BN < (RANGED ? range_at[0] : k_pad)) {
+    for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
+        if (c0 + BN < k_pad) {
             load_tile(c0 + BN, b ^ 1);
             copy_async_wait<1>();  // this tile's copies landed, the next one's in flight
         } else {
@@ -1396,15 +1350,6 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             const index_t i = row_ids[local];
             const bool active = member == 0 && i < n;
             const bool scaled = row_coef[m][h] == row_coef[m][h];
-            if (RANGED && range_at[1] >= 0) {  // this range's top-2, for tc_merge_ranges
-                if (active) {
-                    part_top[range_at[1] + local] = make_float2(t.best, t.second);
-                    part_index[range_at[1] + local] = t.index;
-                    if (range_at[2] >= 0)
-                        part_norm[range_at[2] + local] = scaled ? xn[local] : -1.0;
-                }
-                continue;
-            }
             // tc-fast decides every row it can scale; the re-check takes the others. The
             // screen's margin adds what the dropped lo parts can move the score.
             const bool screen = SCREENS && c_residual != nullptr;
@@ -1425,68 +1370,5 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 seed_bounds(upper, lower, i, decided, t, xn[local], (double)cmax_value,
                             bound, screen ? dropped[local] : 0.0);
         }
-    }
-}
-
-// The split kernel's centre ranges joined (centre_ranges): each of the screen's rows' top-2
-// over the ranges in order, by (score, index) as top2_merge_lanes takes them, so the same
-// best, index and second as one pass over every centre; then assign_tc_half's decision,
-// label or queue, and seed. Leaves at once unless that pass ran split (plan 1 and the
-// screen's rows, `spread` above 1). A fixed grid striding over the rows a warp at a time.
-__global__ void tc_merge_ranges(const int* __restrict__ plan,             // IN  (1) or null
-                                const index_t* __restrict__ rows,         // IN  the screen's
-                                const unsigned* __restrict__ row_count,   // IN  (1)
-                                const unsigned* __restrict__ spread,      // IN  (1) ranges
-                                const float2* __restrict__ part_top,      // IN  assign_tc_half
-                                const int* __restrict__ part_index,       // IN
-                                const double* __restrict__ part_norm,     // IN
-                                const unsigned* __restrict__ cmax,        // IN  (1) float bits
-                                const double* __restrict__ bound,         // IN  (5)
-                                index_t n,                                // IN
-                                int* __restrict__ labels,                 // INOUT (n)
-                                unsigned long long* changed,              // INOUT (1) or null
-                                unsigned* __restrict__ queue_size,        // INOUT (1)
-                                index_t* __restrict__ queue,              // OUT
-                                int* __restrict__ queue_best,             // OUT
-                                float* __restrict__ upper,                // OUT (n) or null
-                                float* __restrict__ lower)                // OUT (n) or null
-{
-    if (plan == nullptr || rows == nullptr || plan[0] != 1) return;
-    const int ranges = (int)*spread;
-    if (ranges <= 1) return;
-    const index_t count = (index_t)*row_count;
-    const index_t stride = (count + 127) / 128 * 128;  // a range's slots
-    const double cmax_value = (double)__uint_as_float(*cmax);
-    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < count;
-         base += (index_t)gridDim.x * blockDim.x) {  // uniform across a warp
-        const index_t r = base + threadIdx.x;
-        const bool active = r < count;
-        Top2 t;
-        top2_init(t);
-        double norm2 = -1.0;
-        index_t i = n;
-        int previous = 0;
-        if (active) {
-            i = rows[r];
-            previous = labels[i];
-            norm2 = part_norm[r];
-            for (int q = 0; q < ranges; ++q) {
-                const float2 top = part_top[r + q * stride];
-                const int index = part_index[r + q * stride];
-                if (top.x < t.best || (top.x == t.best && index < t.index)) {
-                    t.second = fminf(t.best, top.y);
-                    t.best = top.x;
-                    t.index = index;
-                } else {
-                    t.second = fminf(t.second, top.x);
-                }
-            }
-        }
-        const bool decided = active && norm2 >= 0.0
-                             && top2_decides(t, norm2, cmax_value, bound, 0.0);
-        finish_row(labels, i, active, decided, t.index, previous, changed, queue_size, queue,
-                   queue_best);
-        if (upper != nullptr && active)
-            seed_bounds(upper, lower, i, decided, t, norm2, cmax_value, bound, 0.0);
     }
 }

@@ -568,38 +568,6 @@ def test_plan_leaves_the_screen_where_it_leaves_too_many_rows(cp, rng, monkeypat
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("most", [3, 16])
-@pytest.mark.parametrize("d", [64, 100, 128])
-def test_split_kernel_takes_the_screens_rows_in_centre_ranges(cp, d, most, dtype, rng,
-                                                              screen_always, monkeypatch):
-    """From 64 features the split kernel's pass over the rows the screen left splits the
-    centres into ranges (3: ranges of unequal length) and a merge joins their top-2: tiled's
-    labels and changed count, from poisoned and from given labels, with a centre repeated
-    in a later range (exact ties: the lower index) and rows a hair from the midpoint of two
-    centres in different ranges; the ranges did run."""
-    from gpumine.kmeans import tensor_cores
-
-    monkeypatch.setattr(tensor_cores, "RANGES", most)
-    n, k = 20_000 + 77, 1000
-    X = rng.uniform(size=(n, d)).astype(dtype)
-    C = X[:k].copy()
-    C[900] = C[5]  # the same centre in the last range as in the first
-    middle = (C[10].astype(np.float64) + C[800]) / 2
-    X[k:k + 300] = (middle + rng.uniform(-1e-6, 1e-6, size=(300, d))).astype(dtype)
-    X[k + 300:k + 400] = C[5]
-    plans, run = _assert_screened_as_tiled(cp, X, C, calls=3)
-    assert plans == [0, 1, 1]
-    spread = int(run.scratch.empty("counters", 6, cp.uint32)[5].get())  # sync: the check
-    assert 2 <= spread <= most
-    expected, _ = _labels(cp, "tiled", X, C)
-    assert np.all(expected[k + 300:k + 400] == 5)
-    previous = rng.randint(0, k, size=n).astype(np.int32)
-    plans, _ = _assert_screened_as_tiled(cp, X, C, calls=1, previous=previous, run=run)
-    assert plans == [1]
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("d", [32, 128])
 def test_screen_leaves_rows_whose_keys_lost_their_centre(cp, d, rng, screen_always):
     """The one-product kernel's keys carry the centre's number in a score's low bits, which

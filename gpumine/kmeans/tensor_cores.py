@@ -165,20 +165,12 @@ import numpy as np
 
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy, InvalidParameterError
-from gpumine.kernels import (
-    BLOCK,
-    declares,
-    device_attribute,
-    get_kernel,
-    header_define,
-    launch,
-    resident_blocks,
-)
+from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, header_define, launch
 from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
-__all__ = ["FUSED_DIMS", "RANGES", "RANGE_WAVES", "SCREEN_MIN_ROWS", "SCREEN_SHARE",
-           "ScreenedRun", "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
+__all__ = ["FUSED_DIMS", "SCREEN_MIN_ROWS", "SCREEN_SHARE", "ScreenedRun", "assign_tc_exact",
+           "assign_tc_fast", "error_bound", "queued_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -232,16 +224,6 @@ _TYPES = ("float", "double")
 SCREEN_SHARE = {32: 0.2, 64: 0.3, 128: 0.35}
 #: ... from this many rows (fewer: a call is too short for its extra launches).
 SCREEN_MIN_ROWS = 1 << 16
-#: The split kernel's pass over the rows the screen left splits the centres into up to this
-#: many ranges (``centre_ranges`` in the kernel: a few thousand rows are a few hundred
-#: blocks, each walking every centre, and the device idles through the pass's last wave),
-#: its blocks in all at most :data:`RANGE_WAVES` of its resident blocks; ``tc_merge_ranges``
-#: joins the ranges' top-2 into the same labels. At the padded widths of
-#: :data:`RANGE_DIMS` (the kernel's ``RANGED``: at 32 features the split kernel, held to 80
-#: registers, spilled more with the ranges' state).
-RANGES = 16
-RANGE_WAVES = 4
-RANGE_DIMS = (64, 128)
 
 _BOUNDS: dict = {}
 
@@ -379,7 +361,6 @@ class _Scratch:
 @declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("false",), ("true",), ("true",))
 @declares(_SOURCE, "tc_center_residuals")
 @declares(_SOURCE, "tc_screen_plan")
-@declares(_SOURCE, "tc_merge_ranges")
 def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     """Launch the assignment; returns the device counter of rows queued for the re-check.
 
@@ -415,9 +396,8 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     padded = scratch.empty("padded", (k_pad, dp), cp.float32)
     norms = scratch.empty("norms", k_pad, cp.float32)
     # [max ||c|| as float bits, rows queued, the screen's rho_c as float bits, rows the
-    # screen queued, rows it would have queued, centre ranges of the split kernel's pass
-    # over the screen's rows]
-    counters = scratch.zeros("counters", 6, cp.uint32)
+    # screen queued, rows it would have queued]
+    counters = scratch.zeros("counters", 5, cp.uint32)
     cmax, queue_size = counters[:1], counters[1:2]
     queue = scratch.empty("queue", n, cp.int64)
     queue_best = scratch.empty("queue_best", n, cp.int32)
@@ -451,7 +431,6 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
         common = (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                   np.int32(k_pad))
         kernel, shared = fused_kernel(exact)
-        no_ranges = (np.int32(1), np.int32(0), *(kernel_pointer(None),) * 4)
         if exact and run is not None and run.screens(n, dp):
             c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
             launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
@@ -459,7 +438,6 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
             known = run.known_plan()
             rows = scratch.empty("rows", n, cp.int64)
             screen, screen_shared = fused_kernel(False)  # compiled before any capture
-            ranges = no_ranges
             if known == 0:  # the split kernel takes every row, whatever the device's plan
                 rows = None
             else:  # the screen (it leaves at once where the device's plan is 0)
@@ -468,34 +446,19 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                 launch(screen, -(-n // _BM), _BM,
                        (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
-                        screen_queue, rows, queue_best, *pointers, *no_ranges),
+                        screen_queue, rows, queue_best, *pointers),
                        shared_mem=screen_shared)
-                if dp in RANGE_DIMS:  # the split kernel's pass over its rows in ranges
-                    items = min(RANGE_WAVES * resident_blocks(kernel, _BM, shared),
-                                -(-n // _BM))
-                    parts = (scratch.empty("part_top", (items * _BM, 2), cp.float32),
-                             scratch.empty("part_index", items * _BM, cp.int32),
-                             scratch.empty("part_norm", items * _BM, cp.float64))
-                    ranges = (np.int32(RANGES), np.int32(items), counters[5:6], *parts)
             launch(kernel, -(-n // _BM), _BM,
                    (*common, run.plan, kernel_pointer(rows), screen_queue, c_residual, misses,
-                    labels, kernel_pointer(changed), queue_size, queue, queue_best, *pointers,
-                    *ranges),
+                    labels, kernel_pointer(changed), queue_size, queue, queue_best, *pointers),
                    shared_mem=shared)
-            if ranges is not no_ranges:  # leaves at once unless the split kernel took them
-                sms = device_attribute("MultiProcessorCount")
-                launch(get_kernel(_SOURCE, "tc_merge_ranges"),
-                       min(-(-items * _BM // BLOCK), 4 * sms), BLOCK,
-                       (run.plan, rows, screen_queue, counters[5:6], *ranges[3:], cmax, bound,
-                        np.int64(n), labels, kernel_pointer(changed), queue_size, queue,
-                        queue_best, *pointers))
             launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
                    (run.plan, screen_queue, misses, np.uint32(run.limit(n, dp))))
             run.plan_sent()
         else:
             launch(kernel, -(-n // _BM), _BM,
                    (*common, *(kernel_pointer(None),) * 5, labels, kernel_pointer(changed),
-                    queue_size, queue, queue_best, *pointers, *no_ranges),
+                    queue_size, queue, queue_best, *pointers),
                    shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
