@@ -189,6 +189,8 @@ _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
 _RECHECK_SPLIT_ROWS = 1 << 19  # ... and at most this many rows (its ranges' scratch)
 _RECHECK_RANGES = 16  # the compact rows' centres in up to this many ranges, a block row each
+_RECHECK_TILE = 32  # ... in tiles of at most this many centres (a range: whole tiles)
+_RECHECK_SLOTS = 1 << 23  # the ranges' answers kept at most (ranges x compact rows)
 _PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features, ...
 _PRUNE_MID_DIMS = 17  # ... and from this many with at least _PRUNE_MID_ROWS rows: its launches
 _PRUNE_MID_ROWS = 1 << 21  # cost a small fit more than it saves (50k x 32 x 2048 +25 %); from
@@ -571,19 +573,22 @@ def _recheck(XT, centers, queue_size, queue, labels, changed, scratch=None):
     shared = tile * dt * XT.dtype.itemsize
     sms = device_attribute("MultiProcessorCount")
     blocks = min(-(-n // _RECHECK_BLOCK), sms * _RECHECK_BLOCKS_PER_SM)
-    rows = min(max(1, _RECHECK_GATHER_BYTES // (d * XT.dtype.itemsize)), _RECHECK_SPLIT_ROWS)
+    split_tile = min(tile, _RECHECK_TILE)
+    chunk = -(-max(split_tile, -(-k // _RECHECK_RANGES)) // split_tile) * split_tile
+    ranges = -(-k // chunk)  # whole tiles a range
+    rows = min(max(1, _RECHECK_GATHER_BYTES // (d * XT.dtype.itemsize)), _RECHECK_SPLIT_ROWS,
+               max(1, _RECHECK_SLOTS // ranges))
     cap = min(-(-n // _RECHECK_BLOCK), max(1, rows // _RECHECK_BLOCK)) * _RECHECK_BLOCK
-    chunk = -(-max(tile, -(-k // _RECHECK_RANGES)) // tile) * tile  # whole tiles a range
-    ranges = -(-k // chunk)
     compact = scratch.empty("compact", (d, cap), XT.dtype)
     best = scratch.empty("best", (ranges, cap), XT.dtype)
     best_index = scratch.empty("best_index", (ranges, cap), cp.int32)
     launch(get_kernel(_SOURCE, "gather_queued", XT.dtype), sms * 8, BLOCK,
            (XT, np.int64(n), np.int32(d), queue_size, queue, np.int64(cap), compact))
-    launch(get_kernel(_SOURCE, "assign_recheck_split", XT.dtype, tile),
+    launch(get_kernel(_SOURCE, "assign_recheck_split", XT.dtype, split_tile),
            (min(cap // _RECHECK_BLOCK, sms * _RECHECK_BLOCKS_PER_SM), ranges), _RECHECK_BLOCK,
            (compact, np.int64(cap), centers, np.int32(d), np.int32(k), np.int32(dt),
-            np.int32(chunk), queue_size, best, best_index), shared_mem=shared)
+            np.int32(chunk), queue_size, best, best_index),
+           shared_mem=split_tile * dt * XT.dtype.itemsize)
     launch(get_kernel(_SOURCE, "recheck_merge", XT.dtype), min(cap // BLOCK, sms * 8), BLOCK,
            (np.int64(cap), np.int32(ranges), queue_size, queue, best, best_index, labels,
             kernel_pointer(changed)))
