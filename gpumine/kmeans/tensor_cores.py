@@ -142,13 +142,13 @@ decide the label by the same direct distances; rows with more than 128 such cand
 on. On clustered data, where the bound queues many rows (it scales with the norms after the
 shift, the margins with the clusters' spread), that is most of them.
 
-The re-check copies the first queued rows (up to 64 MB and 2^19 rows) into a compact
-column-major buffer, so it reads them coalesced instead of one scattered sector per feature
-and centre tile (on the H100 this made 1M x 128, k = 1024 1.6 ms faster), and assigns them
-against up to sixteen ranges of the centres at once, a block row per range, then merges the
-ranges' answers in order (the lowest index of the smallest distance, as one loop over every
-centre finds it): a few thousand queued rows alone would keep one block per multiprocessor
-busy.
+The re-check copies the first queued rows (up to 64 MB, 2^19 rows, and 2^23 answers: rows
+times ranges) into a compact column-major buffer, so it reads them coalesced instead of one
+scattered sector per feature and centre tile (on the H100 this made 1M x 128, k = 1024 1.6
+ms faster), and assigns them against up to 32 ranges of the centres at once (whole tiles of
+up to 32 centres), a block row per range, then merges the ranges' answers in order (the
+lowest index of the smallest distance, as one loop over every centre finds it): a few
+thousand queued rows alone would keep one block per multiprocessor busy.
 
 ``assign="tc-fast"`` multiplies ``hi.hi`` alone (TF32 GEMM past d = 128) and decides every
 row it can scale: FP16 (11-bit) labels, not exact, for users who ask for them.
@@ -188,7 +188,10 @@ _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's bloc
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
 _RECHECK_SPLIT_ROWS = 1 << 19  # ... and at most this many rows (its ranges' scratch)
-_RECHECK_RANGES = 16  # the compact rows' centres in up to this many ranges, a block row each
+_RECHECK_RANGES = 32  # the compact rows' centres in up to this many ranges, a block row each
+#                       (32 against 16: 1M x 128, k = 1024 1.489 -> 1.428 ms, 64 and 100
+#                       features 2-3 % faster, the rest within the spread; 64 or 128 ranges
+#                       of smaller tiles no better; tc-recheck-ranges-h200-*-db6c596.json)
 _RECHECK_TILE = 32  # ... in tiles of at most this many centres (a range: whole tiles)
 _RECHECK_SLOTS = 1 << 23  # the ranges' answers kept at most (ranges x compact rows)
 _PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features, ...
