@@ -11,10 +11,11 @@ range, a thread a row, centre tiles of at most ``_RECHECK_TILE``), the ranges' a
 merged (``gpumine.kmeans.tensor_cores._recheck``). A few thousand queued rows are a few
 dozen blocks a range, each thread walking its range's centres over every feature. For each
 case (uniform MT19937 seed 5489 as ``fit_vs_flash.py`` makes it; centres the first k rows or
-those of ten ``tiled`` iterations, as ``tc_clustered.py`` stages them) and each pair of
-settings, in turns, three rounds: the device time of one assignment of a bound run settled
-on its plan (5 calls after a warm-up), the rows queued, and whether its labels equal
-``tiled``'s on every row (poisoned labels in).
+those of ten ``tiled`` iterations, as ``tc_clustered.py`` stages them) and each set of
+settings (ranges, tile, and ``_RECHECK_SPLIT_BLOCKS``: the split re-check's blocks a
+multiprocessor over all the ranges), in turns, three rounds: the device time of one
+assignment of a bound run settled on its plan (5 calls after a warm-up), the rows queued,
+and whether its labels equal ``tiled``'s on every row (poisoned labels in).
 Writes ``tc-recheck-ranges[-tag]-<date>-<commit>.json``.
 """
 
@@ -31,7 +32,7 @@ CASES = [(1_000_000, 128, 1024, "uniform"), (1_000_000, 64, 1024, "uniform"),
          (10_000_000, 32, 1024, "uniform"), (1_000_000, 100, 1000, "uniform"),
          (50_000, 32, 2048, "uniform"), (4_000_000, 8, 200, "uniform"),
          (1_000_000, 4, 400, "uniform"), (1_000_000, 128, 1024, "blobs:64")]
-SETTINGS = [(16, 32), (32, 32), (64, 16), (128, 8), (64, 32)]
+SETTINGS = [(32, 32, 64), (32, 32, 16), (32, 32, 8), (32, 32, 4), (16, 32, 8)]
 
 
 def main() -> int:
@@ -46,7 +47,7 @@ def main() -> int:
 
     backend = get_backend("gpu")
     cp = backend.xp
-    saved = tc._RECHECK_RANGES, tc._RECHECK_TILE
+    saved = tc._RECHECK_RANGES, tc._RECHECK_TILE, tc._RECHECK_SPLIT_BLOCKS
     record = {**context(backend), "settings": SETTINGS, "rows": []}
     try:
         for n, d, k, kind, stage, X, centres, expected in staged_cases(cp, CASES, args.centres):
@@ -54,9 +55,10 @@ def main() -> int:
                    "queued": None, "equal_tiled": {}}
             runs = {}
             for _ in range(3):
-                for most, tile in SETTINGS:
-                    name = f"{most}x{tile}"
-                    tc._RECHECK_RANGES, tc._RECHECK_TILE = most, tile
+                for most, tile, blocks in SETTINGS:
+                    name = f"{most}x{tile}/{blocks}"
+                    tc._RECHECK_RANGES, tc._RECHECK_TILE, tc._RECHECK_SPLIT_BLOCKS = \
+                        most, tile, blocks
                     if name not in runs:  # settled on its plan, its kernels compiled
                         runs[name] = tc.assign_tc_exact.bind(X)
                         for _ in range(3):
@@ -76,7 +78,7 @@ def main() -> int:
                   flush=True)
             record["rows"].append(row)
     finally:
-        tc._RECHECK_RANGES, tc._RECHECK_TILE = saved
+        tc._RECHECK_RANGES, tc._RECHECK_TILE, tc._RECHECK_SPLIT_BLOCKS = saved
     save(args.out, "tc-recheck-ranges" + (f"-{args.tag}" if args.tag else ""), record)
     return 0
 

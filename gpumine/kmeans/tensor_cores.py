@@ -193,6 +193,8 @@ _RECHECK_RANGES = 32  # the compact rows' centres in up to this many ranges, a b
 #                       features 2-3 % faster, the rest within the spread; 64 or 128 ranges
 #                       of smaller tiles no better; tc-recheck-ranges-h200-*-db6c596.json)
 _RECHECK_TILE = 32  # ... in tiles of at most this many centres (a range: whole tiles)
+_RECHECK_SPLIT_BLOCKS = 64  # ... in this many blocks a multiprocessor, over all the ranges
+#                             (its blocks past the queue leave at once, but each is launched)
 _RECHECK_SLOTS = 1 << 23  # the ranges' answers kept at most (ranges x compact rows)
 _PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features, ...
 _PRUNE_MID_DIMS = 17  # ... and from this many with at least _PRUNE_MID_ROWS rows: its launches
@@ -588,7 +590,8 @@ def _recheck(XT, centers, queue_size, queue, labels, changed, scratch=None):
     launch(get_kernel(_SOURCE, "gather_queued", XT.dtype), sms * 8, BLOCK,
            (XT, np.int64(n), np.int32(d), queue_size, queue, np.int64(cap), compact))
     launch(get_kernel(_SOURCE, "assign_recheck_split", XT.dtype, split_tile),
-           (min(cap // _RECHECK_BLOCK, sms * _RECHECK_BLOCKS_PER_SM), ranges), _RECHECK_BLOCK,
+           (max(1, min(cap // _RECHECK_BLOCK, -(-sms * _RECHECK_SPLIT_BLOCKS // ranges))),
+            ranges), _RECHECK_BLOCK,
            (compact, np.int64(cap), centers, np.int32(d), np.int32(k), np.int32(dt),
             np.int32(chunk), queue_size, best, best_index),
            shared_mem=split_tile * dt * XT.dtype.itemsize)
