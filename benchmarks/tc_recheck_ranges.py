@@ -1,4 +1,4 @@
-"""tc-exact's re-check of the queued rows over ranges of the centres, by its two settings
+"""tc-exact's re-check of the queued rows over ranges of the centres, by its settings
 (issue 13).
 
 Usage (repository root, on a machine with a CUDA GPU and CuPy)::
@@ -10,12 +10,12 @@ The rows the bound leaves are gathered into a compact buffer and assigned agains
 range, a thread a row, centre tiles of at most ``_RECHECK_TILE``), the ranges' answers then
 merged (``gpumine.kmeans.tensor_cores._recheck``). A few thousand queued rows are a few
 dozen blocks a range, each thread walking its range's centres over every feature. For each
-case (uniform MT19937 seed 5489 as ``fit_vs_flash.py`` makes it; centres the first k rows or
-those of ten ``tiled`` iterations, as ``tc_clustered.py`` stages them) and each set of
-settings (ranges, tile, and ``_RECHECK_SPLIT_BLOCKS``: the split re-check's blocks a
-multiprocessor over all the ranges), in turns, three rounds: the device time of one
-assignment of a bound run settled on its plan (5 calls after a warm-up), the rows queued,
-and whether its labels equal ``tiled``'s on every row (poisoned labels in).
+case (uniform MT19937 seed 5489, or 64 blobs, as ``fit_vs_flash.py`` makes them; centres
+the first k rows or those of ten ``tiled`` iterations, as ``tc_clustered.py`` stages them)
+and each set of settings (ranges, tile, and ``_RECHECK_SPLIT_BLOCKS``: the split
+re-check's blocks a multiprocessor over all the ranges), in turns, three rounds: the device
+time of one assignment of a bound run settled on its plan (5 calls after a warm-up), the
+rows queued, and whether its labels equal ``tiled``'s on every row (poisoned labels in).
 Writes ``tc-recheck-ranges[-tag]-<date>-<commit>.json``.
 """
 

@@ -194,7 +194,8 @@ _RECHECK_RANGES = 32  # the compact rows' centres in up to this many ranges, a b
 #                       of smaller tiles no better; tc-recheck-ranges-h200-*-db6c596.json)
 _RECHECK_TILE = 32  # ... in tiles of at most this many centres (a range: whole tiles)
 _RECHECK_SPLIT_BLOCKS = 64  # ... in this many blocks a multiprocessor, over all the ranges
-#                             (its blocks past the queue leave at once, but each is launched)
+#                             (4 to 64 within 1 % on the H200, the empty blocks cheap:
+#                             tc-recheck-ranges-blocks-h200-2026-11-28-d20ebd9.json)
 _RECHECK_SLOTS = 1 << 23  # the ranges' answers kept at most (ranges x compact rows)
 _PRUNE_MIN_DIMS = 33  # recheck_pruned from this many features, ...
 _PRUNE_MID_DIMS = 17  # ... and from this many with at least _PRUNE_MID_ROWS rows: its launches
