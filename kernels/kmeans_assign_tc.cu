@@ -1011,16 +1011,14 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     int* counting = old_labels + BM;                          // 1   count the screen's misses
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
-    const index_t row0 = (index_t)blockIdx.x * BM;
     // the pass: the screen runs under plan 1 only; the split kernel takes the screen's rows
-    // there (a block past them leaves: the grid covers every row). What the epilogue needs
-    // of it waits in shared memory, not in registers through the products.
+    // there. What the epilogue needs of it waits in shared memory, not in registers through
+    // the products.
     constexpr bool SCREENS = !SPLIT;  // the screen where c_residual is given, else tc-fast
     const int pass = plan != nullptr ? plan[0] : -1;
     if (SCREENS && c_residual != nullptr && pass == 0) return;
     const bool indirect = SPLIT && pass == 1 && rows != nullptr;  // null: the screen not run
     const index_t active_rows = indirect ? (index_t)*row_count : n;
-    if (row0 >= active_rows) return;  // the whole block: no barrier passed yet
     if (threadIdx.x == 0) *counting = SPLIT && pass == 0 && c_residual != nullptr;
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
@@ -1055,320 +1053,331 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         if (threadIdx.x < BN / 4) copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
         copy_async_commit();
     };
-    if (!HELD) load_tile(0, 0);  // lands while the rows are staged
+    // The block's tiles of 128 rows: blockIdx.x, then gridDim.x on (a grid of one block a
+    // tile takes one each). The split kernel's pass over the screen's rows is launched with
+    // a few waves of blocks, not one a tile of every row: blocks past the rows leave at once,
+    // but each takes its turn on a multiprocessor with its shared memory (two at a time at
+    // 128 features), and thousands of them cost more than the rows' products
+    // (gpumine.kmeans.tensor_cores.INDIRECT_WAVES).
+    for (index_t row0 = (index_t)blockIdx.x * BM; row0 < active_rows;
+         row0 += (index_t)gridDim.x * BM) {
+        if (!HELD) load_tile(0, 0);  // lands while the rows are staged
 
-    {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
-        // the row (the scale needs its largest value). Float data lands in shared memory
-        // first, every copy of the block's rows in flight at once (feature j of row r at
-        // raw[j * BM + r], in the staging area), and each thread holds its row in registers
-        // for both passes: loads from global memory into registers had ptxas issue them a
-        // few at a time, each batch waiting on memory (at 1M x 128 the kernel took 1.10 ms
-        // with 64 centres, 3.25 with 1024 under ncu: ncu-tc-kernels-h100-2026-11-27-a86e510;
-        // tc-stage-ab-h100-2026-11-27-5de7db9). Double data is read into registers as
-        // before: from 64 features the row once, held; below, the second pass reads it
-        // again from L1/L2. The shift and the rows' previous labels come into shared memory
-        // with the rows: the shift had been a global load per value, and the epilogue
-        // waited on each row's label in turn (about half the kernel at 1M x 32 with 64
-        // centres: ncu-src-*-h100-2026-11-27-20ddee8).
-        constexpr bool ASYNC = sizeof(T) == 4;
-        constexpr bool HOLD_ROW = ASYNC || DP >= 64;
-        const index_t local_row = row0 + threadIdx.x;
-        const index_t i = local_row >= active_rows ? n
-                          : indirect ? rows[local_row] : local_row;
-        row_ids[threadIdx.x] = i;
-        const float* raw = reinterpret_cast<const float*>(xh);
-        // the shift and the rows' labels (read in the epilogue) arrive with the rows
-        // (zero past d, so that float data is read without a test a value)
-        if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
-        else if (threadIdx.x < DP) shifts[threadIdx.x] = 0.0;
-        const int previous = i < n ? labels[i] : 0;
-        if constexpr (ASYNC) {
-            static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
-            float* tile = reinterpret_cast<float*>(xh);  // DP * BM <= 2 * BM * SW words
-            for (int j = d; j < DP; ++j) tile[j * BM + threadIdx.x] = 0.0f;
-            const int here = (int)min((index_t)BM, active_rows - row0);
-            if (!indirect && n % 4 == 0
-                && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
-                // every column 16-byte aligned, and `here` a multiple of 4: a warp copies
-                // one feature's 128 rows, the block four features at a time
-                const int r = lane * 4;
-                if (r < here)
-                    for (int j = warp; j < d; j += 4)
-                        copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
-            } else if ((int)threadIdx.x < here) {
-                for (int j = 0; j < d; ++j)
-                    copy_async4(tile + j * BM + threadIdx.x, XT + (index_t)j * n + i);
-            }
-        }
-        copy_async_commit();
-        old_labels[threadIdx.x] = previous;
-        copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
-        __syncthreads();
-        // Float data without a branch a value: the tile holds zeros past d (shift zero
-        // there too); a row past n reads what its slot holds, which reaches only that row's
-        // scores (never decided). The branches and their tests were 4 of the staging's 34
-        // instructions a feature (ncu-screen-src-h200-2026-11-28-612f8d8).
-        auto load = [&](int j) {
+        {   // Stage this block's rows: shifted into float32, scaled, split, in two passes over
+            // the row (the scale needs its largest value). Float data lands in shared memory
+            // first, every copy of the block's rows in flight at once (feature j of row r at
+            // raw[j * BM + r], in the staging area), and each thread holds its row in registers
+            // for both passes: loads from global memory into registers had ptxas issue them a
+            // few at a time, each batch waiting on memory (at 1M x 128 the kernel took 1.10 ms
+            // with 64 centres, 3.25 with 1024 under ncu: ncu-tc-kernels-h100-2026-11-27-a86e510;
+            // tc-stage-ab-h100-2026-11-27-5de7db9). Double data is read into registers as
+            // before: from 64 features the row once, held; below, the second pass reads it
+            // again from L1/L2. The shift and the rows' previous labels come into shared memory
+            // with the rows: the shift had been a global load per value, and the epilogue
+            // waited on each row's label in turn (about half the kernel at 1M x 32 with 64
+            // centres: ncu-src-*-h100-2026-11-27-20ddee8).
+            constexpr bool ASYNC = sizeof(T) == 4;
+            constexpr bool HOLD_ROW = ASYNC || DP >= 64;
+            const index_t local_row = row0 + threadIdx.x;
+            const index_t i = local_row >= active_rows ? n
+                              : indirect ? rows[local_row] : local_row;
+            row_ids[threadIdx.x] = i;
+            const float* raw = reinterpret_cast<const float*>(xh);
+            // the shift and the rows' labels (read in the epilogue) arrive with the rows
+            // (zero past d, so that float data is read without a test a value)
+            if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
+            else if (threadIdx.x < DP) shifts[threadIdx.x] = 0.0;
+            const int previous = i < n ? labels[i] : 0;
             if constexpr (ASYNC) {
-                return (float)((double)raw[j * BM + threadIdx.x] - shifts[j]);
-            } else {
-                if (!(i < n && j < d)) return 0.0f;
-                return (float)((double)XT[(index_t)j * n + i] - shifts[j]);
+                static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
+                float* tile = reinterpret_cast<float*>(xh);  // DP * BM <= 2 * BM * SW words
+                for (int j = d; j < DP; ++j) tile[j * BM + threadIdx.x] = 0.0f;
+                const int here = (int)min((index_t)BM, active_rows - row0);
+                if (!indirect && n % 4 == 0
+                    && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
+                    // every column 16-byte aligned, and `here` a multiple of 4: a warp copies
+                    // one feature's 128 rows, the block four features at a time
+                    const int r = lane * 4;
+                    if (r < here)
+                        for (int j = warp; j < d; j += 4)
+                            copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
+                } else if ((int)threadIdx.x < here) {
+                    for (int j = 0; j < d; ++j)
+                        copy_async4(tile + j * BM + threadIdx.x, XT + (index_t)j * n + i);
+                }
             }
-        };
-        float row[HOLD_ROW ? DP : 1];
-        if constexpr (HOLD_ROW) {
-#pragma unroll
-            for (int j = 0; j < DP; ++j) row[j] = load(j);
-        }
-        if constexpr (ASYNC) __syncthreads();  // every row read before the split overwrites it
-        auto value = [&](int j) {
-            if constexpr (HOLD_ROW) return row[j];
-            else return load(j);
-        };
-        double norm2 = 0.0;
-        float top = 0.0f;
-#pragma unroll(HOLD_ROW ? DP : 16)
-        for (int j = 0; j < DP; ++j) {
-            const float v = value(j);
-            norm2 = fma((double)v, (double)v, norm2);
-            top = fmaxf(top, fabsf(v));
-        }
-        // every value finite exactly when the sum of squares is (a float's square cannot
-        // overflow a double, nor can DP of them)
-        const bool finite = isfinite(norm2);
-        // the scale 2^r_scale as two exact factors (ldexpf's result bit for bit: one
-        // rounded product where r_scale <= 127, else exact ones; ldexpf itself took about
-        // seven instructions a value)
-        const int r_scale = half_scale(top);
-        const int r_first = min(r_scale, 127);
-        const float scale_first = pow2f(r_first), scale_rest = pow2f(r_scale - r_first);
-        double rest2 = 0.0;  // ||x - x_hi||^2, scaled
-#pragma unroll(HOLD_ROW ? W : 8)
-        for (int w = 0; w < W; ++w) {
-            unsigned short h0, l0, h1, l1;
-            const float r0 = half_split(value(2 * w) * scale_first * scale_rest, h0, l0);
-            const float r1 = half_split(value(2 * w + 1) * scale_first * scale_rest, h1, l1);
-            rest2 = fma((double)r0, (double)r0, rest2);
-            rest2 = fma((double)r1, (double)r1, rest2);
-            xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
-            if (SPLIT) xl[threadIdx.x * SW + w] = pack_halves(l0, l1);  // the screen: hi alone
-        }
-        xn[threadIdx.x] = norm2;
-        if (c_residual != nullptr) {  // 2 (rho_x cmax + (|x| + rho_x) rho_c), with a margin
-            // for its double rounding; rho_x unscaled by a power of two (exact)
-            const double rho_x = ldexp(sqrt(rest2), -r_scale);
-            const double rho_c = (double)__uint_as_float(*c_residual);
-            const double moved = 2.0 * (rho_x * (double)cmax_value
-                                        + (sqrt(norm2) + rho_x) * rho_c) * (1.0 + 0x1p-20);
-            // and what the keys move the scores by, from the score error they then carry
-            // (the split kernel counts the rows the screen would leave with the same term)
-            const double keys = key_bits > KEY_BITS ? 0.0 : key_error(
-                key_bits, norm2, cmax_value, top2_error(norm2, cmax_value, bound, moved));
-            dropped[threadIdx.x] = moved + keys;
-        }
-        const int e = 1 - r_scale - c_scale;  // coefficient -2^e
-        coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
-            ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
-    }
-    __syncthreads();
-
-    Top2 top[2][2];  // [m tile][row group, row group + 8]
-    float row_coef[2][2];
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-        top2_init(top[m][0]);
-        top2_init(top[m][1]);
-        row_coef[m][0] = coef[warp * 32 + m * 16 + group];
-        row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
-    }
-    const unsigned* xhw = xh + warp * 32 * SW;
-    const unsigned* xlw = xl + warp * 32 * SW;
-    // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs, by one
-    // ldmatrix.x4: lanes 0-7 give rows 0-7 of features 0-7 (a[0]), lanes 8-15 rows 8-15
-    // (a[1]), lanes 16-31 the same rows' features 8-15 (a[2], a[3]). Rows SW = 68 words
-    // apart fall in 8 distinct 4-bank groups: no bank conflict.
-    // (xs: the lane's shared address of m tile 0, feature step 0; words 4 bytes)
-    auto load_a = [&](unsigned (&a)[4], unsigned xs, int m, int s) {
-        ldmatrix_x4(a, xs + 4 * (m * 16 * SW + s * 8));
-    };
-    const unsigned xhw_at = shared_address(xhw + (lane & 15) * SW + (lane >> 4) * 4);
-    const unsigned xlw_at = shared_address(xlw + (lane & 15) * SW + (lane >> 4) * 4);
-    // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
-    auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
-        const int col = t * 8 + 2 * member;
-        const float n0 = nst[col], n1 = nst[col + 1];
-        if constexpr (keyed) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
-            const int q0 = 2 * ((c0 >> 3) + t);
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                top2_push_key(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), q0, key_mask);
-                top2_push_key(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), q0 + 1, key_mask);
-                top2_push_key(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), q0, key_mask);
-                top2_push_key(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), q0 + 1, key_mask);
+            copy_async_commit();
+            old_labels[threadIdx.x] = previous;
+            copy_async_wait<0>();  // (and the first centre tile's, where it was asked before)
+            __syncthreads();
+            // Float data without a branch a value: the tile holds zeros past d (shift zero
+            // there too); a row past n reads what its slot holds, which reaches only that row's
+            // scores (never decided). The branches and their tests were 4 of the staging's 34
+            // instructions a feature (ncu-screen-src-h200-2026-11-28-612f8d8).
+            auto load = [&](int j) {
+                if constexpr (ASYNC) {
+                    return (float)((double)raw[j * BM + threadIdx.x] - shifts[j]);
+                } else {
+                    if (!(i < n && j < d)) return 0.0f;
+                    return (float)((double)XT[(index_t)j * n + i] - shifts[j]);
+                }
+            };
+            float row[HOLD_ROW ? DP : 1];
+            if constexpr (HOLD_ROW) {
+    #pragma unroll
+                for (int j = 0; j < DP; ++j) row[j] = load(j);
             }
-            return;
-        }
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-            top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
-            top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
-            top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
-            top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
-        }
-    };
-    // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), and
-    // what an mma's accumulation cuts scales with what the accumulator holds, so the small
-    // products' instructions cost little where they run before any large one: every small
-    // product goes in first, or into an accumulator of its own added at the end. Either way
-    // only the large products' d / 16 instructions carry the large magnitudes, not 3d / 16: a
-    // third of the bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
-    // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
-    // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
-    // not read).
-    // (the lane's shared address of n8 tile 0, feature step 0 in a centre buffer, and the
-    // bytes to tile t, step s)
-    auto b_lane = [&](const unsigned* tile) {
-        return shared_address(tile + (lane & 7) * SW + ((lane >> 3) & 1) * 4);
-    };
-    auto b_offset = [&](int t, int s) { return 4 * (t * 8 * SW + s * 8); };
-    auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
-                              const unsigned (&a1)[4], const unsigned (&l0)[4],
-                              const unsigned (&l1)[4], const unsigned (&bh)[2],
-                              const unsigned (&bl)[2]) {
-        mma_f16(acc[0], l0, bh);
-        mma_f16(acc[1], l1, bh);
-        mma_f16(acc[0], a0, bl);
-        mma_f16(acc[1], a1, bl);
-    };
-    auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
-                              const unsigned (&a1)[4], const unsigned (&bh)[2]) {
-        mma_f16(acc[0], a0, bh);
-        mma_f16(acc[1], a1, bh);
-    };
-    // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
-    // kernel and each n8 tile is finished (all features) before the next, so only one tile's
-    // accumulators are live (writing the next tile's products before this one's fold, or
-    // the mma as volatile asm, did not change the compiled schedule on sm_90). The split
-    // kernel at 128 features reads them from shared memory per feature step, over all n8
-    // tiles (the lo fragments unused by tc-fast are never read, so take no registers).
-    static_assert(HELD == (KS <= 4 || !SPLIT), "fragments held to 64 features, or hi alone");
-    unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
-    if constexpr (HELD) {
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-            for (int s = 0; s < KS; ++s) {
-                load_a(a_hi[m][s], xhw_at, m, s);
-                if (SPLIT) load_a(a_lo[m][s], xlw_at, m, s);
-                else
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
+            if constexpr (ASYNC) __syncthreads();  // every row read before the split overwrites it
+            auto value = [&](int j) {
+                if constexpr (HOLD_ROW) return row[j];
+                else return load(j);
+            };
+            double norm2 = 0.0;
+            float top = 0.0f;
+    #pragma unroll(HOLD_ROW ? DP : 16)
+            for (int j = 0; j < DP; ++j) {
+                const float v = value(j);
+                norm2 = fma((double)v, (double)v, norm2);
+                top = fmaxf(top, fabsf(v));
             }
-        __syncthreads();  // every warp holds its fragments: the staging area takes centres
-        load_tile(0, 0);
-    }
-    for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
-        if (c0 + BN < k_pad) {
-            load_tile(c0 + BN, b ^ 1);
-            copy_async_wait<1>();  // this tile's copies landed, the next one's in flight
-        } else {
-            copy_async_wait<0>();
+            // every value finite exactly when the sum of squares is (a float's square cannot
+            // overflow a double, nor can DP of them)
+            const bool finite = isfinite(norm2);
+            // the scale 2^r_scale as two exact factors (ldexpf's result bit for bit: one
+            // rounded product where r_scale <= 127, else exact ones; ldexpf itself took about
+            // seven instructions a value)
+            const int r_scale = half_scale(top);
+            const int r_first = min(r_scale, 127);
+            const float scale_first = pow2f(r_first), scale_rest = pow2f(r_scale - r_first);
+            double rest2 = 0.0;  // ||x - x_hi||^2, scaled
+    #pragma unroll(HOLD_ROW ? W : 8)
+            for (int w = 0; w < W; ++w) {
+                unsigned short h0, l0, h1, l1;
+                const float r0 = half_split(value(2 * w) * scale_first * scale_rest, h0, l0);
+                const float r1 = half_split(value(2 * w + 1) * scale_first * scale_rest, h1, l1);
+                rest2 = fma((double)r0, (double)r0, rest2);
+                rest2 = fma((double)r1, (double)r1, rest2);
+                xh[threadIdx.x * SW + w] = pack_halves(h0, h1);
+                if (SPLIT) xl[threadIdx.x * SW + w] = pack_halves(l0, l1);  // the screen: hi alone
+            }
+            xn[threadIdx.x] = norm2;
+            if (c_residual != nullptr) {  // 2 (rho_x cmax + (|x| + rho_x) rho_c), with a margin
+                // for its double rounding; rho_x unscaled by a power of two (exact)
+                const double rho_x = ldexp(sqrt(rest2), -r_scale);
+                const double rho_c = (double)__uint_as_float(*c_residual);
+                const double moved = 2.0 * (rho_x * (double)cmax_value
+                                            + (sqrt(norm2) + rho_x) * rho_c) * (1.0 + 0x1p-20);
+                // and what the keys move the scores by, from the score error they then carry
+                // (the split kernel counts the rows the screen would leave with the same term)
+                const double keys = key_bits > KEY_BITS ? 0.0 : key_error(
+                    key_bits, norm2, cmax_value, top2_error(norm2, cmax_value, bound, moved));
+                dropped[threadIdx.x] = moved + keys;
+            }
+            const int e = 1 - r_scale - c_scale;  // coefficient -2^e
+            coef[threadIdx.x] = (finite && e >= -120 && e <= 120)
+                ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
         }
         __syncthreads();
-        const unsigned cht = b_lane(ch + b * BN * SW), clt = b_lane(cl + b * BN * SW);
-        const float* nst = ns + b * BN;
+
+        Top2 top[2][2];  // [m tile][row group, row group + 8]
+        float row_coef[2][2];
+    #pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            top2_init(top[m][0]);
+            top2_init(top[m][1]);
+            row_coef[m][0] = coef[warp * 32 + m * 16 + group];
+            row_coef[m][1] = coef[warp * 32 + m * 16 + 8 + group];
+        }
+        const unsigned* xhw = xh + warp * 32 * SW;
+        const unsigned* xlw = xl + warp * 32 * SW;
+        // A fragment (m16 x k16) of m tile m, feature step s from the split rows xs, by one
+        // ldmatrix.x4: lanes 0-7 give rows 0-7 of features 0-7 (a[0]), lanes 8-15 rows 8-15
+        // (a[1]), lanes 16-31 the same rows' features 8-15 (a[2], a[3]). Rows SW = 68 words
+        // apart fall in 8 distinct 4-bank groups: no bank conflict.
+        // (xs: the lane's shared address of m tile 0, feature step 0; words 4 bytes)
+        auto load_a = [&](unsigned (&a)[4], unsigned xs, int m, int s) {
+            ldmatrix_x4(a, xs + 4 * (m * 16 * SW + s * 8));
+        };
+        const unsigned xhw_at = shared_address(xhw + (lane & 15) * SW + (lane >> 4) * 4);
+        const unsigned xlw_at = shared_address(xlw + (lane & 15) * SW + (lane >> 4) * 4);
+        // Fold n8 tile t's scores (two columns of rows group and group + 8 per m tile).
+        auto push_scores = [&](const float (&acc)[2][4], const float* nst, int c0, int t) {
+            const int col = t * 8 + 2 * member;
+            const float n0 = nst[col], n1 = nst[col + 1];
+            if constexpr (keyed) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
+                const int q0 = 2 * ((c0 >> 3) + t);
+    #pragma unroll
+                for (int m = 0; m < 2; ++m) {
+                    top2_push_key(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), q0, key_mask);
+                    top2_push_key(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), q0 + 1, key_mask);
+                    top2_push_key(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), q0, key_mask);
+                    top2_push_key(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), q0 + 1, key_mask);
+                }
+                return;
+            }
+    #pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
+                top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
+                top2_push(top[m][1], fmaf(acc[m][2], row_coef[m][1], n0), c0 + col);
+                top2_push(top[m][1], fmaf(acc[m][3], row_coef[m][1], n1), c0 + col + 1);
+            }
+        };
+        // The small products (lo.hi + hi.lo, SPLIT only) are 2^-10 of the large ones (hi.hi), and
+        // what an mma's accumulation cuts scales with what the accumulator holds, so the small
+        // products' instructions cost little where they run before any large one: every small
+        // product goes in first, or into an accumulator of its own added at the end. Either way
+        // only the large products' d / 16 instructions carry the large magnitudes, not 3d / 16: a
+        // third of the bound and of the rows re-checked (gpumine/kmeans/tensor_cores.py).
+        // B fragments of n8 tile t, features 16 s ..: by ldmatrix.x2, lanes 0-7 give centres
+        // t * 8 .. + 7 at features 0-7, lanes 8-15 at features 8-15 (the others' addresses are
+        // not read).
+        // (the lane's shared address of n8 tile 0, feature step 0 in a centre buffer, and the
+        // bytes to tile t, step s)
+        auto b_lane = [&](const unsigned* tile) {
+            return shared_address(tile + (lane & 7) * SW + ((lane >> 3) & 1) * 4);
+        };
+        auto b_offset = [&](int t, int s) { return 4 * (t * 8 * SW + s * 8); };
+        auto multiply_small = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                                  const unsigned (&a1)[4], const unsigned (&l0)[4],
+                                  const unsigned (&l1)[4], const unsigned (&bh)[2],
+                                  const unsigned (&bl)[2]) {
+            mma_f16(acc[0], l0, bh);
+            mma_f16(acc[1], l1, bh);
+            mma_f16(acc[0], a0, bl);
+            mma_f16(acc[1], a1, bl);
+        };
+        auto multiply_large = [&](float (&acc)[2][4], const unsigned (&a0)[4],
+                                  const unsigned (&a1)[4], const unsigned (&bh)[2]) {
+            mma_f16(acc[0], a0, bh);
+            mma_f16(acc[1], a1, bh);
+        };
+        // Up to 64 features (tc-fast: 128) the warp's fragments stay in registers for the whole
+        // kernel and each n8 tile is finished (all features) before the next, so only one tile's
+        // accumulators are live (writing the next tile's products before this one's fold, or
+        // the mma as volatile asm, did not change the compiled schedule on sm_90). The split
+        // kernel at 128 features reads them from shared memory per feature step, over all n8
+        // tiles (the lo fragments unused by tc-fast are never read, so take no registers).
+        static_assert(HELD == (KS <= 4 || !SPLIT), "fragments held to 64 features, or hi alone");
+        unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
         if constexpr (HELD) {
-#pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                // one accumulator: every small product of the tile first, then the large ones
-                float acc[2][4] = {};
-                unsigned bh[KS][2];
-#pragma unroll
+    #pragma unroll
+            for (int m = 0; m < 2; ++m)
+    #pragma unroll
                 for (int s = 0; s < KS; ++s) {
-                    ldmatrix_x2(bh[s], cht + b_offset(t, s));
+                    load_a(a_hi[m][s], xhw_at, m, s);
+                    if (SPLIT) load_a(a_lo[m][s], xlw_at, m, s);
+                    else
+    #pragma unroll
+                        for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
+                }
+            __syncthreads();  // every warp holds its fragments: the staging area takes centres
+            load_tile(0, 0);
+        }
+        for (int c0 = 0, b = 0; c0 < k_pad; c0 += BN, b ^= 1) {
+            if (c0 + BN < k_pad) {
+                load_tile(c0 + BN, b ^ 1);
+                copy_async_wait<1>();  // this tile's copies landed, the next one's in flight
+            } else {
+                copy_async_wait<0>();
+            }
+            __syncthreads();
+            const unsigned cht = b_lane(ch + b * BN * SW), clt = b_lane(cl + b * BN * SW);
+            const float* nst = ns + b * BN;
+            if constexpr (HELD) {
+    #pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    // one accumulator: every small product of the tile first, then the large ones
+                    float acc[2][4] = {};
+                    unsigned bh[KS][2];
+    #pragma unroll
+                    for (int s = 0; s < KS; ++s) {
+                        ldmatrix_x2(bh[s], cht + b_offset(t, s));
+                        if (SPLIT) {
+                            unsigned bl[2];
+                            ldmatrix_x2(bl, clt + b_offset(t, s));
+                            multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
+                                           bh[s], bl);
+                        }
+                    }
+    #pragma unroll
+                    for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
+                    push_scores(acc, nst, c0, t);
+                }
+            } else {
+                float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
+    #pragma unroll
+                for (int s = 0; s < KS; ++s) {
+                    load_a(a_hi[0][0], xhw_at, 0, s);
+                    load_a(a_hi[1][0], xhw_at, 1, s);
+    #pragma unroll
+                    for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
                     if (SPLIT) {
-                        unsigned bl[2];
-                        ldmatrix_x2(bl, clt + b_offset(t, s));
-                        multiply_small(acc, a_hi[0][s], a_hi[1][s], a_lo[0][s], a_lo[1][s],
-                                       bh[s], bl);
+                        load_a(a_lo[0][0], xlw_at, 0, s);
+                        load_a(a_lo[1][0], xlw_at, 1, s);
+                    }
+    #pragma unroll
+                    for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
+                        unsigned bh[2];
+                        ldmatrix_x2(bh, cht + b_offset(t, s));
+                        if (SPLIT) {
+                            unsigned bl[2];
+                            ldmatrix_x2(bl, clt + b_offset(t, s));
+                            multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
+                                           bh, bl);
+                        }
+                        multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
                     }
                 }
-#pragma unroll
-                for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
-                push_scores(acc, nst, c0, t);
-            }
-        } else {
-            float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
-#pragma unroll
-            for (int s = 0; s < KS; ++s) {
-                load_a(a_hi[0][0], xhw_at, 0, s);
-                load_a(a_hi[1][0], xhw_at, 1, s);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
-                if (SPLIT) {
-                    load_a(a_lo[0][0], xlw_at, 0, s);
-                    load_a(a_lo[1][0], xlw_at, 1, s);
-                }
-#pragma unroll
-                for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
-                    unsigned bh[2];
-                    ldmatrix_x2(bh, cht + b_offset(t, s));
-                    if (SPLIT) {
-                        unsigned bl[2];
-                        ldmatrix_x2(bl, clt + b_offset(t, s));
-                        multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
-                                       bh, bl);
-                    }
-                    multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
+    #pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    if (SPLIT)
+    #pragma unroll
+                        for (int m = 0; m < 2; ++m)
+    #pragma unroll
+                            for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
+                    push_scores(acc[t], nst, c0, t);
                 }
             }
-#pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                if (SPLIT)
-#pragma unroll
-                    for (int m = 0; m < 2; ++m)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
-                push_scores(acc[t], nst, c0, t);
+            __syncthreads();  // every warp is done with buffer b before it is refilled
+        }
+    #pragma unroll
+        for (int m = 0; m < 2; ++m) {
+    #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                Top2& t = top[m][h];
+                if constexpr (keyed) {  // the best key's centre (0 where no score was pushed)
+                    const int q = __float_as_int(t.best) & key_mask;
+                    t.index = t.best < max_value<float>() ? (q >> 1) * 8 + 2 * member + (q & 1) : 0;
+                }
+                top2_merge_lanes(t, 1);
+                top2_merge_lanes(t, 2);
+                const int local = warp * 32 + m * 16 + h * 8 + group;
+                const index_t i = row_ids[local];
+                const bool active = member == 0 && i < n;
+                const bool scaled = row_coef[m][h] == row_coef[m][h];
+                // tc-fast decides every row it can scale; the re-check takes the others. The
+                // screen's margin adds what the dropped lo parts can move the score.
+                const bool screen = SCREENS && c_residual != nullptr;
+                // a key below float's normal range has lost its centre (top2_push_key)
+                const bool known = !keyed || (__float_as_int(t.best) & 0x7f800000) != 0;
+                const bool decided = active && scaled && known
+                                     && top2_decides(t, xn[local], (double)cmax_value, bound,
+                                                     screen ? dropped[local] : 0.0);
+                if (SPLIT && *counting) {  // the rows the screen would leave, a warp's at once
+                    const bool missed = active && !(scaled && top2_decides(
+                        t, xn[local], (double)cmax_value, bound, dropped[local]));
+                    const unsigned ballot = __ballot_sync(0xffffffffu, missed);
+                    if (lane == 0 && ballot != 0u)
+                        atomicAdd(screen_misses, (unsigned)__popc(ballot));
+                }
+                finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
+                           queue_size, queue, queue_best);
+                if (SEED && active)
+                    seed_bounds(upper, lower, i, decided, t, xn[local], (double)cmax_value,
+                                bound, screen ? dropped[local] : 0.0);
             }
         }
-        __syncthreads();  // every warp is done with buffer b before it is refilled
-    }
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            Top2& t = top[m][h];
-            if constexpr (keyed) {  // the best key's centre (0 where no score was pushed)
-                const int q = __float_as_int(t.best) & key_mask;
-                t.index = t.best < max_value<float>() ? (q >> 1) * 8 + 2 * member + (q & 1) : 0;
-            }
-            top2_merge_lanes(t, 1);
-            top2_merge_lanes(t, 2);
-            const int local = warp * 32 + m * 16 + h * 8 + group;
-            const index_t i = row_ids[local];
-            const bool active = member == 0 && i < n;
-            const bool scaled = row_coef[m][h] == row_coef[m][h];
-            // tc-fast decides every row it can scale; the re-check takes the others. The
-            // screen's margin adds what the dropped lo parts can move the score.
-            const bool screen = SCREENS && c_residual != nullptr;
-            // a key below float's normal range has lost its centre (top2_push_key)
-            const bool known = !keyed || (__float_as_int(t.best) & 0x7f800000) != 0;
-            const bool decided = active && scaled && known
-                                 && top2_decides(t, xn[local], (double)cmax_value, bound,
-                                                 screen ? dropped[local] : 0.0);
-            if (SPLIT && *counting) {  // the rows the screen would leave, a warp's at once
-                const bool missed = active && !(scaled && top2_decides(
-                    t, xn[local], (double)cmax_value, bound, dropped[local]));
-                const unsigned ballot = __ballot_sync(0xffffffffu, missed);
-                if (lane == 0 && ballot != 0u) atomicAdd(screen_misses, (unsigned)__popc(ballot));
-            }
-            finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
-                       queue_size, queue, queue_best);
-            if (SEED && active)
-                seed_bounds(upper, lower, i, decided, t, xn[local], (double)cmax_value,
-                            bound, screen ? dropped[local] : 0.0);
-        }
+        __syncthreads();  // the epilogue's shared values read before the next tile's staging
     }
 }

@@ -569,6 +569,29 @@ def test_plan_leaves_the_screen_where_it_leaves_too_many_rows(cp, rng, monkeypat
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [32, 128])
+def test_split_kernel_takes_the_screens_rows_tile_after_tile(cp, d, rng, screen_always,
+                                                             monkeypatch):
+    """After the screen the split kernel's grid is a wave of its blocks, each taking tiles of
+    128 rows one after another: with centres in pairs a hair apart the screen leaves nearly
+    every row, several tiles a block, and the labels and changed count are tiled's."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "INDIRECT_WAVES", 1)
+    n, k = 150_000 + 77, 64
+    X = rng.uniform(size=(n, d)).astype(np.float32)
+    pairs = np.repeat(X[: k // 2], 2, axis=0)
+    pairs[1::2] += np.float32(1e-6)
+    plans, run = _assert_screened_as_tiled(cp, X, pairs, calls=3)
+    assert plans == [0, 1, 1]
+    counters = run.scratch.empty("counters", 5, cp.uint32)
+    assert int(counters[3].get()) > n // 2  # sync: the check (the screen left most rows)
+    previous = rng.randint(0, k, size=n).astype(np.int32)
+    plans, _ = _assert_screened_as_tiled(cp, X, pairs, calls=1, previous=previous, run=run)
+    assert plans == [1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [32, 128])
 def test_screen_leaves_rows_whose_keys_lost_their_centre(cp, d, rng, screen_always):
     """The one-product kernel's keys carry the centre's number in a score's low bits, which
     the kernels' flush of subnormals drops where a score is zero: rows x = c_j / 2 of

@@ -165,12 +165,20 @@ import numpy as np
 
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy, InvalidParameterError
-from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, header_define, launch
+from gpumine.kernels import (
+    BLOCK,
+    declares,
+    device_attribute,
+    get_kernel,
+    header_define,
+    launch,
+    resident_blocks,
+)
 from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
-__all__ = ["FUSED_DIMS", "SCREEN_MIN_ROWS", "SCREEN_SHARE", "ScreenedRun", "assign_tc_exact",
-           "assign_tc_fast", "error_bound", "queued_rows"]
+__all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "SCREEN_MIN_ROWS", "SCREEN_SHARE", "ScreenedRun",
+           "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -232,6 +240,11 @@ _TYPES = ("float", "double")
 SCREEN_SHARE = {32: 0.2, 64: 0.3, 128: 0.35}
 #: ... from this many rows (fewer: a call is too short for its extra launches).
 SCREEN_MIN_ROWS = 1 << 16
+#: The split kernel after the screen takes the rows it left in a grid of this many waves of
+#: its resident blocks, each block a tile of 128 rows after another (0: a block a tile of
+#: every row, most of them leaving at once). At 128 features two blocks fit a
+#: multiprocessor, so the thousands of blocks past the screen's few rows each took a turn.
+INDIRECT_WAVES = 4
 
 _BOUNDS: dict = {}
 
@@ -446,6 +459,10 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
             known = run.known_plan()
             rows = scratch.empty("rows", n, cp.int64)
             screen, screen_shared = fused_kernel(False)  # compiled before any capture
+            # the split kernel's grid over the screen's rows (asked before any capture)
+            grid = every = -(-n // _BM)
+            if INDIRECT_WAVES:
+                grid = min(every, INDIRECT_WAVES * resident_blocks(kernel, _BM, shared))
             if known == 0:  # the split kernel takes every row, whatever the device's plan
                 rows = None
             else:  # the screen (it leaves at once where the device's plan is 0)
@@ -456,7 +473,8 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
                         screen_queue, rows, queue_best, *pointers),
                        shared_mem=screen_shared)
-            launch(kernel, -(-n // _BM), _BM,
+            # the screen's rows, or all of them where the device's plan is 0
+            launch(kernel, every if rows is None else grid, _BM,
                    (*common, run.plan, kernel_pointer(rows), screen_queue, c_residual, misses,
                     labels, kernel_pointer(changed), queue_size, queue, queue_best, *pointers),
                    shared_mem=shared)
