@@ -183,26 +183,29 @@ __global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d
     }
 }
 
-// The centres' mean in float64, the shift of tc_prepare_centers: a block of 32 x 8 threads
-// per 32 features, thread (x, y) adding centres y, y + 8, ... of feature x in float64, the
-// eight partial sums then added in order (the same bits every call). One launch where
-// cupy.mean along axis 0 took 27 us at k = 1024, d = 128 (tc-screen-breakdown-h100-*).
+// The centres' mean in float64, the shift of tc_prepare_centers: a block of 32 x Y threads
+// (Y = blockDim.y, at most 32) per 32 features, thread (x, y) adding centres y, y + Y, ...
+// of feature x in float64, the Y partial sums then added in order (the same bits every call
+// for a given Y). One launch where cupy.mean along axis 0 took 27 us at k = 1024, d = 128
+// (tc-screen-breakdown-h100-*); Y = 32 where 8 left each thread a chain of k / 8 dependent
+// additions (gpumine.kmeans.tensor_cores._MEAN_ROWS).
 template <typename T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(1024)
 tc_center_mean(const T* __restrict__ centers,  // IN  (k, d)
                int k, int d,                   // IN
                double* __restrict__ shift)     // OUT (d)
 {
-    __shared__ double partial[8][33];
+    __shared__ double partial[32][33];
     const int j = blockIdx.x * 32 + threadIdx.x;
     double sum = 0.0;
     if (j < d)
-        for (int c = threadIdx.y; c < k; c += 8) sum += (double)centers[(index_t)c * d + j];
+        for (int c = threadIdx.y; c < k; c += blockDim.y)
+            sum += (double)centers[(index_t)c * d + j];
     partial[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();
     if (threadIdx.y == 0 && j < d) {
         double total = 0.0;
-        for (int y = 0; y < 8; ++y) total += partial[y][threadIdx.x];
+        for (int y = 0; y < (int)blockDim.y; ++y) total += partial[y][threadIdx.x];
         shift[j] = total / (double)k;
     }
 }

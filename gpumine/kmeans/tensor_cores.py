@@ -192,6 +192,7 @@ _PASSES = ("true", "false")  # the fused kernel's SPLIT: the split products, or 
 #: The most padded centres for which the one-product kernel (the screen, tc-fast) keeps its
 #: top-2 on keys (module docstring, "The screen"; ``GPUMINE_TC_KEY_CENTRES`` in common.cuh).
 KEY_CENTRES = header_define("GPUMINE_TC_KEY_CENTRES")
+_MEAN_ROWS = 32  # tc_center_mean's threads a feature (at most 32)
 _RECHECK_BLOCK = BLOCK  # rows per block of the re-check, as assign_tiled's block
 _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
@@ -242,9 +243,11 @@ SCREEN_SHARE = {32: 0.2, 64: 0.3, 128: 0.35}
 SCREEN_MIN_ROWS = 1 << 16
 #: The split kernel after the screen takes the rows it left in a grid of this many waves of
 #: its resident blocks, each block a tile of 128 rows after another (0: a block a tile of
-#: every row, most of them leaving at once). At 128 features two blocks fit a
-#: multiprocessor, so the thousands of blocks past the screen's few rows each took a turn.
-INDIRECT_WAVES = 4
+#: every row, most of them leaving at once). Measured on the H200 (record
+#: ``tc-settings-indirect-waves-h200-2026-11-28-2629092.json``): one wave 4 % faster than
+#: a block a tile at 1M x 128 and 1M x 100, k = 1024 from the first rows as centres, the
+#: rest within 1 %; two to eight waves within 1 % of a block a tile.
+INDIRECT_WAVES = 1
 
 _BOUNDS: dict = {}
 
@@ -409,7 +412,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     k = centers.shape[0]
     centers = cp.ascontiguousarray(centers, dtype=X.dtype)
     shift = scratch.empty("shift", d, cp.float64)
-    launch(get_kernel(_SOURCE, "tc_center_mean", X.dtype), (-(-d // 32),), (32, 8),
+    launch(get_kernel(_SOURCE, "tc_center_mean", X.dtype), (-(-d // 32),), (32, _MEAN_ROWS),
            (centers, np.int32(k), np.int32(d), shift))
     dp = _padded_width(d)
     fused = dp in FUSED_DIMS
