@@ -188,7 +188,8 @@ __global__ void tc_prepare_centers(const T* __restrict__ centers,   // IN  (k, d
 // of feature x in float64, the Y partial sums then added in order (the same bits every call
 // for a given Y). One launch where cupy.mean along axis 0 took 27 us at k = 1024, d = 128
 // (tc-screen-breakdown-h100-*); Y = 32 where 8 left each thread a chain of k / 8 dependent
-// additions (gpumine.kmeans.tensor_cores._MEAN_ROWS).
+// additions: 25 -> 12 us at k = 1024 on the H200 (gpumine.kmeans.tensor_cores._MEAN_ROWS,
+// record tc-center-mean-h200-2026-11-28-f619ffb.json).
 template <typename T>
 __global__ void __launch_bounds__(1024)
 tc_center_mean(const T* __restrict__ centers,  // IN  (k, d)
@@ -1058,10 +1059,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     };
     // The block's tiles of 128 rows: blockIdx.x, then gridDim.x on (a grid of one block a
     // tile takes one each). The split kernel's pass over the screen's rows is launched with
-    // a few waves of blocks, not one a tile of every row: blocks past the rows leave at once,
-    // but each takes its turn on a multiprocessor with its shared memory (two at a time at
-    // 128 features), and thousands of them cost more than the rows' products
-    // (gpumine.kmeans.tensor_cores.INDIRECT_WAVES).
+    // one wave of blocks (gpumine.kmeans.tensor_cores.INDIRECT_WAVES), not a block a tile of
+    // every row, most of them leaving at once: 4 % off a bound call at 1M x 128 and 1M x
+    // 100, k = 1024 from the first rows as centres on the H200, the rest within 1 % (record
+    // tc-settings-indirect-waves-h200-2026-11-28-2629092.json).
     for (index_t row0 = (index_t)blockIdx.x * BM; row0 < active_rows;
          row0 += (index_t)gridDim.x * BM) {
         if (!HELD) load_tile(0, 0);  // lands while the rows are staged
@@ -1127,7 +1128,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             };
             float row[HOLD_ROW ? DP : 1];
             if constexpr (HOLD_ROW) {
-    #pragma unroll
+#pragma unroll
                 for (int j = 0; j < DP; ++j) row[j] = load(j);
             }
             if constexpr (ASYNC) __syncthreads();  // every row read before the split overwrites it
@@ -1137,7 +1138,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             };
             double norm2 = 0.0;
             float top = 0.0f;
-    #pragma unroll(HOLD_ROW ? DP : 16)
+#pragma unroll(HOLD_ROW ? DP : 16)
             for (int j = 0; j < DP; ++j) {
                 const float v = value(j);
                 norm2 = fma((double)v, (double)v, norm2);
@@ -1153,7 +1154,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             const int r_first = min(r_scale, 127);
             const float scale_first = pow2f(r_first), scale_rest = pow2f(r_scale - r_first);
             double rest2 = 0.0;  // ||x - x_hi||^2, scaled
-    #pragma unroll(HOLD_ROW ? W : 8)
+#pragma unroll(HOLD_ROW ? W : 8)
             for (int w = 0; w < W; ++w) {
                 unsigned short h0, l0, h1, l1;
                 const float r0 = half_split(value(2 * w) * scale_first * scale_rest, h0, l0);
@@ -1184,7 +1185,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
 
         Top2 top[2][2];  // [m tile][row group, row group + 8]
         float row_coef[2][2];
-    #pragma unroll
+#pragma unroll
         for (int m = 0; m < 2; ++m) {
             top2_init(top[m][0]);
             top2_init(top[m][1]);
@@ -1209,7 +1210,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             const float n0 = nst[col], n1 = nst[col + 1];
             if constexpr (keyed) {  // keys (top2_push_key): q = 2 (tile's centre / 8) + column
                 const int q0 = 2 * ((c0 >> 3) + t);
-    #pragma unroll
+#pragma unroll
                 for (int m = 0; m < 2; ++m) {
                     top2_push_key(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), q0, key_mask);
                     top2_push_key(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), q0 + 1, key_mask);
@@ -1218,7 +1219,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 }
                 return;
             }
-    #pragma unroll
+#pragma unroll
             for (int m = 0; m < 2; ++m) {
                 top2_push(top[m][0], fmaf(acc[m][0], row_coef[m][0], n0), c0 + col);
                 top2_push(top[m][0], fmaf(acc[m][1], row_coef[m][0], n1), c0 + col + 1);
@@ -1264,14 +1265,14 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
         static_assert(HELD == (KS <= 4 || !SPLIT), "fragments held to 64 features, or hi alone");
         unsigned a_hi[2][HELD ? KS : 1][4], a_lo[2][HELD ? KS : 1][4];
         if constexpr (HELD) {
-    #pragma unroll
+#pragma unroll
             for (int m = 0; m < 2; ++m)
-    #pragma unroll
+#pragma unroll
                 for (int s = 0; s < KS; ++s) {
                     load_a(a_hi[m][s], xhw_at, m, s);
                     if (SPLIT) load_a(a_lo[m][s], xlw_at, m, s);
                     else
-    #pragma unroll
+#pragma unroll
                         for (int e = 0; e < 4; ++e) a_lo[m][s][e] = 0u;
                 }
             __syncthreads();  // every warp holds its fragments: the staging area takes centres
@@ -1288,12 +1289,12 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             const unsigned cht = b_lane(ch + b * BN * SW), clt = b_lane(cl + b * BN * SW);
             const float* nst = ns + b * BN;
             if constexpr (HELD) {
-    #pragma unroll
+#pragma unroll
                 for (int t = 0; t < NT; ++t) {
                     // one accumulator: every small product of the tile first, then the large ones
                     float acc[2][4] = {};
                     unsigned bh[KS][2];
-    #pragma unroll
+#pragma unroll
                     for (int s = 0; s < KS; ++s) {
                         ldmatrix_x2(bh[s], cht + b_offset(t, s));
                         if (SPLIT) {
@@ -1303,23 +1304,23 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                                            bh[s], bl);
                         }
                     }
-    #pragma unroll
+#pragma unroll
                     for (int s = 0; s < KS; ++s) multiply_large(acc, a_hi[0][s], a_hi[1][s], bh[s]);
                     push_scores(acc, nst, c0, t);
                 }
             } else {
                 float acc[NT][2][4] = {}, small[SPLIT ? NT : 1][2][4] = {};
-    #pragma unroll
+#pragma unroll
                 for (int s = 0; s < KS; ++s) {
                     load_a(a_hi[0][0], xhw_at, 0, s);
                     load_a(a_hi[1][0], xhw_at, 1, s);
-    #pragma unroll
+#pragma unroll
                     for (int e = 0; e < 4; ++e) a_lo[0][0][e] = a_lo[1][0][e] = 0u;
                     if (SPLIT) {
                         load_a(a_lo[0][0], xlw_at, 0, s);
                         load_a(a_lo[1][0], xlw_at, 1, s);
                     }
-    #pragma unroll
+#pragma unroll
                     for (int t = 0; t < NT; ++t) {  // the small products into their own accumulator
                         unsigned bh[2];
                         ldmatrix_x2(bh, cht + b_offset(t, s));
@@ -1332,21 +1333,21 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                         multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
                     }
                 }
-    #pragma unroll
+#pragma unroll
                 for (int t = 0; t < NT; ++t) {
                     if (SPLIT)
-    #pragma unroll
+#pragma unroll
                         for (int m = 0; m < 2; ++m)
-    #pragma unroll
+#pragma unroll
                             for (int e = 0; e < 4; ++e) acc[t][m][e] += small[t][m][e];
                     push_scores(acc[t], nst, c0, t);
                 }
             }
             __syncthreads();  // every warp is done with buffer b before it is refilled
         }
-    #pragma unroll
+#pragma unroll
         for (int m = 0; m < 2; ++m) {
-    #pragma unroll
+#pragma unroll
             for (int h = 0; h < 2; ++h) {
                 Top2& t = top[m][h];
                 if constexpr (keyed) {  // the best key's centre (0 where no score was pushed)
