@@ -66,8 +66,8 @@ def main() -> int:
                     device_time(cp, partial(runs[which], X, centres, scratch), 5) * 1e3)
                 labels = cp.full(n, -7, dtype=cp.int32)
                 runs[which](X, centres, labels)
-                row[f"labels_equal_tiled_{which}"] = bool(
-                    (labels == expected).all())  # sync: the check
+                equal = (labels == expected).all()
+                row[f"labels_equal_tiled_{which}"] = bool(equal)  # sync: the check
             row["screen_left_share"] = row["calls_kept"][-1]["screen_left"] / n
             row["kept_over_alone"] = (min(row["assign_ms_kept"])
                                       / min(row["assign_ms_alone"]))

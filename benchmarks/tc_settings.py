@@ -40,7 +40,7 @@ def _settings(specs: list[str]) -> list[dict]:
     for spec in specs:
         name, _, listed = spec.partition("=")
         names.append(name)
-        values.append([int(v) for v in listed.split(",")])
+        values.append([int(v) for v in listed.split(",")])  # sync: none, text
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 
 
@@ -82,8 +82,8 @@ def main() -> int:
                         device_time(cp, partial(run, X, centres, scratch), 5) * 1e3)
                     labels = cp.full(n, -7, dtype=cp.int32)
                     run(X, centres, labels)
-                    # sync: the record's counters and check
-                    counters = cp.asnumpy(run.scratch.empty("counters", 5, cp.uint32))
+                    counters = cp.asnumpy(  # sync: the record's counters
+                        run.scratch.empty("counters", 5, cp.uint32))
                     row["queued"][name] = int(counters[1])  # sync: none, host values
                     row["screen_left"][name] = int(counters[3])  # sync: none, host values
                     row["equal_tiled"][name] = bool((labels == expected).all())  # sync
