@@ -198,9 +198,10 @@ _RECHECK_BLOCKS_PER_SM = 2  # the re-check's fixed grid, per multiprocessor
 _RECHECK_GATHER_BYTES = 64 << 20  # the compact copy of the first queued rows, at most
 _RECHECK_SPLIT_ROWS = 1 << 19  # ... and at most this many rows (its ranges' scratch)
 _RECHECK_RANGES = 32  # the compact rows' centres in up to this many ranges, a block row each
-#                       (32 against 16: 1M x 128, k = 1024 1.489 -> 1.428 ms, 64 and 100
-#                       features 2-3 % faster, the rest within the spread; 64 or 128 ranges
-#                       of smaller tiles no better; tc-recheck-ranges-h200-*-db6c596.json)
+#                       (32 against 16: 1M x 128, k = 1024 1.489 -> 1.428 ms; 64 and 100
+#                       features and 50k x 32, k = 2048 2-4 % faster, the rest within the
+#                       spread; 64 or 128 ranges of smaller tiles no better;
+#                       tc-recheck-ranges-h200-2026-11-28-db6c596.json)
 _RECHECK_TILE = 32  # ... in tiles of at most this many centres (a range: whole tiles)
 _RECHECK_SPLIT_BLOCKS = 64  # ... in this many blocks a multiprocessor, over all the ranges
 #                             (4 to 64 within 1 % on the H200, the empty blocks cheap:
