@@ -102,21 +102,24 @@ __device__ __forceinline__ bool top2_decides(const Top2& t, double x_norm2, doub
 
 // Write a decided label (counted as store_label counts, against `previous`, the row's label
 // before this call) or queue the row with its best centre by the scores (the re-check's
-// first candidate). Every lane of the warp must call it.
-__device__ __forceinline__ void finish_row(int* labels, index_t i, bool active, bool decided,
-                                           int label, int previous,
-                                           unsigned long long* changed,
-                                           unsigned* queue_size, index_t* queue,
-                                           int* queue_best) {
+// first candidate). Every lane of the warp must call it. Returns the row's slot in the queue,
+// or 0xffffffff where it was not queued.
+__device__ __forceinline__ unsigned finish_row(int* labels, index_t i, bool active, bool decided,
+                                               int label, int previous,
+                                               unsigned long long* changed,
+                                               unsigned* queue_size, index_t* queue,
+                                               int* queue_best) {
     bool moved = false;
+    unsigned slot = 0xffffffffu;
     if (active && decided) {
         moved = write_label(labels, i, true, label, previous);
     } else if (active) {
-        const unsigned slot = atomicAdd(queue_size, 1u);
+        slot = atomicAdd(queue_size, 1u);
         queue[slot] = i;
         queue_best[slot] = label;
     }
     count_moved(moved, changed);
+    return slot;
 }
 
 // Hamerly's bounds (kmeans_bounds.cu) of row i from its top-2 scores, so that a bounds
@@ -992,7 +995,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                index_t* __restrict__ queue,         // OUT (n) queued rows
                int* __restrict__ queue_best,        // OUT (n) their best centre by score
                float* __restrict__ upper,           // OUT (n) SEED: Hamerly's bounds of the
-               float* __restrict__ lower)           // OUT (n)   rows it takes (seed_bounds)
+               float* __restrict__ lower,           // OUT (n)   rows it takes (seed_bounds)
+               T* __restrict__ compact,             // OUT (d, cap) the screen's first cap rows,
+                                                    // IN the split kernel's; or null
+               index_t cap)                         // IN  a multiple of 128
 {
     constexpr int BM = 128, BN = HalfTile<DP, SPLIT>::BN, NT = BN / 8, W = DP / 2, SW = W + 4;
     constexpr int KS = DP / 16;  // mma feature steps
@@ -1012,7 +1018,11 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     double* dropped = shifts + DP;                            // BM  the screen's term
     index_t* row_ids = reinterpret_cast<index_t*>(dropped + BM);  // BM  rows' indices, n: none
     int* old_labels = reinterpret_cast<int*>(row_ids + BM);   // BM  labels before the call
-    int* counting = old_labels + BM;                          // 1   count the screen's misses
+    int* counting = old_labels + BM;                          // 2   count the screen's misses,
+                                                              //     the rows the screen copies
+    // the screen's rows to copy (epilogue), in the staging area, free there
+    unsigned* copy_slots = xh;                                // BM  their slots in compact
+    int* copy_rows = reinterpret_cast<int*>(xh + BM);         // BM  their rows in the tile
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = lane >> 2, member = lane & 3;
     // the pass: the screen runs under plan 1 only; the split kernel takes the screen's rows
@@ -1092,19 +1102,25 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
             else if (threadIdx.x < DP) shifts[threadIdx.x] = 0.0;
             const int previous = i < n ? labels[i] : 0;
+            if (threadIdx.x == 0) counting[1] = 0;  // the screen's rows copied (epilogue)
             if constexpr (ASYNC) {
                 static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
                 float* tile = reinterpret_cast<float*>(xh);  // DP * BM <= 2 * BM * SW words
                 for (int j = d; j < DP; ++j) tile[j * BM + threadIdx.x] = 0.0f;
                 const int here = (int)min((index_t)BM, active_rows - row0);
-                if (!indirect && n % 4 == 0
-                    && (reinterpret_cast<unsigned long long>(XT) & 15ull) == 0) {
+                // the screen's rows from its compact copy where they are in it (slots up to
+                // cap, a multiple of 128: a tile is in it or not), as contiguous as every row
+                const bool packed = indirect && compact != nullptr && row0 < cap;
+                const T* source = packed ? compact : XT;
+                const index_t stride = packed ? cap : n;
+                if ((!indirect || packed) && stride % 4 == 0
+                    && (reinterpret_cast<unsigned long long>(source) & 15ull) == 0) {
                     // every column 16-byte aligned, and `here` a multiple of 4: a warp copies
                     // one feature's 128 rows, the block four features at a time
                     const int r = lane * 4;
                     if (r < here)
                         for (int j = warp; j < d; j += 4)
-                            copy_async16(tile + j * BM + r, XT + (index_t)j * n + row0 + r);
+                            copy_async16(tile + j * BM + r, source + (index_t)j * stride + row0 + r);
                 } else if ((int)threadIdx.x < here) {
                     for (int j = 0; j < d; ++j)
                         copy_async4(tile + j * BM + threadIdx.x, XT + (index_t)j * n + i);
@@ -1375,11 +1391,41 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                     if (lane == 0 && ballot != 0u)
                         atomicAdd(screen_misses, (unsigned)__popc(ballot));
                 }
-                finish_row(labels, i, active, decided, t.index, old_labels[local], changed,
-                           queue_size, queue, queue_best);
+                const unsigned slot = finish_row(labels, i, active, decided, t.index,
+                                                 old_labels[local], changed, queue_size, queue,
+                                                 queue_best);
+                if (SCREENS && compact != nullptr && slot < cap) {  // listed for the copy below
+                    const int at = atomicAdd(&counting[1], 1);
+                    copy_slots[at] = slot;
+                    copy_rows[at] = local;
+                }
                 if (SEED && active)
                     seed_bounds(upper, lower, i, decided, t, xn[local], (double)cmax_value,
                                 bound, screen ? dropped[local] : 0.0);
+            }
+        }
+        if (SCREENS && compact != nullptr) {
+            // The screen copies the rows it leaves (the first cap) into compact, column-major
+            // like XT, a thread a feature: the split kernel then stages them as it stages every
+            // row, 16 contiguous bytes a copy, where reading them from XT took a 32-byte sector
+            // a value (the split kernel's pass over them 401 -> 207 us at 1M x 128, k = 1024,
+            // the same number of rows but contiguous, under ncu on the H200: record
+            // split-indirect-probe-h200-2026-11-28-9b6384c.txt). Here the rows were staged a
+            // tile ago, in L2. The loads of four rows go out before their stores.
+            __syncthreads();  // the list complete (the staging area is free in the epilogue)
+            const int listed = counting[1];
+            if ((int)threadIdx.x < d) {
+                const T* column = XT + (index_t)threadIdx.x * n;
+                T* target = compact + (index_t)threadIdx.x * cap;
+                for (int q = 0; q < listed; q += 4) {
+                    T v[4];
+#pragma unroll
+                    for (int u = 0; u < 4; ++u)
+                        if (q + u < listed) v[u] = column[row_ids[copy_rows[q + u]]];
+#pragma unroll
+                    for (int u = 0; u < 4; ++u)
+                        if (q + u < listed) target[copy_slots[q + u]] = v[u];
+                }
             }
         }
         __syncthreads();  // the epilogue's shared values read before the next tile's staging

@@ -601,6 +601,40 @@ def test_split_kernel_takes_the_screens_rows_tile_after_tile(cp, d, rng, screen_
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("share", [0.0, 1 / 16, 1.0])
+@pytest.mark.parametrize("d", [32, 64, 100])
+def test_screen_copies_the_rows_it_leaves(cp, d, share, rng, screen_always, monkeypatch):
+    """The screen copies the first rows it leaves (up to SCREEN_COPY_SHARE of n, whole
+    tiles) into a column-major buffer the split kernel stages them from; the rest it reads
+    from X. Centres in pairs a hair apart leave nearly every row: with none copied, some,
+    or all, the copy holds exactly those rows (poisoned first) and the labels and changed
+    counts are tiled's."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "SCREEN_COPY_SHARE", share)
+    n, k = 70_000 + 77, 64
+    X = rng.uniform(size=(n, d)).astype(np.float32)
+    pairs = np.repeat(X[: k // 2], 2, axis=0)
+    pairs[1::2] += np.float32(1e-6)
+    plans, run = _assert_screened_as_tiled(cp, X, pairs, calls=2)
+    assert plans == [0, 1]
+    cap = min(-(-int(n * share) // 128), -(-n // 128)) * 128
+    copy = run.scratch.empty("screen_copy", (d, cap), cp.float32)
+    copy.fill(np.nan)
+    previous = rng.randint(0, k, size=n).astype(np.int32)
+    plans, _ = _assert_screened_as_tiled(cp, X, pairs, calls=1, previous=previous, run=run)
+    assert plans == [1]
+    left = int(run.scratch.empty("counters", 5, cp.uint32)[3].get())  # sync: the check
+    rows = cp.asnumpy(run.scratch.empty("rows", n, cp.int64)[:left])
+    assert left > n // 2 and np.array_equal(np.sort(rows), np.unique(rows))
+    copied = min(left, cap)
+    assert (copied < left) == (share < 1)
+    got = cp.asnumpy(copy)
+    assert np.array_equal(got[:, :copied], X[rows[:copied]].T)
+    assert np.isnan(got[:, copied:]).all()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("d", [32, 128])
 def test_screen_leaves_rows_whose_keys_lost_their_centre(cp, d, rng, screen_always):
     """The one-product kernel's keys carry the centre's number in a score's low bits, which

@@ -177,8 +177,9 @@ from gpumine.kernels import (
 from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
-__all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "SCREEN_MIN_ROWS", "SCREEN_SHARE", "ScreenedRun",
-           "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows"]
+__all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
+           "SCREEN_SHARE", "ScreenedRun", "assign_tc_exact", "assign_tc_fast", "error_bound",
+           "queued_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -249,6 +250,10 @@ SCREEN_MIN_ROWS = 1 << 16
 #: a block a tile at 1M x 128 and 1M x 100, k = 1024 from the first rows as centres, the
 #: rest within 1 %; two to eight waves within 1 % of a block a tile.
 INDIRECT_WAVES = 1
+#: The screen copies the first rows it leaves, up to this share of the rows, into a compact
+#: column-major buffer (float32 data), from which the split kernel stages them; the rest it
+#: reads from X, a value at a time from scattered rows.
+SCREEN_COPY_SHARE = 1 / 16
 
 _BOUNDS: dict = {}
 
@@ -463,6 +468,12 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
             known = run.known_plan()
             rows = scratch.empty("rows", n, cp.int64)
             screen, screen_shared = fused_kernel(False)  # compiled before any capture
+            # the screen's copy of the first rows it leaves, float data (the split kernel
+            # stages them from it as it stages every row, not a scattered value at a time)
+            cap = min(-(-int(n * SCREEN_COPY_SHARE) // _BM), -(-n // _BM)) * _BM
+            copy = (scratch.empty("screen_copy", (d, cap), X.dtype)
+                    if X.dtype == np.float32 else None)
+            copy_args = (kernel_pointer(copy), np.int64(cap if copy is not None else 0))
             # the split kernel's grid over the screen's rows (asked before any capture)
             grid = every = -(-n // _BM)
             if INDIRECT_WAVES:
@@ -475,12 +486,13 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                 launch(screen, -(-n // _BM), _BM,
                        (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
-                        screen_queue, rows, queue_best, *pointers),
+                        screen_queue, rows, queue_best, *pointers, *copy_args),
                        shared_mem=screen_shared)
             # the screen's rows, or all of them where the device's plan is 0
             launch(kernel, every if rows is None else grid, _BM,
                    (*common, run.plan, kernel_pointer(rows), screen_queue, c_residual, misses,
-                    labels, kernel_pointer(changed), queue_size, queue, queue_best, *pointers),
+                    labels, kernel_pointer(changed), queue_size, queue, queue_best, *pointers,
+                    *copy_args),
                    shared_mem=shared)
             launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
                    (run.plan, screen_queue, misses, np.uint32(run.limit(n, dp))))
@@ -488,7 +500,8 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
         else:
             launch(kernel, -(-n // _BM), _BM,
                    (*common, *(kernel_pointer(None),) * 5, labels, kernel_pointer(changed),
-                    queue_size, queue, queue_best, *pointers),
+                    queue_size, queue, queue_best, *pointers, kernel_pointer(None),
+                    np.int64(0)),
                    shared_mem=shared)
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
