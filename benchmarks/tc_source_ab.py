@@ -5,6 +5,7 @@ Usage (repository root, on a machine with a CUDA GPU and CuPy)::
 
     git show BASE:kernels/kmeans_assign_tc.cu > kernels/kmeans_assign_tc_base.cu
     python benchmarks/tc_source_ab.py --out benchmarks/results --tag TAG
+        [--only 1000000,128,1024,uniform,float32 ...]
     rm kernels/kmeans_assign_tc_base.cu
 
 The base file sits beside the source under another name, and the module's source name
@@ -19,8 +20,8 @@ give ``tiled``'s labels on every row (poisoned labels in); tc-fast's agreement w
 and the run's plan and counters (rows queued, rows the screen left or would leave). Then
 the wall time of 20-iteration ``GPUKMeans(assign="tc-exact")`` fits from device data
 (``tol=0``), each version three times in turns after an untimed fit, with their inertia
-(equal fits: equal inertia).
-Writes ``tc-source-ab[-tag]-<date>-<commit>.json``.
+(equal fits: equal inertia). ``--only`` takes some of the cases, and the fits of their
+shapes and data. Writes ``tc-source-ab[-tag]-<date>-<commit>.json``.
 """
 
 from __future__ import annotations
@@ -127,7 +128,15 @@ def main() -> int:
     parser.add_argument("--tag", default="")
     parser.add_argument("--base-arity", type=int, default=4,
                         help="the base's assign_tc_half template arguments (0: as given)")
+    parser.add_argument("--only", nargs="*", default=None, metavar="N,D,K,DATA,DTYPE",
+                        help="these assignment cases (and the fits of the same shape)")
     args = parser.parse_args()
+    cases, fit_cases = CASES, FIT_CASES
+    if args.only is not None:
+        cases = [case for case in CASES if ",".join(map(str, case)) in args.only]
+        if len(cases) != len(args.only):
+            parser.error(f"--only takes cases of {[','.join(map(str, c)) for c in CASES]}")
+        fit_cases = [case for case in FIT_CASES if any(case == c[:4] for c in cases)]
     from gpumine import registry
     from gpumine.backend import get_backend
     from gpumine.bench.record import context
@@ -138,11 +147,11 @@ def main() -> int:
     tc.get_kernel = _base_arity(tc.get_kernel, args.base_arity)
     tiled = registry.load_strategy("kmeans.assign", "tiled")
     record = {**context(backend), "sources": SOURCES, "rows": [], "fits": []}
-    for case in CASES:
+    for case in cases:
         record["rows"].append(assignments(cp, tc, tiled, *case))
         print(record["rows"][-1], flush=True)
         cp.get_default_memory_pool().free_all_blocks()
-    for case in FIT_CASES:
+    for case in fit_cases:
         record["fits"].append(fits(cp, tc, *case))
         print(record["fits"][-1], flush=True)
         cp.get_default_memory_pool().free_all_blocks()

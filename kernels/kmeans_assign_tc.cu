@@ -1029,6 +1029,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // there. What the epilogue needs of it waits in shared memory, not in registers through
     // the products.
     constexpr bool SCREENS = !SPLIT;  // the screen where c_residual is given, else tc-fast
+    // the screen's copy of the rows it leaves (float data: the split kernel stages it)
+    constexpr bool COPIES = SCREENS && sizeof(T) == 4;
     const int pass = plan != nullptr ? plan[0] : -1;
     if (SCREENS && c_residual != nullptr && pass == 0) return;
     const bool indirect = SPLIT && pass == 1 && rows != nullptr;  // null: the screen not run
@@ -1394,7 +1396,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 const unsigned slot = finish_row(labels, i, active, decided, t.index,
                                                  old_labels[local], changed, queue_size, queue,
                                                  queue_best);
-                if (SCREENS && compact != nullptr && slot < cap) {  // listed for the copy below
+                if (COPIES && compact != nullptr && slot < cap) {  // listed for the copy below
                     const int at = atomicAdd(&counting[1], 1);
                     copy_slots[at] = slot;
                     copy_rows[at] = local;
@@ -1404,7 +1406,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                                 bound, screen ? dropped[local] : 0.0);
             }
         }
-        if (SCREENS && compact != nullptr) {
+        if (COPIES && compact != nullptr) {
             // The screen copies the rows it leaves (the first cap) into compact, column-major
             // like XT, a thread a feature: the split kernel then stages them as it stages every
             // row, 16 contiguous bytes a copy, where reading them from XT took a 32-byte sector

@@ -611,7 +611,7 @@ def test_screen_copies_the_rows_it_leaves(cp, d, share, rng, screen_always, monk
     counts are tiled's."""
     from gpumine.kmeans import tensor_cores
 
-    monkeypatch.setattr(tensor_cores, "SCREEN_COPY_SHARE", share)
+    monkeypatch.setattr(tensor_cores, "SCREEN_COPY_SHARE", {32: share, 64: share, 128: share})
     n, k = 70_000 + 77, 64
     X = rng.uniform(size=(n, d)).astype(np.float32)
     pairs = np.repeat(X[: k // 2], 2, axis=0)
@@ -620,7 +620,7 @@ def test_screen_copies_the_rows_it_leaves(cp, d, share, rng, screen_always, monk
     assert plans == [0, 1]
     cap = min(-(-int(n * share) // 128), -(-n // 128)) * 128
     copy = run.scratch.empty("screen_copy", (d, cap), cp.float32)
-    copy.fill(np.nan)
+    copy.fill(np.nan)  # (no copy where cap is 0: this one is the test's own)
     previous = rng.randint(0, k, size=n).astype(np.int32)
     plans, _ = _assert_screened_as_tiled(cp, X, pairs, calls=1, previous=previous, run=run)
     assert plans == [1]

@@ -250,10 +250,11 @@ SCREEN_MIN_ROWS = 1 << 16
 #: a block a tile at 1M x 128 and 1M x 100, k = 1024 from the first rows as centres, the
 #: rest within 1 %; two to eight waves within 1 % of a block a tile.
 INDIRECT_WAVES = 1
-#: The screen copies the first rows it leaves, up to this share of the rows, into a compact
-#: column-major buffer (float32 data), from which the split kernel stages them; the rest it
-#: reads from X, a value at a time from scattered rows.
-SCREEN_COPY_SHARE = 1 / 16
+#: The screen's padded widths where it copies the first rows it leaves, up to this share of
+#: the rows, into a compact column-major buffer (float32 data), from which the split kernel
+#: stages them; the rest it reads from X, a value at a time from scattered rows (a 32-byte
+#: sector a value: d of them a row).
+SCREEN_COPY_SHARE = {64: 1 / 16, 128: 1 / 16}
 
 _BOUNDS: dict = {}
 
@@ -470,9 +471,9 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
             screen, screen_shared = fused_kernel(False)  # compiled before any capture
             # the screen's copy of the first rows it leaves, float data (the split kernel
             # stages them from it as it stages every row, not a scattered value at a time)
-            cap = min(-(-int(n * SCREEN_COPY_SHARE) // _BM), -(-n // _BM)) * _BM
+            cap = min(-(-int(n * SCREEN_COPY_SHARE.get(dp, 0)) // _BM), -(-n // _BM)) * _BM
             copy = (scratch.empty("screen_copy", (d, cap), X.dtype)
-                    if X.dtype == np.float32 else None)
+                    if X.dtype == np.float32 and cap else None)
             copy_args = (kernel_pointer(copy), np.int64(cap if copy is not None else 0))
             # the split kernel's grid over the screen's rows (asked before any capture)
             grid = every = -(-n // _BM)
