@@ -1029,8 +1029,13 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     // there. What the epilogue needs of it waits in shared memory, not in registers through
     // the products.
     constexpr bool SCREENS = !SPLIT;  // the screen where c_residual is given, else tc-fast
-    // the screen's copy of the rows it leaves (float data: the split kernel stages it)
-    constexpr bool COPIES = SCREENS && sizeof(T) == 4;
+    // the screen's copy of the rows it leaves, which the split kernel stages: float data
+    // from 64 features (gpumine.kmeans.tensor_cores.SCREEN_COPY_SHARE), compiled out of the
+    // other kernels (their code as before: a runtime branch had cost the one-product kernel
+    // 2 % at 10M x 32, k = 1024, and NVRTC's allocation of the double split kernel 5 %,
+    // tc-source-ab-screen-copy-h200-2026-11-28-4d5403f.json)
+    constexpr bool COPIED = sizeof(T) == 4 && DP >= 64;
+    constexpr bool COPIES = SCREENS && COPIED;
     const int pass = plan != nullptr ? plan[0] : -1;
     if (SCREENS && c_residual != nullptr && pass == 0) return;
     const bool indirect = SPLIT && pass == 1 && rows != nullptr;  // null: the screen not run
@@ -1104,7 +1109,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             if (threadIdx.x < d) copy_async8(shifts + threadIdx.x, shift + threadIdx.x);
             else if (threadIdx.x < DP) shifts[threadIdx.x] = 0.0;
             const int previous = i < n ? labels[i] : 0;
-            if (threadIdx.x == 0) counting[1] = 0;  // the screen's rows copied (epilogue)
+            if (COPIES && threadIdx.x == 0) counting[1] = 0;  // the screen's rows copied
             if constexpr (ASYNC) {
                 static_assert(BM == 128, "a thread a row, and four rows of 16 bytes a warp");
                 float* tile = reinterpret_cast<float*>(xh);  // DP * BM <= 2 * BM * SW words
@@ -1112,7 +1117,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 const int here = (int)min((index_t)BM, active_rows - row0);
                 // the screen's rows from its compact copy where they are in it (slots up to
                 // cap, a multiple of 128: a tile is in it or not), as contiguous as every row
-                const bool packed = indirect && compact != nullptr && row0 < cap;
+                const bool packed = COPIED && indirect && compact != nullptr && row0 < cap;
                 const T* source = packed ? compact : XT;
                 const index_t stride = packed ? cap : n;
                 if ((!indirect || packed) && stride % 4 == 0
