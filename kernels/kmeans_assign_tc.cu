@@ -1418,7 +1418,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             // a value (the split kernel's pass over them 401 -> 207 us at 1M x 128, k = 1024,
             // the same number of rows but contiguous, under ncu on the H200: record
             // split-indirect-probe-h200-2026-11-28-9b6384c.txt). Here the rows were staged a
-            // tile ago, in L2. The loads of four rows go out before their stores.
+            // tile ago, in L2. The loads of four rows go out before their stores. A bound
+            // call 1.44 -> 1.39 ms there, 4 % at 64 and 100 features, 10M x 32 (no copy) and
+            // float64 as before (tc-source-ab-screen-copy-h200-2026-11-28-3f991d6.json).
             __syncthreads();  // the list complete (the staging area is free in the epilogue)
             const int listed = counting[1];
             if ((int)threadIdx.x < d) {

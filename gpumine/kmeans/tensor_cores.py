@@ -253,7 +253,12 @@ INDIRECT_WAVES = 1
 #: The screen's padded widths where it copies the first rows it leaves, up to this share of
 #: the rows, into a compact column-major buffer (float32 data), from which the split kernel
 #: stages them; the rest it reads from X, a value at a time from scattered rows (a 32-byte
-#: sector a value: d of them a row).
+#: sector a value: d of them a row). Measured on the H200 (record
+#: ``tc-source-ab-screen-copy-h200-2026-11-28-3f991d6.json``, uniform data, centres the first
+#: k rows, the screen leaving 3-4 % of the rows): a bound call 1.44 -> 1.39 ms at 1M x 128, k
+#: = 1024, 4 % faster at 64 and 100 features; at 32 (a row 32 sectors) the copy's cost in the
+#: screen took what it saved (cb10f05's record), so the kernels compile it from 64 only. The
+#: copy costs a sixteenth of X's memory; rows past it are read as before.
 SCREEN_COPY_SHARE = {64: 1 / 16, 128: 1 / 16}
 
 _BOUNDS: dict = {}
