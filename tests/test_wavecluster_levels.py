@@ -185,6 +185,62 @@ def test_coarser_levels_without_their_split_step(host_tree_work, levels_tree):
     np.testing.assert_array_equal(base_only.labels_, default.labels_)
 
 
+@pytest.mark.parametrize("host_tree_work", [None, 0, "tree"])
+def test_coarser_levels_on_threads_as_one_after_another(host_tree_work, levels_tree,
+                                                        monkeypatch):
+    """On the CPU the coarser levels' rule runs on the host pool beside the coarse grid's
+    (``AUTO_COARSER_THREADS``), as many levels submitted as there are: the same threshold,
+    clusters and labels as one after another, on sets where the coarser levels split (the
+    five blobs) and where they do not, on the stacked, level-by-level and tree paths."""
+    from gpumine import backend
+    from gpumine.datasets import make_shape_sets
+
+    levels_tree(host_tree_work == "tree")
+    if host_tree_work not in (None, "tree"):
+        monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
+    monkeypatch.setattr(backend, "host_pool_threads", lambda: 2)  # threads on any host
+    submitted = []
+    real_pool = backend.host_pool
+
+    class Pool:
+        def submit(self, fn, *args):
+            submitted.append(fn)
+            return real_pool().submit(fn, *args)
+
+    monkeypatch.setattr(backend, "host_pool", Pool)
+    blobs, _ = make_blobs(1000, centers=5, cluster_std=1.0, center_box=(-8, 8),
+                          random_state=94)
+    shapes = make_shape_sets(scale=1.0, random_state=0)
+    for X in (blobs, shapes["moons"][0], shapes["spirals"][0]):
+        fits = {}
+        for threads in (True, False):
+            monkeypatch.setattr(engine, "AUTO_COARSER_THREADS", threads)
+            count = len(submitted)
+            fits[threads] = WaveCluster(device="cpu").fit(X)
+            assert (len(submitted) - count == engine.AUTO_COARSER_LEVELS) == threads
+        assert fits[True].threshold_ == fits[False].threshold_
+        assert fits[True].n_clusters_ == fits[False].n_clusters_
+        np.testing.assert_array_equal(fits[True].labels_, fits[False].labels_)
+    assert fits[True].n_clusters_ >= 3  # the spirals' arms
+
+
+def test_a_coarser_level_raising_on_a_thread_reaches_the_caller(monkeypatch):
+    """An error in a coarser level's rule, run on the host pool, is raised by the fit."""
+    real = engine._base_and_split
+
+    def failing(grid, **kwargs):
+        if kwargs.get("grow") is False:
+            raise RuntimeError("a coarser level failed")
+        return real(grid, **kwargs)
+
+    monkeypatch.setattr(engine, "_base_and_split", failing)
+    X, _ = make_blobs(1000, centers=5, cluster_std=1.0, center_box=(-8, 8), random_state=94)
+    for threads in (True, False):
+        monkeypatch.setattr(engine, "AUTO_COARSER_THREADS", threads)
+        with pytest.raises(RuntimeError, match="a coarser level failed"):
+            WaveCluster(device="cpu").fit(X)
+
+
 def test_tables_read_together_are_made_anew_below_a_level_that_split():
     """``_split_down`` reads every level's table under the level above at once (the GPU's
     one transfer), as the levels were found; where a level then splits, the level below it

@@ -130,6 +130,9 @@ AUTO_COARSER_LEVELS = 3
 #: ds3c3sc6 0.38 -> 0.25), for about a tenth of the ``"auto"`` fit's time on the CPU (moons at
 #: 1x: 5.8 -> 5.2 ms against 1.6 given the threshold).
 AUTO_COARSER_SPLIT = True
+#: On the CPU the coarser levels' rule runs on the host's thread pool, beside the coarse
+#: grid's (:func:`_coarser_found`); False: one after another in the calling thread.
+AUTO_COARSER_THREADS = True
 #: The CPU's small grids (:func:`~gpumine.wavecluster.hierarchy.stack_is_faster`) label the
 #: coarse grid's and the coarser levels' thresholds in one stack, as the GPU does
 #: (:func:`~gpumine.wavecluster.hierarchy.stack_levels`); False: a stack each.
@@ -322,9 +325,15 @@ def resolve_threshold(threshold, coarse, *, grid_weight, min_cluster_size, label
                                    joint, planes)
     else:
         kwargs["grid_weight"] = float(grid_weight)  # sync: none, the CPU path
+        above = (_coarser_found(coarse, coarser, kwargs)
+                 if coarser is not None and AUTO_COARSER_LEVELS else None)
         found = _base_and_split(coarse, **kwargs)
-        if found is not None and coarser is not None and AUTO_COARSER_LEVELS:
-            found = (*found[:3], *_coarser_opinions(coarse, found, coarser, kwargs, joint))
+        if above is not None:
+            grids, above_found = above
+            above_found = [level.result() for level in above_found]  # (a raise: here)
+            if found is not None:
+                found = (*found[:3], *_split_down(coarse, found, grids, above_found, kwargs,
+                                                  joint))
     if found is None:
         return 0.0, foreground(0.0)
     points, unit, minimum, labelled, numbers = found
@@ -344,22 +353,40 @@ def _coarser_grids(coarse, coarser) -> list:
     return grids
 
 
-def _coarser_opinions(coarse, found, coarser, kwargs, joint=None) -> tuple:
-    """The next :data:`AUTO_COARSER_LEVELS` levels the wavelet produces, from the coarsest
-    down, each split the clusters of the level below it
-    (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
-    base level and split (pieces not grown back), split by the level above; the last split
-    is that of ``found``'s labelling (:func:`_base_and_split`'s result for ``coarse``). The
-    levels stop early where ``coarser`` gives None (a grid too small to halve). Returns
-    :func:`_split_down`'s."""
+def _coarser_found(coarse, coarser, kwargs) -> tuple:
+    """The CPU's coarser levels (:func:`_split_down`'s ``grids`` and ``above_found``): the
+    next :data:`AUTO_COARSER_LEVELS` levels the wavelet produces, fewer where ``coarser``
+    gives None (a grid too small to halve), and for each a future of its
+    :func:`_base_and_split` (its base level and split, pieces not grown back).
+
+    Each level's rule depends on its grid alone, so with :data:`AUTO_COARSER_THREADS` they
+    run on the host pool (:func:`gpumine.backend.host_pool`) while the calling thread takes
+    ``coarse``'s own: the compiled steps (Numba's, without the GIL) of one grid overlap the
+    others'. The results are those of the levels taken one after another."""
+    from concurrent.futures import Future
+
+    from gpumine.backend import host_pool, host_pool_threads
+
     grids = _coarser_grids(coarse, coarser)
-    above = [_base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
-             for grid in grids]
-    return _split_down(coarse, found, grids, above, kwargs, joint)
+
+    def level(grid):
+        return _base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
+
+    if AUTO_COARSER_THREADS and host_pool_threads() > 1:
+        return grids, [host_pool().submit(level, grid) for grid in grids]
+    done = []
+    for grid in grids:
+        future = Future()
+        future.set_result(level(grid))
+        done.append(future)
+    return grids, done
 
 
 def _split_down(coarse, found, grids, above_found, kwargs, joint=None) -> tuple:
-    """:func:`_coarser_opinions`'s splits, from the coarsest of ``grids`` down to
+    """The coarser levels' opinions: each of the wavelet's coarser levels, from the coarsest
+    of ``grids`` down, splits the clusters of the level below it
+    (:func:`~gpumine.wavecluster.levels.split_by_coarser_level`): a level's clusters are its
+    base level and split (pieces not grown back), split by the level above, down to
     ``coarse``'s labelling (``found``: its :func:`_base_and_split`); ``above_found[i]`` is
     ``grids[i]``'s (None: an empty grid, which splits nothing). Returns ``((components,
     n_components), significant)``, ``significant`` the significant components' numbers
@@ -448,9 +475,9 @@ def _base_and_opinions(coarse, coarser, kwargs, joint=None, planes=None):
     (:func:`_split_down`), every grid's levels labelled at once where they fit
     (:func:`~gpumine.wavecluster.hierarchy.stack_levels`): :func:`_base_and_split`'s result
     for ``coarse`` with the opinions applied, or None for an empty grid. The same clusters as
-    :func:`_base_and_split` and :func:`_coarser_opinions` (the GPU's way: a labelling and two
-    syncs in all where those take them for every grid). ``planes``: the backend's stacking
-    of the grids' levels (:class:`~gpumine.wavecluster.pipeline.Stages`)."""
+    :func:`_base_and_split`, :func:`_coarser_found` and :func:`_split_down` (the GPU's way:
+    a labelling and two syncs in all where those take them for every grid). ``planes``: the
+    backend's stacking of the grids' levels (:class:`~gpumine.wavecluster.pipeline.Stages`)."""
     xp, to_host = kwargs["xp"], kwargs["to_host"]
     grids = [coarse, *(_coarser_grids(coarse, coarser) if coarser is not None else ())]
     grid_weight, summaries = _summaries(grids, xp, to_host, kwargs["grid_weight"],
