@@ -461,17 +461,13 @@ def _kernels() -> dict:
                 a -= 1
         return out
 
-    _KERNELS["joint_table"] = joint_table
-    _KERNELS["node_paint"] = node_paint
-    _KERNELS["nearest_cluster"] = nearest_cluster
-    _KERNELS["significant_slabs"] = significant_slabs
-    _KERNELS["haar_axis"] = haar_axis
-    _KERNELS["grow"] = grow
-    _KERNELS["tree"] = tree
-    _KERNELS["histogram"] = quantize_histogram
-    _KERNELS["minmax"] = minmax
-    _KERNELS["levels_tree"] = levels_tree
-    _KERNELS["level_labels"] = level_labels
+    # all at once (one update under the GIL): a thread that finds the table filled finds
+    # every kernel in it (the "auto" rule's coarser levels run on the host pool)
+    _KERNELS.update({
+        "joint_table": joint_table, "node_paint": node_paint,
+        "nearest_cluster": nearest_cluster, "significant_slabs": significant_slabs,
+        "haar_axis": haar_axis, "grow": grow, "tree": tree, "histogram": quantize_histogram,
+        "minmax": minmax, "levels_tree": levels_tree, "level_labels": level_labels})
     return _KERNELS
 
 
