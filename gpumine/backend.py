@@ -230,9 +230,17 @@ _STAGING_THREADS = 8
 _POOL_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
-@functools.lru_cache(maxsize=1)
 def _host_pool():
-    """The host threads of staged copies and :class:`HostBuffer` (made once per process)."""
+    """The host threads of staged copies, :class:`HostBuffer` and WaveCluster's coarser
+    levels on the CPU (made once per process)."""
+    return _pool_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)
+def _pool_of(pid: int):
+    """The pool of process ``pid``: a process forked from one whose pool had threads gets its
+    own (the parent's threads do not exist in the child, and an executor that believes it
+    has idle ones never starts another: a task submitted there would wait forever)."""
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="gpumine-host")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -152,3 +153,37 @@ def test_gpu_to_host_widens_a_narrow_integer_array():
     for narrower in (np.int32, np.float64):  # a narrowing or a change of kind is refused
         with pytest.raises(InvalidParameterError, match="out is"):
             b.to_host(b.xp.asarray(values), out=b.host_buffer(values.size, narrower))
+
+
+def _forked_fit(queue):
+    """In a forked child: a task on the host pool, and a WaveCluster "auto" fit, whose
+    coarser levels run there on the CPU (with two threads or more)."""
+    from gpumine import WaveCluster
+    from gpumine.datasets import make_shape_sets
+
+    try:
+        value = backend.host_pool().submit(lambda: 7).result(timeout=30)
+        X, _ = make_shape_sets(scale=1.0, random_state=0)["moons"]
+        queue.put((value, WaveCluster(device="cpu").fit(X).n_clusters_))
+    except Exception as error:  # the parent reports it
+        queue.put(repr(error))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_a_forked_process_gets_its_own_host_pool(monkeypatch):
+    """A process forked after the pool started its threads (a WaveCluster fit, a staged
+    copy) has none of them: the child's pool is its own, so its tasks run (the parent's
+    executor, which believes it has idle threads, would never start one)."""
+    import multiprocessing
+
+    monkeypatch.setattr(backend, "host_pool_threads", lambda: 2)  # threads on any host
+    assert backend.host_pool().submit(lambda: 1).result() == 1  # the parent's threads exist
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_forked_fit, args=(queue,))
+    child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child's pool task never ran")
+    assert queue.get(timeout=10) == (7, 2)  # the moons: two clusters
