@@ -225,7 +225,11 @@ def test_coarser_levels_on_threads_as_one_after_another(host_tree_work, levels_t
 
 
 def test_a_coarser_level_raising_on_a_thread_reaches_the_caller(monkeypatch):
-    """An error in a coarser level's rule, run on the host pool, is raised by the fit."""
+    """An error in a coarser level's rule, on the host pool or in the calling thread, is
+    raised by the fit."""
+    from gpumine import backend
+
+    monkeypatch.setattr(backend, "host_pool_threads", lambda: 2)  # threads on any host
     real = engine._base_and_split
 
     def failing(grid, **kwargs):
