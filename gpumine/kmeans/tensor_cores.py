@@ -128,9 +128,13 @@ whose best key is below float's normal range is never decided. On the issue's un
 x 128, k = 1024 (``b = 8``) the screen then leaves 11 % more rows (38,797 against 35,016)
 and a bound run's call is 11 % shorter on the H200 (record
 ``tc-source-ab-keys-h200-2026-11-28-cc919d2.json``).
-The split kernel then takes the rows the screen left (read
-through their indices), and its own queue goes to the re-check as before: the labels are
-those of the tiled kernel either way. On clustered data (blobs: the split bound leaves 40
+The split kernel then takes the rows the screen left, and its own queue goes to the
+re-check as before: the labels are those of the tiled kernel either way. X being
+column-major, a scattered row's every value is a 32-byte sector of its own, so the screen
+copies the first rows it leaves (float data from 64 padded features, up to
+:data:`SCREEN_COPY_SHARE` of the rows) into a compact column-major buffer, reading them from
+L2 a tile after it staged them; the split kernel stages those as it stages every row, the
+rest through their indices. On clustered data (blobs: the split bound leaves 40
 %) the screen would leave nearly every row, so the plan keeps it only while it left at most
 :data:`SCREEN_SHARE` of them -- the count coming from the screen itself, or from the split
 kernel, which counts the rows the screen's margin would leave as it decides its own.
