@@ -9,7 +9,9 @@ coarse grid's own (``engine.AUTO_COARSER_THREADS``; the compiled steps release t
 one after another in the calling thread. On the sets of ``wavecluster_auto_cost.py`` at 1x,
 10x and 40x: the median of whole ``fit`` calls each way and given the threshold that auto
 chose (one level: no coarser levels), taken in turns in one process so that drift touches
-all alike; the two autos' labels and thresholds are checked equal. Writes
+all alike (``--block B``: B fits of a way back to back each turn, as a user's loop calls
+them); the two autos' labels and thresholds are checked equal. Threads are taken from
+``engine.AUTO_COARSER_THREAD_CELLS`` coarse cells (``--thread-cells``). Writes
 ``wavecluster-threads-ab-<date>-<commit>.json`` (with the host's CPU count).
 """
 
@@ -35,6 +37,11 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--scales", type=float, nargs="*", default=SCALES)
+    parser.add_argument("--block", type=int, default=1,
+                        help="fits of one way back to back in each turn")
+    parser.add_argument("--thread-cells", type=int, default=None,
+                        help="override engine.AUTO_COARSER_THREAD_CELLS (0: threads on "
+                             "every grid)")
     args = parser.parse_args()
     import numba
 
@@ -43,6 +50,8 @@ def main() -> None:
     from gpumine.datasets import make_shape_sets
     from gpumine.wavecluster import engine
 
+    if args.thread_cells is not None:
+        engine.AUTO_COARSER_THREAD_CELLS = args.thread_cells
     rows = []
     for scale in args.scales:
         drawn = make_shape_sets(scale=scale, random_state=0)
@@ -56,9 +65,10 @@ def main() -> None:
             for _ in range(args.repeats):
                 for way, (threads, chosen) in ways.items():
                     engine.AUTO_COARSER_THREADS = threads
-                    start = time.perf_counter()
-                    models[way] = WaveCluster(device="cpu", threshold=chosen).fit(X)
-                    times[way].append(time.perf_counter() - start)
+                    for _ in range(args.block):  # a user's fits back to back
+                        start = time.perf_counter()
+                        models[way] = WaveCluster(device="cpu", threshold=chosen).fit(X)
+                        times[way].append(time.perf_counter() - start)
             engine.AUTO_COARSER_THREADS = True
             same = bool(np.array_equal(models["threads"].labels_, models["one_thread"].labels_)
                         and models["threads"].threshold_ == models["one_thread"].threshold_)
@@ -75,7 +85,8 @@ def main() -> None:
             rows.append(row)
     record = {"device": f"cpu ({platform.processor() or platform.machine()})",
               "cpus": os.cpu_count(), "pool_threads": host_pool_threads(),
-              "commit": commit(), "repeats": args.repeats,
+              "commit": commit(), "repeats": args.repeats, "block": args.block,
+              "thread_cells": engine.AUTO_COARSER_THREAD_CELLS,
               "versions": {"numpy": np.__version__, "numba": numba.__version__,
                            "python": platform.python_version()},
               "rows": rows}

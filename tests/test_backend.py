@@ -176,7 +176,10 @@ def test_a_forked_process_gets_its_own_host_pool(monkeypatch):
     executor, which believes it has idle threads, would never start one)."""
     import multiprocessing
 
+    from gpumine.wavecluster import engine
+
     monkeypatch.setattr(backend, "host_pool_threads", lambda: 2)  # threads on any host
+    monkeypatch.setattr(engine, "AUTO_COARSER_THREAD_CELLS", 0)  # and on every grid
     assert backend.host_pool().submit(lambda: 1).result() == 1  # the parent's threads exist
     context = multiprocessing.get_context("fork")
     queue = context.Queue()

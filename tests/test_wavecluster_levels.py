@@ -199,6 +199,7 @@ def test_coarser_levels_on_threads_as_one_after_another(host_tree_work, levels_t
     if host_tree_work not in (None, "tree"):
         monkeypatch.setattr(hierarchy, "HOST_TREE_WORK", host_tree_work)
     monkeypatch.setattr(backend, "host_pool_threads", lambda: 2)  # threads on any host
+    monkeypatch.setattr(engine, "AUTO_COARSER_THREAD_CELLS", 0)  # and on every grid
     submitted = []
     real_pool = backend.host_pool
 
@@ -230,6 +231,7 @@ def test_a_coarser_level_raising_on_a_thread_reaches_the_caller(monkeypatch):
     from gpumine import backend
 
     monkeypatch.setattr(backend, "host_pool_threads", lambda: 2)  # threads on any host
+    monkeypatch.setattr(engine, "AUTO_COARSER_THREAD_CELLS", 0)  # and on every grid
     real = engine._base_and_split
 
     def failing(grid, **kwargs):

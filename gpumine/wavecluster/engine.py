@@ -133,6 +133,11 @@ AUTO_COARSER_SPLIT = True
 #: On the CPU the coarser levels' rule runs on the host's thread pool, beside the coarse
 #: grid's (:func:`_coarser_found`); False: one after another in the calling thread.
 AUTO_COARSER_THREADS = True
+#: ... for coarse grids of at least this many cells (smaller ones' rule is mostly Python
+#: steps, which hold the GIL: threads hand it to and fro. On this project's 2-core VM the
+#: small spirals at 1x, 12,544 cells, ran 0.98-1.12x their one-thread time, the 2-d sets from
+#: 30,000 cells 0.80-0.92x: records ``wavecluster-threads-ab-2026-11-28-*``).
+AUTO_COARSER_THREAD_CELLS = 1 << 14
 #: The CPU's small grids (:func:`~gpumine.wavecluster.hierarchy.stack_is_faster`) label the
 #: coarse grid's and the coarser levels' thresholds in one stack, as the GPU does
 #: (:func:`~gpumine.wavecluster.hierarchy.stack_levels`); False: a stack each.
@@ -361,8 +366,9 @@ def _coarser_found(coarse, coarser, kwargs) -> tuple:
 
     Each level's rule depends on its grid alone, so with :data:`AUTO_COARSER_THREADS` they
     run on the host pool (:func:`gpumine.backend.host_pool`) while the calling thread takes
-    ``coarse``'s own: the compiled steps (Numba's, without the GIL) of one grid overlap the
-    others'. The results are those of the levels taken one after another."""
+    ``coarse``'s own (from :data:`AUTO_COARSER_THREAD_CELLS` coarse cells): the compiled
+    steps (Numba's, without the GIL) of one grid overlap the others'. The results are those
+    of the levels taken one after another."""
     from concurrent.futures import Future
 
     from gpumine.backend import host_pool, host_pool_threads
@@ -372,7 +378,8 @@ def _coarser_found(coarse, coarser, kwargs) -> tuple:
     def level(grid):
         return _base_and_split(grid, **kwargs, grow=False, split=AUTO_COARSER_SPLIT)
 
-    if AUTO_COARSER_THREADS and host_pool_threads() > 1:
+    if (AUTO_COARSER_THREADS and coarse.size >= AUTO_COARSER_THREAD_CELLS
+            and host_pool_threads() > 1):
         return grids, [host_pool().submit(level, grid) for grid in grids]
     done = []
     for grid in grids:
