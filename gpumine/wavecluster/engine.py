@@ -135,8 +135,10 @@ AUTO_COARSER_SPLIT = True
 AUTO_COARSER_THREADS = True
 #: ... for coarse grids of at least this many cells (smaller ones' rule is mostly Python
 #: steps, which hold the GIL: threads hand it to and fro. On this project's 2-core VM the
-#: small spirals at 1x, 12,544 cells, ran 0.98-1.12x their one-thread time, the 2-d sets from
-#: 30,000 cells 0.80-0.92x: records ``wavecluster-threads-ab-2026-11-28-*``).
+#: small spirals at 1x, 12,544 cells, ran 0.98-1.02x their one-thread time in single fits
+#: (record ``wavecluster-threads-ab-2026-11-28-a17e802.json``) but 1.12x in blocks of ten
+#: back to back (a scratch run), the 2-d sets from 30,000 cells 0.80-0.95x
+#: (``-9adfd0a.json``)).
 AUTO_COARSER_THREAD_CELLS = 1 << 14
 #: The CPU's small grids (:func:`~gpumine.wavecluster.hierarchy.stack_is_faster`) label the
 #: coarse grid's and the coarser levels' thresholds in one stack, as the GPU does
