@@ -25,11 +25,9 @@ import time
 
 import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
+from wavecluster_auto_cost import SCALES, SETS  # the same sets and sizes
 
 from gpumine.bench.record import commit
-
-SETS = ("spirals", "blobs-noise20-d5", "moons", "rings")
-SCALES = (1.0, 10.0, 40.0)
 
 
 def main() -> None:
