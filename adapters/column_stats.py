@@ -20,7 +20,7 @@ import numpy as np
 from gpumine.backend import cupy_module, set_column_major
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
 
-__all__ = ["column_major", "column_means", "divided_row_sums"]
+__all__ = ["column_major", "column_means", "divided_row_sums", "shift_columns"]
 
 _SOURCE = "columns.cu"
 _MAX_GRID_Y = 65535  # features per launch (grid.y)
@@ -105,6 +105,30 @@ def column_major(X):
                (32, 8), (X, np.int64(n), np.int64(d), out))
         return out.T
     return cp.ascontiguousarray(X.T).T
+
+
+@declares(_SOURCE, "shift_columns", ("float", "double"))
+def shift_columns(XT, by, sign: int) -> None:
+    """``XT += sign * by[:, None]`` in place on a (d, n) C-contiguous device buffer, ``by``
+    of XT's dtype: the broadcast's arithmetic and bits (one rounded add or subtract a
+    value), in a kernel that streams each feature's row, where CuPy's broadcast over the
+    buffer computes each element's index by divisions.
+
+    Parameters
+    ----------
+    XT : cupy.ndarray of shape (n_features, n_samples), C-contiguous   -- INOUT
+    by : cupy.ndarray of shape (n_features,), XT's dtype   -- IN
+    sign : {-1, +1}
+    """
+    d, n = XT.shape
+    if n == 0 or d == 0:
+        return
+    cp = cupy_module()
+    by = cp.ascontiguousarray(by, dtype=XT.dtype)
+    rows = min(d, _MAX_GRID_Y)
+    blocks = max(1, min(-(-n // 1024), -(-device_attribute("MultiProcessorCount") * 32 // rows)))
+    launch(get_kernel(_SOURCE, "shift_columns", XT.dtype), (blocks, rows), 256,
+           (XT, by, np.int64(n), np.int32(d), np.int32(sign < 0)))
 
 
 set_column_major(column_major)  # Backend.to_device_columns transposes by tiles from here on

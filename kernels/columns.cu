@@ -60,3 +60,37 @@ transpose_tiles(const T* __restrict__ in,      // IN  (rows, cols)
         if (c < cols && r < rows) out[c * rows + r] = tile[threadIdx.x][y];
     }
 }
+
+// In place, x - by[j] (negative) or x + by[j] for every value x of feature j of a (d, n)
+// buffer: the fit's centring of a column-major X and its restoring, the same arithmetic as
+// CuPy's broadcast `XT -= by[:, None]` (the same bits), which computes each element's
+// broadcast index by divisions and ran at about a third of the bandwidth. Block (x, y) takes
+// a grid-stride share of feature y's values, four of them in flight a thread (256 apart, so
+// a warp's accesses stay contiguous); features past grid.y in steps of it.
+template <typename T>
+__global__ void __launch_bounds__(256)
+shift_columns(T* __restrict__ XT,              // INOUT (d, n)
+              const T* __restrict__ by,        // IN    (d)
+              index_t n, int d,                // IN
+              int negative)                    // IN    1: subtract, 0: add
+{
+    constexpr int BLOCK = 256, AHEAD = 4;
+    for (int j = blockIdx.y; j < d; j += gridDim.y) {
+        T* column = XT + (index_t)j * n;
+        const T b = by[j];
+        for (index_t i0 = (index_t)blockIdx.x * BLOCK * AHEAD + threadIdx.x; i0 < n;
+             i0 += (index_t)gridDim.x * BLOCK * AHEAD) {
+            T v[AHEAD];
+#pragma unroll
+            for (int q = 0; q < AHEAD; ++q) {
+                const index_t i = i0 + (index_t)q * BLOCK;
+                if (i < n) v[q] = column[i];
+            }
+#pragma unroll
+            for (int q = 0; q < AHEAD; ++q) {
+                const index_t i = i0 + (index_t)q * BLOCK;
+                if (i < n) column[i] = negative ? v[q] - b : v[q] + b;
+            }
+        }
+    }
+}

@@ -965,8 +965,11 @@ struct HalfTile {
 // rho_c the centres' largest (tc_center_residuals); the other rows are queued. The split
 // kernel then takes those rows (`rows`, `row_count`) where plan[0] is 1, every row where it
 // is 0 -- counting there, with `screen_misses`, the rows the screen's margin would not
-// decide (the next call's plan: tc_screen_plan). `plan` null: one pass over every row;
-// `rows` null (the screen not launched): the split kernel takes every row whatever the plan.
+// decide (the next call's plan: tc_screen_plan). Where plan[0] is 2 (a bound run's first
+// call, before its first plan: gpumine.kmeans.tensor_cores.SCREEN_SAMPLE_ROWS) the split
+// kernel takes `rows` and counts there too: a sample of the rows, whose count gives that
+// call its plan. `plan` null: one pass over every row; `rows` null (the screen not
+// launched): the split kernel takes every row whatever the plan.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
 // the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles, 128
@@ -988,7 +991,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const index_t* __restrict__ rows,    // IN  (n) the screen's queued rows
                const unsigned* __restrict__ row_count,   // IN  (1) how many
                const unsigned* __restrict__ c_residual,  // IN  (1) rho_c float bits, or null
-               unsigned* __restrict__ screen_misses,     // INOUT (1) += rows (SPLIT, plan 0)
+               unsigned* __restrict__ screen_misses,     // INOUT (1) += rows (SPLIT, plan 0, 2)
                int* __restrict__ labels,            // INOUT (n) previous labels in
                unsigned long long* changed,         // INOUT (1) += labels changed, may be null
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
@@ -1037,10 +1040,12 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     constexpr bool COPIED = sizeof(T) == 4 && DP >= 64;
     constexpr bool COPIES = SCREENS && COPIED;
     const int pass = plan != nullptr ? plan[0] : -1;
-    if (SCREENS && c_residual != nullptr && pass == 0) return;
-    const bool indirect = SPLIT && pass == 1 && rows != nullptr;  // null: the screen not run
+    if (SCREENS && c_residual != nullptr && pass != 1) return;
+    // the listed rows: the screen's (plan 1; null: the screen not run) or a sample (plan 2)
+    const bool indirect = SPLIT && (pass == 1 || pass == 2) && rows != nullptr;
     const index_t active_rows = indirect ? (index_t)*row_count : n;
-    if (threadIdx.x == 0) *counting = SPLIT && pass == 0 && c_residual != nullptr;
+    if (threadIdx.x == 0)
+        *counting = SPLIT && (pass == 0 || pass == 2) && c_residual != nullptr;
     const float cmax_value = __uint_as_float(*cmax);
     const int c_scale = half_scale(cmax_value);
     // the one-product kernel's keys (top2_push_key): bits for q < k_pad / 4, up to KEY_BITS

@@ -161,6 +161,33 @@ def test_feature_variance_and_tolerance_equal_numpy(cp, n, d, offset, dtype, rng
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n", "d", "k", "offset"), [(1, 1, 1, 0.0), (257, 3, 5, 0.0),
+                                                     (1000, 4, 7, 1e4), (3001, 6, 64, 0.0),
+                                                     (4099, 128, 1024, -30.0), (70, 130, 3, 0.0),
+                                                     (50, 4, 50, 0.0)])
+def test_inertia_equals_the_direct_fp64_sum(cp, n, d, k, offset, dtype, rng):
+    """Inertia against NumPy's direct FP64 sum, the centres read 16 bytes at a time where
+    their rows allow: the same bits when the same centres sit 4 bytes off alignment (read a
+    value at a time), run to run."""
+    from gpumine.kmeans.gpu import inertia
+
+    X = (rng.normal(size=(n, d)) + offset).astype(dtype)
+    C = (rng.normal(size=(k, d)) + offset).astype(dtype)
+    labels = rng.randint(0, k, size=n).astype(np.int32)
+    w = rng.uniform(0.5, 2.0, size=n).astype(dtype)
+    diff = X.astype(np.float64) - C.astype(np.float64)[labels]
+    expected = float(np.sum(w.astype(np.float64) * np.sum(diff * diff, axis=1)))
+    X_dev, w_dev, labels_dev = _device_columns(cp, X), cp.asarray(w), cp.asarray(labels)
+    got = inertia(X_dev, w_dev, cp.asarray(C), labels_dev)
+    assert got == pytest.approx(expected, rel=1e-12)
+    flat = cp.full(k * d + 1, cp.nan, dtype=dtype)
+    off = flat[1:].reshape(k, d)  # 4 or 8 bytes past the allocation's alignment
+    off[...] = cp.asarray(C)
+    assert inertia(X_dev, w_dev, off, labels_dev) == got
+    assert inertia(X_dev, w_dev, cp.asarray(C), labels_dev) == got
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("n", "d", "offset"), [(1, 1, 0.0), (257, 1, 0.0), (4_000_001, 3, 1e4),
                                                 (1000, 70_000, -5.0), (17_695, 18, 0.0)])
 def test_column_means_equal_numpy(cp, n, d, offset, dtype, rng):
@@ -208,15 +235,22 @@ def test_column_major_past_two_to_the_31_elements(cp):
     assert float(got[-1, -1]) == float(X[-1, -1])  # sync: a test's check
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n", "d"), [(1001, 37), (1, 1), (5000, 3), (3, 70_000)])
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_shift_rows_equals_the_broadcast(cp, order, rng):
+def test_shift_rows_equals_the_broadcast(cp, order, n, d, dtype, rng):
     """shift_rows (the fit's centring) and minus_row (a streamed chunk's) through the (d, n)
-    buffer of a column-major X: the broadcast's bits, both ways round, X's layout kept."""
+    buffer of a column-major X (its own kernel, features past grid.y included): the
+    broadcast's bits, both ways round, subnormal values too, X's layout kept."""
     from gpumine.kmeans.lloyd import minus_row, shift_rows
 
-    X = cp.asarray(np.asarray(rng.normal(size=(1001, 37)).astype(np.float32) * 1e3,
-                              order=order))
-    by = cp.asarray(rng.normal(size=37).astype(np.float32))
+    host = rng.normal(size=(n, d)) * 1e3
+    tiny = np.finfo(dtype).tiny
+    host[::7, 0] = 3 * tiny / 4  # subnormal, and so is its difference with by[0]
+    X = cp.asarray(np.asarray(host.astype(dtype), order=order))
+    by = rng.normal(size=d)
+    by[0] = tiny / 2
+    by = cp.asarray(by.astype(dtype))
     want = X - by
     shift_rows(X, by, -1)
     assert bool(cp.array_equal(X, want))

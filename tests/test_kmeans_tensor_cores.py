@@ -568,6 +568,48 @@ def test_plan_leaves_the_screen_where_it_leaves_too_many_rows(cp, rng, monkeypat
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [32, 64, 128])
+def test_first_call_takes_its_plan_from_a_sample(cp, d, dtype, rng, monkeypatch):
+    """A run's first call over at least four samples' rows runs the split kernel on a
+    sample first: on uniform data its plan is the screen's in that same call (the screen
+    queues rows, the split kernel counts none), on centres in pairs a hair apart the split
+    kernel's alone (it counts, the screen queues none). Labels and changed count are
+    tiled's either way, from poisoned labels, from random ones, and from tiled's own with
+    only the sampled rows wrong (each of their changes counted once)."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(tensor_cores, "SCREEN_MIN_ROWS", 1)
+    monkeypatch.setattr(tensor_cores, "SCREEN_SAMPLE_ROWS", 1024)
+    n, k = 5003, 64
+    X = rng.uniform(size=(n, d)).astype(dtype)
+    spread = X[:k].copy()
+    pairs = np.repeat(spread[: k // 2], 2, axis=0)
+    pairs[1::2] += dtype(1e-6) if dtype == np.float32 else 1e-12
+    stride = n // 1024
+    sampled = np.arange(0, stride * 1024, stride)
+    tiled_spread, _ = _labels(cp, "tiled", X, spread)
+    wrong = tiled_spread.copy()
+    wrong[sampled] = (wrong[sampled] + 1) % k
+    for C, screened in ((spread, True), (pairs, False)):
+        for previous in (None, rng.randint(0, k, size=n).astype(np.int32), wrong):
+            if previous is wrong and C is pairs:
+                continue
+            plans, run = _assert_screened_as_tiled(cp, X, C, calls=1, previous=previous)
+            assert plans == [0]  # before the call: no plan yet
+            # [.., rows the screen queued, rows the split kernel counted over every row]
+            counters = run.scratch._arrays["counters"].get()  # sync: the test's readback
+            assert (counters[3] > 0, counters[4] > 0) == (screened, not screened)
+            assert int(run.plan.get()[0]) == (1 if screened else 0)  # sync: the test's
+    _, _, changed, _ = _screened(cp, X, spread, previous=wrong)
+    assert changed == len(sampled)
+    monkeypatch.setattr(tensor_cores, "SCREEN_SAMPLE_ROWS", n // 4 + 1)  # too few rows
+    _, run = _assert_screened_as_tiled(cp, X, spread, calls=1)
+    counters = run.scratch._arrays["counters"].get()  # sync: the test's readback
+    assert counters[3] == 0 and counters[4] > 0
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("d", [32, 128])
 def test_split_kernel_takes_the_screens_rows_tile_after_tile(cp, d, rng, screen_always,
                                                              monkeypatch):

@@ -675,6 +675,9 @@ def shift_rows(X, by, sign: int) -> None:
     columns), the shift runs over that buffer, ``by`` a column: a broadcast over the view
     walks it row by row, each warp reading across 32 rows (on the H100 at 1M x 128
     float32, 4.8 ms against 0.61 ms; record ``prep-probe-h100-2026-11-27-dec09df.txt``).
+    On the GPU that buffer's shift is a kernel of its own
+    (:func:`gpumine.adapters.column_stats.shift_columns`, the same bits), not CuPy's
+    broadcast over it, which computes each element's index by divisions.
 
     Examples
     --------
@@ -685,6 +688,12 @@ def shift_rows(X, by, sign: int) -> None:
     [[0.0, 0.0], [2.0, 20.0]]
     """
     columns = X.T.flags.c_contiguous and not X.flags.c_contiguous
+    if (columns and not isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)
+            and by.dtype == X.dtype):
+        from gpumine.adapters.column_stats import shift_columns
+
+        shift_columns(X.T, by, sign)  # the broadcast's bits, streamed a feature at a time
+        return
     target, step = (X.T, by[:, None]) if columns else (X, by)
     if sign < 0:
         target -= step
