@@ -3,14 +3,15 @@
 Usage (repository root, on a machine with a CUDA GPU, CuPy and PyTorch)::
 
     python benchmarks/profile_auto_fits.py [--shape 1000000,128,1024] [--data uniform] \
-        [--iterations 1 20] [--assign auto] > prof.txt
+        [--iterations 1 20] [--assign auto] [--host 20] > prof.txt
 
 ``GPUKMeans(k, init=C, max_iter=m, tol=0, assign=...).fit(X)`` from device data (the data
 of ``fit_vs_flash.py``: uniform MT19937 or ``blobs:C``, the first k rows as centres): the
 median wall time of 3 fits for each m, then one fit of each m under PyTorch's profiler
 (CUPTI): every kernel's count and total time, the CUDA runtime calls' on the host, and for
 the shortest fit every kernel in launch order with its start (from the first) and duration,
-so the gaps where the device waits on the host show. Prints a text listing (commit it as a
+so the gaps where the device waits on the host show; with ``--host F``, F fits of the
+fewest iterations under cProfile (the host's functions). Prints a text listing (commit it as a
 record: ``prof-...-<commit>.txt``).
 """
 
@@ -41,6 +42,9 @@ def main() -> int:
     parser.add_argument("--data", default="uniform")
     parser.add_argument("--iterations", type=int, nargs="+", default=[1, 20])
     parser.add_argument("--assign", default="auto")
+    parser.add_argument("--host", type=int, default=0,
+                        help="also this many fits of the fewest iterations under cProfile "
+                             "(no CUPTI): the host's functions by own and cumulative time")
     args = parser.parse_args()
     n, d, k = (int(v) for v in args.shape.split(","))
     X = cp.asarray(_data(n, d, args.data))
@@ -93,7 +97,36 @@ def main() -> int:
             for event in sorted(kernels, key=lambda e: e.time_range.start):
                 print(f"   {event.time_range.start - first:9.0f} "
                       f"{event.time_range.elapsed_us():8.0f}  {event.name[:90]}")
+    if args.host:
+        _host_profile(cp, X, C, k, min(args.iterations), args.assign, args.host)
     return 0
+
+
+def _host_profile(cp, X, C, k, m, assign, fits):
+    """cProfile over ``fits`` fits of m iterations (the host's side: no CUPTI running),
+    the top functions by own time and by cumulative time, per fit."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    profiler.enable()
+    for _ in range(fits):
+        _fit(cp, X, C, k, m, assign)
+    cp.cuda.Device().synchronize()
+    profiler.disable()
+    wall = (time.perf_counter() - start) / fits
+    print(f"== host: {fits} fits of {m} iterations under cProfile, {1e3 * wall:.2f} ms a fit "
+          "(cProfile's own cost included); times below are totals over the fits")
+    for key in ("tottime", "cumulative"):
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats(key).print_stats(40)
+        print(f"   -- by {key}")
+        for line in text.getvalue().splitlines():
+            if line.strip() and not line.startswith(("   Ordered", "   List")):
+                print("  ", line[:160])
 
 
 if __name__ == "__main__":

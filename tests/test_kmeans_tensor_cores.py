@@ -586,8 +586,8 @@ def test_first_call_takes_its_plan_from_a_sample(cp, d, dtype, rng, monkeypatch)
     spread = X[:k].copy()
     pairs = np.repeat(spread[: k // 2], 2, axis=0)
     pairs[1::2] += dtype(1e-6) if dtype == np.float32 else 1e-12
-    stride = n // 1024
-    sampled = np.arange(0, stride * 1024, stride)
+    sampled = tensor_cores.sample_rows(n, 1024)
+    assert len(np.unique(sampled)) == 1024 and sampled.min() == 0 and sampled.max() < n
     tiled_spread, _ = _labels(cp, "tiled", X, spread)
     wrong = tiled_spread.copy()
     wrong[sampled] = (wrong[sampled] + 1) % k

@@ -182,9 +182,8 @@ from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
 __all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
-           "SCREEN_SAMPLE_ROWS",
-           "SCREEN_SHARE", "ScreenedRun", "assign_tc_exact", "assign_tc_fast", "error_bound",
-           "queued_rows"]
+           "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "ScreenedRun", "assign_tc_exact",
+           "assign_tc_fast", "error_bound", "queued_rows", "sample_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -249,11 +248,11 @@ SCREEN_SHARE = {32: 0.2, 64: 0.3, 128: 0.35}
 #: ... from this many rows (fewer: a call is too short for its extra launches).
 SCREEN_MIN_ROWS = 1 << 16
 #: A bound run's first call has no plan yet: from four times this many rows it first runs the
-#: split kernel on this many rows, every (n // this)-th, counting what the screen would leave
-#: there, and takes that count's plan at once (the screen then the split kernel on its rows,
+#: split kernel on this many rows (tiles of 128 spread over X), counting what the screen would
+#: leave there, and takes that count's plan at once (the screen then the split kernel on its rows,
 #: or the split kernel alone), where it used to take the split kernel on every row. A share
-#: of 2^14 rows is within 1.2 % of the whole's (three standard deviations) next to limits of
-#: 20-35 %.
+#: of 2^14 rows drawn at random is within 1.2 % of the whole's (three standard deviations)
+#: next to limits of 20-35 %; 128 tiles of neighbours vary more where neighbours are alike.
 SCREEN_SAMPLE_ROWS = 1 << 14
 #: The split kernel after the screen takes the rows it left in a grid of this many waves of
 #: its resident blocks, each block a tile of 128 rows after another (0: a block a tile of
@@ -540,9 +539,9 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
 
 def _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residual,
                  pointers) -> None:
-    """A bound run's first plan from :data:`SCREEN_SAMPLE_ROWS` rows: the split kernel on
-    every ``(n // SCREEN_SAMPLE_ROWS)``-th row under plan 2, counting the rows the screen's
-    margin would leave there, then ``tc_screen_plan`` with the sample's limit.
+    """A bound run's first plan from :data:`SCREEN_SAMPLE_ROWS` rows (:func:`sample_rows`):
+    the split kernel on them under plan 2, counting the rows the screen's margin would leave
+    there, then ``tc_screen_plan`` with the sample's limit.
 
     The sample's decided rows get their labels and count in ``changed`` as in any pass (the
     call's full pass then finds them unchanged: each change counted once), and a seed call's
@@ -552,9 +551,8 @@ def _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residu
     cp = cupy_module()
     m = SCREEN_SAMPLE_ROWS
     n = run.X.shape[0]
-    stride = n // m
     rows = scratch.empty("sample_rows", m, cp.int64)
-    rows[...] = cp.arange(0, stride * m, stride, dtype=cp.int64)
+    rows[...] = sample_rows(n, m, cp)
     plan = scratch.empty("sample_plan", 1, cp.int32)
     plan.fill(2)
     # [rows in the sample, rows the screen would leave there, rows queued]
@@ -570,6 +568,25 @@ def _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residu
     left = counts[1:2]  # what the plan reads, whichever plan it holds
     launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
            (run.plan, left, left, np.uint32(run.limit(m, _padded_width(run.X.shape[1])))))
+
+
+def sample_rows(n: int, m: int, xp=np):
+    """The first call's sample: ``m // 128`` tiles of 128 consecutive rows, evenly spread
+    over n rows (``m`` a multiple of 128, ``n >= m``), as int64 row numbers.
+
+    Whole tiles, because X is column-major: scattered rows cost the split kernel a 32-byte
+    sector a value (16,384 strided rows took 110 us at 1M x 128, k = 1024 on the H200,
+    record ``prof-auto-fits-1-20-h200-2026-11-28-dfa82ce.txt``), a tile of consecutive
+    rows whole sectors.
+
+    Examples
+    --------
+    >>> sample_rows(1000, 256).reshape(2, 128)[:, :2].tolist()
+    [[0, 1], [500, 501]]
+    """
+    tiles = m // _BM
+    starts = xp.arange(tiles, dtype=xp.int64) * (n // tiles)
+    return (starts[:, None] + xp.arange(_BM, dtype=xp.int64)[None, :]).reshape(-1)
 
 
 def _unbounded(bounds) -> None:
