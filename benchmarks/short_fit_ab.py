@@ -17,6 +17,8 @@ the variants' order rotating), the median kept:
   (``tensor_cores.SCREEN_SAMPLE_ROWS`` past n: the split kernel on every row, as before);
 * ``broadcast-shift``: the fit's centring of X as CuPy's broadcast over the (d, n)
   buffer, as before ``column_stats.shift_columns``;
+* ``new-stream``: a new capture stream for each fit, as before ``gpu.capture_stream``
+  (CuPy's pool keeps freed blocks per stream);
 
 and flash-kmeans' ``batch_kmeans_Euclid`` for m iterations from the same centres in the same
 rounds. Every variant's labels are compared with ``head``'s (they must be equal).
@@ -37,9 +39,11 @@ from fit_vs_flash import _data
 def _variants():
     """name -> (enter, leave): monkeypatches that undo one change each."""
     import gpumine.adapters.column_stats as column_stats
-    from gpumine.kmeans import tensor_cores
+    from gpumine.backend import cupy_module
+    from gpumine.kmeans import gpu, tensor_cores
 
-    saved = {"sample": tensor_cores.SCREEN_SAMPLE_ROWS, "shift": column_stats.shift_columns}
+    saved = {"sample": tensor_cores.SCREEN_SAMPLE_ROWS, "shift": column_stats.shift_columns,
+             "stream": gpu.capture_stream}
 
     def broadcast(XT, by, sign):
         if sign < 0:
@@ -53,10 +57,15 @@ def _variants():
     def set_shift(value):
         column_stats.shift_columns = value
 
+    def set_stream(value):
+        gpu.capture_stream = value
+
     return {
         "head": (lambda: None, lambda: None),
         "no-sample": (lambda: set_sample(1 << 62), lambda: set_sample(saved["sample"])),
         "broadcast-shift": (lambda: set_shift(broadcast), lambda: set_shift(saved["shift"])),
+        "new-stream": (lambda: set_stream(lambda: cupy_module().cuda.Stream(non_blocking=True)),
+                       lambda: set_stream(saved["stream"])),
     }
 
 

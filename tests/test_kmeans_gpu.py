@@ -530,3 +530,29 @@ def test_average_centers_on_the_device_places_empty_clusters_as_on_the_host(cp):
     np.testing.assert_array_equal(cp.asnumpy(got), expected)
     full = average_centers(cp.asarray(sums[[0, 2]]), cp.asarray(weights[[0, 2]]), np.float64)
     np.testing.assert_array_equal(cp.asnumpy(full), [[1.0, 2.0], [2.0, -1.0]])
+
+
+def test_fits_reuse_the_memory_pools_blocks(cp, rng):
+    """Graph captures run on one stream per thread and device, kept: fit after fit CuPy's
+    pool (which keeps freed blocks per stream) finds the last fit's blocks, so it holds no
+    more after four fits than after one; another thread gets a stream of its own."""
+    import threading
+
+    from gpumine.kmeans.gpu import capture_stream
+
+    X = cp.asarray(rng.normal(size=(300_000, 32)).astype(np.float32))
+    pool = cp.get_default_memory_pool()
+    model = GPUKMeans(64, n_init=1, max_iter=4, tol=0.0, random_state=0, assign="tc-exact",
+                      device="gpu")
+    model.fit(X)
+    held = pool.total_bytes()
+    for _ in range(3):
+        model.fit(X)
+    assert pool.total_bytes() == held
+    stream = capture_stream()
+    assert capture_stream() is stream and stream.ptr != 0
+    other = []
+    thread = threading.Thread(target=lambda: other.append(capture_stream()))
+    thread.start()
+    thread.join()
+    assert other[0] is not stream

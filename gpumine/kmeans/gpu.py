@@ -807,6 +807,33 @@ def graphs_enabled() -> bool:
     return not os.environ.get("GPUMINE_DEBUG") and os.environ.get("GPUMINE_GRAPHS", "1") != "0"
 
 
+_CAPTURE_STREAMS = threading.local()
+
+
+def capture_stream():
+    """The calling thread's stream for the Lloyd loop's graph captures on the current
+    device, made once and kept.
+
+    A capture needs a stream other than the legacy default one. CuPy's memory pool keeps
+    freed blocks per stream, so a new stream per fit found none of the last fit's blocks:
+    each fit's buffers came from ``cudaMalloc`` anew (27 calls in a 1-iteration fit at
+    1M x 128, k = 1024 on the H200, record ``prof-auto-fits-1-2-20-h200-2026-11-28-
+    5bb0432.txt``), and the blocks of every ended fit stayed in the pool under a stream that
+    was gone. One stream per thread (a thread runs one fit at a time) and device keeps the
+    pool's blocks reusable fit after fit.
+    """
+    cp = cupy_module()
+    device = cp.cuda.runtime.getDevice()
+    streams = getattr(_CAPTURE_STREAMS, "by_device", None)
+    if streams is None or getattr(_CAPTURE_STREAMS, "pid", None) != os.getpid():
+        streams = _CAPTURE_STREAMS.by_device = {}
+        _CAPTURE_STREAMS.pid = os.getpid()
+    stream = streams.get(device)
+    if stream is None:
+        stream = streams[device] = cp.cuda.Stream(non_blocking=True)
+    return stream
+
+
 class LoopBuffers:
     """Small device buffers a device Lloyd run reuses every iteration.
 

@@ -466,7 +466,7 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
             return 1 << 30
         return assign.graph_calls() if stretches else 0
     caller = xp.cuda.get_current_stream()
-    stream = xp.cuda.Stream(non_blocking=True) if use_graph else caller
+    stream = gpu.capture_stream() if use_graph else caller
     if stream is not caller:  # capture needs a stream of its own; it starts after X is ready
         stream.wait_event(caller.record())
     graph = None
