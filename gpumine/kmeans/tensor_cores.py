@@ -483,7 +483,8 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
             launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
                    (padded, np.int32(k_pad), np.int32(dp), cmax, c_residual))
             known = run.known_plan()
-            if run.samples(n):  # the first call: its plan from a sample, both passes launched
+            sampled = run.samples(n)
+            if sampled:  # the first call: its plan from a sample, both passes launched
                 _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residual,
                              pointers)
                 known = None
@@ -503,8 +504,12 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                 rows = None
             else:  # the screen (it leaves at once where the device's plan is 0)
                 # its queued rows' best centres go to queue_best, which the split kernel's
-                # own queue overwrites after it (stream order); nothing reads the screen's
-                launch(screen, -(-n // _BM), _BM,
+                # own queue overwrites after it (stream order); nothing reads the screen's.
+                # After a sample, a wave of blocks taking tiles in turn: where the sample's
+                # plan is 0 a block a tile would be thousands of blocks that only leave.
+                screen_grid = (min(every, resident_blocks(screen, _BM, screen_shared))
+                               if sampled else every)
+                launch(screen, screen_grid, _BM,
                        (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
                         screen_queue, rows, queue_best, *pointers, *copy_args),
