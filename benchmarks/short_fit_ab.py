@@ -29,11 +29,13 @@ Writes ``short-fit-ab-<date>-<commit>.json``.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from fit_timing import save  # the script's folder is on sys.path
-from fit_vs_flash import _data
+from fit_vs_flash import _data, _wall
+
+#: (enter, leave) of a run with nothing undone: the code as it is, and flash-kmeans
+_AS_IS = (lambda: None, lambda: None)
 
 
 def _variants():
@@ -61,20 +63,12 @@ def _variants():
         gpu.capture_stream = value
 
     return {
-        "head": (lambda: None, lambda: None),
+        "head": _AS_IS,
         "no-sample": (lambda: set_sample(1 << 62), lambda: set_sample(saved["sample"])),
         "broadcast-shift": (lambda: set_shift(broadcast), lambda: set_shift(saved["shift"])),
         "new-stream": (lambda: set_stream(lambda: cupy_module().cuda.Stream(non_blocking=True)),
                        lambda: set_stream(saved["stream"])),
     }
-
-
-def _wall(cp, run):
-    cp.cuda.Device().synchronize()
-    start = time.perf_counter()
-    result = run()
-    cp.cuda.Device().synchronize()
-    return time.perf_counter() - start, result
 
 
 def measure(cp, n, d, k, data, iterations, repeats) -> dict:
@@ -109,7 +103,7 @@ def measure(cp, n, d, k, data, iterations, repeats) -> dict:
             runs["flash-kmeans"] = flash
         labels = {}
         for name, run in runs.items():  # compile and warm, and each variant's labels
-            enter, leave = variants.get(name, (lambda: None, lambda: None))
+            enter, leave = variants.get(name, _AS_IS)
             enter()
             try:
                 result = run()
@@ -125,7 +119,7 @@ def measure(cp, n, d, k, data, iterations, repeats) -> dict:
         names = list(runs)
         for r in range(repeats):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                enter, leave = variants.get(name, (lambda: None, lambda: None))
+                enter, leave = variants.get(name, _AS_IS)
                 enter()
                 try:
                     seconds, _ = _wall(cp, runs[name])
