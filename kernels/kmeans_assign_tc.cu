@@ -44,10 +44,20 @@ __device__ __forceinline__ void top2_push(Top2& t, float score, int index) {
 // best key is that small is never decided (its index is unknown). Padded centres' scores
 // are the largest float (tc_prepare_centers), whose keys stay finite: a NaN key would pass
 // fmaxf and set the second to the best.
+// The min/max and the logic run on the ALU pipe, half the rate of the FMA pipe and this
+// kernel's limit at 32 features (10M x 32, k = 1024: four ALU instructions a score), so
+// max(best, key) is taken as (best + key) - min(best, key): two additions on the FMA pipe
+// for one ALU instruction. Its two roundings put it within 3 * 2^-24 max(|best|, |key|)
+// of the max (and within 2^-125 where flushed to zero), which key_error adds; a sum that
+// overflows reads +inf and leaves the second as it was, which key_error rules out for a
+// decided row by its score bound (every real score below 2^124 in magnitude) -- only the
+// padded centres' largest-float keys and the initial best can overflow it, and those are
+// never a decided row's second (a second centre's real score is below them).
 __device__ __forceinline__ void top2_push_key(Top2& t, float score, int q, int mask) {
     const float key = __int_as_float((__float_as_int(score) & ~mask) | q);
-    t.second = fminf(t.second, fmaxf(t.best, key));
-    t.best = fminf(t.best, key);
+    const float best = fminf(t.best, key);
+    t.second = fminf(t.second, __fsub_rn(__fadd_rn(t.best, key), best));
+    t.best = best;
 }
 
 // Keys up to this many bits: k_pad <= GPUMINE_TC_KEY_CENTRES (common.cuh); more centres
@@ -56,10 +66,15 @@ constexpr int KEY_BITS = 12;
 static_assert(GPUMINE_TC_KEY_CENTRES == 4 << KEY_BITS, "q < k_pad / 4 in KEY_BITS bits");
 
 // The most a key moves a score of a row, from the row's score error e (top2_error) and the
-// largest score magnitude cmax^2 + 2 |x| cmax, with a margin for this double arithmetic.
+// largest score magnitude S = cmax^2 + 2 |x| cmax + e, with a margin for this double
+// arithmetic: the key's own move (2^(bits - 23) S, 2^-126 below float's normal range) and
+// the second's additions (top2_push_key: 3 * 2^-24 of a key's magnitude, which exceeds S
+// by at most 2^-11 of it, and 2^-125 flushed). Infinite (never decided) where S reaches
+// 2^124, where those additions could overflow.
 __device__ __forceinline__ double key_error(int bits, double x_norm2, double cmax, double e) {
-    return (ldexp(cmax * cmax + 2.0 * sqrt(x_norm2) * cmax + e, bits - 23) + 0x1p-126)
-           * (1.0 + 0x1p-20);
+    const double S = cmax * cmax + 2.0 * sqrt(x_norm2) * cmax + e;
+    if (!(S < 0x1p124)) return __longlong_as_double(0x7ff0000000000000ll);  // +inf
+    return (ldexp(S, bits - 23) + ldexp(S, -22) + 0x1p-124) * (1.0 + 0x1p-20);
 }
 
 // Merge with the state held by lane (lane ^ mask): the best by (score, index), the second
