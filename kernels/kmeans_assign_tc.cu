@@ -956,7 +956,7 @@ __device__ __forceinline__ void copy_async_wait() {
 // to 197 and two; held to three blocks, 165 without a spill).
 template <int DP, bool SPLIT>
 struct HalfTile {
-    static constexpr int BN = DP >= 128 && SPLIT ? 32 : 64;
+    static constexpr int BN = !SPLIT ? 128 : DP >= 128 ? 32 : 64;
     static constexpr bool HELD = DP <= 64 || !SPLIT;
     static constexpr int MIN_BLOCKS = DP <= 32 ? 6 : (!SPLIT ? 3 : 1);
 };
@@ -1023,7 +1023,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
     constexpr bool HELD = HalfTile<DP, SPLIT>::HELD;
-    constexpr int STAGING = 2 * BM * SW, CENTRES = 4 * BN * SW;
+    // (the one-product kernel reads no lo parts: its centre tiles take half the space, and
+    // are twice as wide, a last one half full where k_pad is an odd multiple of 64)
+    constexpr int STAGING = 2 * BM * SW, CENTRES = (SPLIT ? 4 : 2) * BN * SW;
     unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
     unsigned* xl = xh + BM * SW;                              // BM x SW
     unsigned* ch = HELD ? xh : xh + STAGING;                  // 2 x BN x SW
@@ -1082,16 +1084,19 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     constexpr int CHUNKS = BN * W / 4 / BM, STEP = BM / (W / 4) * SW;
     const int tile_word = (threadIdx.x / (W / 4)) * SW + (threadIdx.x % (W / 4)) * 4;
     auto load_tile = [&](int c0, int b) {
+        const bool whole = c0 + BN <= k_pad;  // else the first half alone (one-product)
         const unsigned* src_hi = c_hi + (index_t)c0 * W + 4 * threadIdx.x;
         const unsigned* src_lo = c_lo + (index_t)c0 * W + 4 * threadIdx.x;
         unsigned* dst_hi = ch + b * BN * SW + tile_word;
         unsigned* dst_lo = cl + b * BN * SW + tile_word;
 #pragma unroll
         for (int q = 0; q < CHUNKS; ++q) {
+            if (!(whole || q < CHUNKS / 2)) break;  // chunks from CHUNKS / 2: centres from BN / 2
             copy_async16(dst_hi + q * STEP, src_hi + q * 4 * BM);
             if (SPLIT) copy_async16(dst_lo + q * STEP, src_lo + q * 4 * BM);
         }
-        if (threadIdx.x < BN / 4) copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
+        if (threadIdx.x < (whole ? BN / 4 : BN / 8))
+            copy_async16(ns + b * BN + 4 * threadIdx.x, norms + c0 + 4 * threadIdx.x);
         copy_async_commit();
     };
     // The block's tiles of 128 rows: blockIdx.x, then gridDim.x on (a grid of one block a
@@ -1334,6 +1339,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             if constexpr (HELD) {
 #pragma unroll
                 for (int t = 0; t < NT; ++t) {
+                    if (!SPLIT && t == NT / 2 && c0 + BN > k_pad) break;  // a half tile, the last
                     // one accumulator: every small product of the tile first, then the large ones
                     float acc[2][4] = {};
                     unsigned bh[KS][2];

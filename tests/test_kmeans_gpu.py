@@ -169,7 +169,7 @@ def test_inertia_equals_the_direct_fp64_sum(cp, n, d, k, offset, dtype, rng):
     """Inertia against NumPy's direct FP64 sum, the centres read 16 bytes at a time where
     their rows allow: the same bits when the same centres sit 4 bytes off alignment (read a
     value at a time), run to run."""
-    from gpumine.kmeans.gpu import inertia
+    from gpumine.kmeans.gpu import inertia, inertia_and_distinct
 
     X = (rng.normal(size=(n, d)) + offset).astype(dtype)
     C = (rng.normal(size=(k, d)) + offset).astype(dtype)
@@ -185,6 +185,14 @@ def test_inertia_equals_the_direct_fp64_sum(cp, n, d, k, offset, dtype, rng):
     off[...] = cp.asarray(C)
     assert inertia(X_dev, w_dev, off, labels_dev) == got
     assert inertia(X_dev, w_dev, cp.asarray(C), labels_dev) == got
+    # a fit's end: the same inertia and the distinct labels in one readback, empty
+    # clusters among them (the even labels alone, and k + 3 clusters)
+    assert inertia_and_distinct(X_dev, w_dev, cp.asarray(C), labels_dev, k) == (
+        got, len(np.unique(labels)))
+    even = labels & ~1
+    total, distinct = inertia_and_distinct(X_dev, w_dev, cp.asarray(C), cp.asarray(even), k + 3)
+    assert (total, distinct) == (inertia(X_dev, w_dev, cp.asarray(C), cp.asarray(even)),
+                                 len(np.unique(even)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

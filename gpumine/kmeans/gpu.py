@@ -1097,12 +1097,9 @@ def feature_variance(X, mean):
     return divided_row_sums(partial, n)
 
 
-@declares(_STEP, "inertia_partial", (("float", "float"), ("double", "double")), (_BLOCK,))
-def inertia(X, sample_weight, centers, labels) -> float:
-    """``sum_i w_i ||x_i - c_{l_i}||^2`` directly, in double; one 8-byte readback.
-
-    Per-block partial sums are added in a fixed order, so the value is the same run to run.
-    """
+def _inertia_sum(X, sample_weight, centers, labels):
+    """The inertia as a 0-d float64 device array (no readback): per-block partial sums
+    added in a fixed order, so the value is the same run to run."""
     cp = cupy_module()
     XT = column_buffer(X)
     n, d = X.shape
@@ -1111,7 +1108,36 @@ def inertia(X, sample_weight, centers, labels) -> float:
     centers = cp.ascontiguousarray(centers)
     launch(get_kernel(_STEP, "inertia_partial", X.dtype, centers.dtype, _BLOCK), blocks, _BLOCK,
            (XT, sample_weight, centers, labels, np.int64(n), np.int32(d), partial))
-    return float(partial.sum())  # sync: 8 bytes, the inertia is a Python float
+    return partial.sum()
+
+
+@declares(_STEP, "inertia_partial", (("float", "float"), ("double", "double")), (_BLOCK,))
+def inertia(X, sample_weight, centers, labels) -> float:
+    """``sum_i w_i ||x_i - c_{l_i}||^2`` directly, in double; one 8-byte readback.
+
+    Per-block partial sums are added in a fixed order, so the value is the same run to run.
+    """
+    return float(_inertia_sum(X, sample_weight, centers, labels))  # sync: 8 bytes
+
+
+def inertia_and_distinct(X, sample_weight, centers, labels, n_clusters: int):
+    """:func:`inertia` (the same value) and the number of distinct labels (clusters holding
+    a point), in one 16-byte readback: a fit's end, where the two had been two syncs.
+
+    Examples
+    --------
+    >>> import cupy as cp  # doctest: +SKIP
+    >>> X = cp.asarray([[0.0], [1.0], [4.0]])  # doctest: +SKIP
+    >>> inertia_and_distinct(X, cp.ones(3), cp.asarray([[0.5], [9.0], [4.0]]),
+    ...                      cp.asarray([0, 0, 2], dtype=cp.int32), 3)  # doctest: +SKIP
+    (0.5, 2)
+    """
+    cp = cupy_module()
+    both = cp.empty(2, dtype=cp.float64)
+    both[0] = _inertia_sum(X, sample_weight, centers, labels)
+    both[1] = cp.count_nonzero(cp.bincount(labels, minlength=n_clusters))  # exact in float64
+    total, distinct = both.get()  # sync: 16 bytes, once per run
+    return float(total), int(distinct)
 
 
 @declares(_INIT, "kmeans_plusplus", _TYPES, (_BLOCK,), _KPP_SHAPES)

@@ -506,9 +506,10 @@ def _lloyd_device(X, sample_weight, centers_init, *, assign, update, max_iter, t
                 break
         if not strict_convergence:
             assign(X, centers_new, labels)
-        result = LloydResult(labels=labels,
-                             inertia=inertia(X, sample_weight, centers_new, labels, xp),
-                             centers=centers_new, n_iter=iteration + 1)
+        total, n_distinct = gpu.inertia_and_distinct(X, sample_weight, centers_new, labels,
+                                                     n_clusters)
+        result = LloydResult(labels=labels, inertia=total, centers=centers_new,
+                             n_iter=iteration + 1, n_distinct=n_distinct)
     return result
 
 

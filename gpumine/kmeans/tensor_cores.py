@@ -182,7 +182,7 @@ from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
 __all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
-           "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "ScreenedRun", "assign_tc_exact",
+           "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "SCREEN_WAVES", "ScreenedRun", "assign_tc_exact",
            "assign_tc_fast", "error_bound", "queued_rows", "sample_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
@@ -261,6 +261,9 @@ SCREEN_SAMPLE_ROWS = 1 << 14
 #: a block a tile at 1M x 128 and 1M x 100, k = 1024 from the first rows as centres, the
 #: rest within 1 %; two to eight waves within 1 % of a block a tile.
 INDIRECT_WAVES = 1
+#: The screen's grid in waves of its resident blocks, each block a tile of 128 rows after
+#: another (0: a block a tile). A first call's screen after its sample takes at least one.
+SCREEN_WAVES = 0
 #: The screen's padded widths where it copies the first rows it leaves, up to this share of
 #: the rows, into a compact column-major buffer (float32 data), from which the split kernel
 #: stages them; the rest it reads from X, a value at a time from scattered rows (a 32-byte
@@ -349,11 +352,12 @@ def _has_mma(cp) -> bool:
 
 def half_shared_bytes(dp: int, exact: bool = True) -> int:
     """Dynamic shared memory of ``assign_tc_half<T, dp, exact>`` (its comment's layout:
-    centre tiles of 64, 32 for the split kernel at dp = 128; one area for the rows and the
-    centres where the fragments are held: up to dp = 64, and tc-fast's at 128)."""
+    the split kernel's centre tiles of 64, 32 at dp = 128, hi and lo parts; the one-product
+    kernel's of 128, hi parts alone; one area for the rows and the centres where the
+    fragments are held: up to dp = 64, and the one-product kernel's at 128)."""
     held = dp <= 64 or not exact
-    sw, bn = dp // 2 + 4, 64 if held else 32
-    staging, centres = 2 * _BM * sw, 4 * bn * sw
+    sw, bn = dp // 2 + 4, (64 if held else 32) if exact else 128
+    staging, centres = 2 * _BM * sw, (4 if exact else 2) * bn * sw
     areas = max(staging, centres) if held else staging + centres
     # the areas, the centre norms and row coefficients (words), the row norms, the shift and
     # the screen's terms (doubles), the rows' indices (8 bytes), the rows' previous labels
@@ -507,8 +511,9 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                 # own queue overwrites after it (stream order); nothing reads the screen's.
                 # After a sample, a wave of blocks taking tiles in turn: where the sample's
                 # plan is 0 a block a tile would be thousands of blocks that only leave.
-                screen_grid = (min(every, resident_blocks(screen, _BM, screen_shared))
-                               if sampled else every)
+                waves = max(SCREEN_WAVES, 1) if sampled else SCREEN_WAVES
+                screen_grid = (min(every, waves * resident_blocks(screen, _BM, screen_shared))
+                               if waves else every)
                 launch(screen, screen_grid, _BM,
                        (*common, run.plan, kernel_pointer(None), kernel_pointer(None),
                         c_residual, kernel_pointer(None), labels, kernel_pointer(changed),
