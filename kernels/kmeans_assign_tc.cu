@@ -940,7 +940,7 @@ __device__ __forceinline__ void copy_async_wait() {
 }
 
 // Shape of assign_tc_half at DP features: centres a tile (64, or 32 for the split kernel at
-// DP = 128: two blocks an SM); whether the warps hold their fragments in registers (DP <=
+// DP = 128: two blocks an SM; 128 for the one-product kernel up to DP = 32); whether the warps hold their fragments in registers (DP <=
 // 64, and tc-fast's hi fragments at 128 too: 2.40 -> 2.25 ms at 1M x 128, k = 1024 on the
 // H100, where the split kernel's hi and lo took 238 registers and ran slower, 3.78 -> 3.97
 // ms; records tc-recheck-ab-h100-*-9eb2216 and -90aa895; the rows' staging area is then
@@ -956,7 +956,7 @@ __device__ __forceinline__ void copy_async_wait() {
 // to 197 and two; held to three blocks, 165 without a spill).
 template <int DP, bool SPLIT>
 struct HalfTile {
-    static constexpr int BN = !SPLIT ? 128 : DP >= 128 ? 32 : 64;
+    static constexpr int BN = !SPLIT && DP <= 32 ? 128 : SPLIT && DP >= 128 ? 32 : 64;
     static constexpr bool HELD = DP <= 64 || !SPLIT;
     static constexpr int MIN_BLOCKS = DP <= 32 ? 6 : (!SPLIT ? 3 : 1);
 };
@@ -1023,8 +1023,10 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
     constexpr bool HELD = HalfTile<DP, SPLIT>::HELD;
-    // (the one-product kernel reads no lo parts: its centre tiles take half the space, and
-    // are twice as wide, a last one half full where k_pad is an odd multiple of 64)
+    // (the one-product kernel reads no lo parts: its centre tiles take half the space; up to
+    // 32 features they are twice as wide, a last one half full where k_pad is an odd
+    // multiple of 64: 10M x 32, k = 1024 1.5-2.5 % faster on the H200, 4-5 % slower at 64
+    // and 128 features, record tc-source-ab-bn128-2026-11-28-7d1f12c.json)
     constexpr int STAGING = 2 * BM * SW, CENTRES = (SPLIT ? 4 : 2) * BN * SW;
     unsigned* xh = reinterpret_cast<unsigned*>(shared_raw);  // BM x SW
     unsigned* xl = xh + BM * SW;                              // BM x SW

@@ -353,10 +353,12 @@ def _has_mma(cp) -> bool:
 def half_shared_bytes(dp: int, exact: bool = True) -> int:
     """Dynamic shared memory of ``assign_tc_half<T, dp, exact>`` (its comment's layout:
     the split kernel's centre tiles of 64, 32 at dp = 128, hi and lo parts; the one-product
-    kernel's of 128, hi parts alone; one area for the rows and the centres where the
-    fragments are held: up to dp = 64, and the one-product kernel's at 128)."""
+    kernel's hi parts alone, tiles of 128 up to dp = 32, else 64; one area for the rows and
+    the centres where the fragments are held: up to dp = 64, and the one-product kernel's
+    at 128)."""
     held = dp <= 64 or not exact
-    sw, bn = dp // 2 + 4, (64 if held else 32) if exact else 128
+    sw = dp // 2 + 4
+    bn = (64 if held else 32) if exact else (128 if dp <= 32 else 64)
     staging, centres = 2 * _BM * sw, (4 if exact else 2) * bn * sw
     areas = max(staging, centres) if held else staging + centres
     # the areas, the centre norms and row coefficients (words), the row norms, the shift and
