@@ -263,6 +263,8 @@ SCREEN_SAMPLE_ROWS = 1 << 14
 INDIRECT_WAVES = 1
 #: The screen's grid in waves of its resident blocks, each block a tile of 128 rows after
 #: another (0: a block a tile). A first call's screen after its sample takes at least one.
+#: On the H200 one wave read 3-5 % slower than a block a tile, two 1-3 % (1M x 128 and 1M x
+#: 64, 10M x 32, k = 1024; record ``tc-settings-screen-waves-2026-11-28-7d1f12c.json``).
 SCREEN_WAVES = 0
 #: The screen's padded widths where it copies the first rows it leaves, up to this share of
 #: the rows, into a compact column-major buffer (float32 data), from which the split kernel
