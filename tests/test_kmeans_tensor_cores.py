@@ -700,6 +700,29 @@ def test_screen_leaves_rows_whose_keys_lost_their_centre(cp, d, rng, screen_alwa
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [3, 16, 32, 40])
+@pytest.mark.parametrize("k", [1, 64, 65, 192, 300, 1000])
+def test_screen_over_whole_and_half_centre_tiles(cp, d, k, rng, screen_always):
+    """Up to 32 features the one-product kernel takes its centres 128 at a time, the last
+    tile half full where the padded count is an odd multiple of 64 (k = 1, 64, 192, 300;
+    d = 40 takes tiles of 64): the screen's labels, on rows with ties and near-ties among
+    them, are tiled's, and tc-fast's FP16 labels are wherever the two nearest centres are
+    clearly apart."""
+    C = rng.uniform(size=(k, d)).astype(np.float32)
+    X = rng.uniform(size=(5003, d)).astype(np.float32)
+    a, b = rng.randint(0, k, size=(2, 500))
+    X[:500] = 0.5 * (C[a] + C[b])
+    _assert_screened_as_tiled(cp, X, C, calls=2)
+    expected, _ = _labels(cp, "tiled", X, C)
+    fast, _ = _labels(cp, "tc-fast", X, C)
+    D = ((X[:, None, :].astype(np.float64) - C[None].astype(np.float64)) ** 2).sum(axis=2)
+    D.sort(axis=1)
+    clear = D[:, 1] - D[:, 0] > 1e-2 * D[:, 1] if k > 1 else np.ones(len(X), bool)
+    assert clear.sum() > len(X) // 4
+    assert np.array_equal(fast[clear], expected[clear])
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("k", [16384, 16385])
 def test_screen_on_both_sides_of_the_keys_limit(cp, k, rng, screen_always):
     """Up to KEY_CENTRES padded centres the one-product kernel keys its top-2 in 12 bits, past
