@@ -194,33 +194,36 @@ def _kernels() -> dict:
         # arrays (cut to the nodes) and level_end (m): one past each level's last node.
         cells = values.size
         m = thresholds.size
-        # each cell's highest level (binary search), and the cells of each level in raster
-        # order (a counting sort)
+        # each cell's highest level, and the cells of each level in raster order (a
+        # counting sort over the cells in some level, listed in `merged` as they are
+        # found: it is free until the levels' merges). The level is a count of the
+        # thresholds at most the value, without a branch a threshold (a binary search's
+        # unpredictable branches and a second pass over every cell took 0.73 of the tree's
+        # 2.6 ms on a 333 x 333 grid of 25,398 occupied cells, 0.46 now)
         start = np.zeros(m + 1, dtype=np.int64)  # sync: none, host scratch
-        for c in range(cells):
-            v = values[c]
-            j = -1
-            if m > 0 and v >= thresholds[0]:
-                lo, hi = 0, m - 1  # the last threshold at most v
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    if thresholds[mid] <= v:
-                        lo = mid
-                    else:
-                        hi = mid - 1
-                j = lo
-                start[j + 1] += 1
-            level[c] = j
-            parent[c] = -1  # -1: not yet in any level's foreground
-            cell_node[c] = -1
+        parent[:] = -1  # -1: not yet in any level's foreground
+        cell_node[:] = -1
+        occupied = 0
+        if m > 0:
+            bottom = thresholds[0]
+            for c in range(cells):
+                v = values[c]
+                if v >= bottom:
+                    j = 0
+                    for t in range(1, m):
+                        j += thresholds[t] <= v
+                    level[c] = j
+                    start[j + 1] += 1
+                    merged[occupied] = c
+                    occupied += 1
         for j in range(m):
             start[j + 1] += start[j]
         fill = start[:m].copy()
-        for c in range(cells):
+        for a in range(occupied):
+            c = merged[a]
             j = level[c]
-            if j >= 0:
-                order[fill[j]] = c
-                fill[j] += 1
+            order[fill[j]] = c
+            fill[j] += 1
         level_end = np.empty(m, dtype=np.int64)
         n_roots = n_old = nodes = above = 0  # above: the level above's first node
         for j in range(m - 1, -1, -1):
