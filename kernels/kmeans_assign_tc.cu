@@ -44,10 +44,12 @@ __device__ __forceinline__ void top2_push(Top2& t, float score, int index) {
 // best key is that small is never decided (its index is unknown). Padded centres' scores
 // are the largest float (tc_prepare_centers), whose keys stay finite: a NaN key would pass
 // fmaxf and set the second to the best.
-// The min/max and the logic run on the ALU pipe, half the rate of the FMA pipe and this
-// kernel's limit at 32 features (10M x 32, k = 1024: four ALU instructions a score), so
-// max(best, key) is taken as (best + key) - min(best, key): two additions on the FMA pipe
-// for one ALU instruction. Its two roundings put it within 3 * 2^-24 max(|best|, |key|)
+// The min/max and the logic run on the ALU pipe, at half the FMA pipe's rate (four ALU
+// instructions a score here), so max(best, key) is taken as (best + key) - min(best, key):
+// two additions on the FMA pipe for one ALU instruction (10M x 32, k = 1024 on the H200:
+// the screen 5.03 -> 4.94 ms, tc-fast 2-3 % faster, 64 and 128 features level; record
+// tc-source-ab-fadd-max-2026-11-28-e3039d1.json; the pipes under ncu afterwards:
+// ncu-tc-fast-d32-h200-2026-11-28-e3039d1.txt). Its two roundings put it within 3 * 2^-24 max(|best|, |key|)
 // of the max (and within 2^-125 where flushed to zero), which key_error adds; a sum that
 // overflows reads +inf and leaves the second as it was, which key_error rules out for a
 // decided row by its score bound (every real score below 2^124 in magnitude) -- only the
@@ -940,7 +942,8 @@ __device__ __forceinline__ void copy_async_wait() {
 }
 
 // Shape of assign_tc_half at DP features: centres a tile (64, or 32 for the split kernel at
-// DP = 128: two blocks an SM; 128 for the one-product kernel up to DP = 32); whether the warps hold their fragments in registers (DP <=
+// DP = 128: two blocks an SM; 128 for the one-product kernel up to DP = 32); whether the
+// warps hold their fragments in registers (DP <=
 // 64, and tc-fast's hi fragments at 128 too: 2.40 -> 2.25 ms at 1M x 128, k = 1024 on the
 // H100, where the split kernel's hi and lo took 238 registers and ran slower, 3.78 -> 3.97
 // ms; records tc-recheck-ab-h100-*-9eb2216 and -90aa895; the rows' staging area is then
