@@ -43,7 +43,16 @@ from fit_vs_flash import _data
 
 from gpumine.kmeans.tensor_cores import error_bound
 
-KEY_BITS_AT = {1024: 8}  # the one-product kernel's key bits at k_pad = 1024 (q < k_pad / 4)
+
+def _key_bits(k: int) -> int:
+    """The one-product kernel's key bits (``key_bits`` in kernels/kmeans_assign_tc.cu): enough
+    for q < k_pad / 4, k_pad the centres padded to a multiple of 64.
+
+    >>> _key_bits(1024), _key_bits(300), _key_bits(1)
+    (8, 7, 4)
+    """
+    k_pad = -(-k // 64) * 64
+    return max(k_pad // 4 - 1, 1).bit_length()
 
 
 def _fp16_parts(values, scale):
@@ -111,7 +120,7 @@ def study(X32, C32, d):
         if rule == "one":
             moved = 2 * (rho_x * cmax + (x_norm + rho_x) * rho_c)
             S = cmax**2 + 2 * x_norm * cmax + e_g + moved
-            extra = moved + np.ldexp(S, KEY_BITS_AT.get(len(C), 12) - 23) + np.ldexp(S, -22)
+            extra = moved + np.ldexp(S, _key_bits(len(C)) - 23) + np.ldexp(S, -22)
         elif rule == "two":
             # per score: the dropped 2 x_lo.c_j (for D's bound) and c_lo's rounding
             per_score = 2 * rho_x * cmax + e_g + 2 * (x_norm + rho_x) * rest_c
