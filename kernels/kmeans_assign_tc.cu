@@ -143,16 +143,13 @@ __device__ __forceinline__ unsigned finish_row(int* labels, index_t i, bool acti
 // assignment can go on from this call without a full scan: for a decided row (label
 // t.index) D_label <= |x|^2 + s_1 + e and D_j >= |x|^2 + s_2 - e for every other j
 // (top2_error), |x|^2 summed in float64 from float values (relative error below 2^-40 of
-// it, added); a row not decided here (queued) gets u = +inf, l = 0: the next bounds call
-// scans it.
+// it, added). A row not decided here (queued for the re-check) keeps the bounds it had,
+// which hold for any label the re-check gives it: +inf and 0 where a seed starts
+// (BoundAssign.seeded fills them), or those bounds_filter wrote for its scan.
 __device__ __forceinline__ void seed_bounds(float* upper, float* lower, index_t i,
                                             bool decided, const Top2& t, double x_norm2,
                                             double cmax, const double* bound, double extra) {
-    if (!decided) {
-        upper[i] = __int_as_float(0x7f800000);  // +inf
-        lower[i] = 0.0f;
-        return;
-    }
+    if (!decided) return;
     const double e = top2_error(x_norm2, cmax, bound, extra) + x_norm2 * 0x1p-40;
     upper[i] = bound_up(sqrt(fmax(x_norm2 + (double)t.best + e, 0.0)));
     lower[i] = bound_down(sqrt(fmax(x_norm2 + (double)t.second - e, 0.0)));
@@ -965,7 +962,8 @@ struct HalfTile {
 };
 
 // The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (DP <= 32,
-// hamerly's widths) also writes each row's Hamerly bounds into upper and lower (seed_bounds;
+// hamerly's widths) also writes the Hamerly bounds of each row it decides into upper and
+// lower (seed_bounds: a bounds run's seed, or its scan over the rows its filter listed;
 // a template argument: the pointers and the branch cost the DP = 32 screen 2 % of its time
 // as arguments, record tc-seed-args-ab-h200-ff9f081.json). A block of 4 warps takes 128
 // rows (32 per warp: two m16 tiles) and walks the centres in tiles of BN (BN / 8 n8 tiles).
@@ -1015,8 +1013,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                unsigned* __restrict__ queue_size,   // INOUT (1) += rows queued
                index_t* __restrict__ queue,         // OUT (n) queued rows
                int* __restrict__ queue_best,        // OUT (n) their best centre by score
-               float* __restrict__ upper,           // OUT (n) SEED: Hamerly's bounds of the
-               float* __restrict__ lower,           // OUT (n)   rows it takes (seed_bounds)
+               float* __restrict__ upper,           // INOUT (n) SEED: Hamerly's bounds of the
+               float* __restrict__ lower,           // INOUT (n)   rows it decides (seed_bounds)
                T* __restrict__ compact,             // OUT (d, cap) the screen's first cap rows,
                                                     // IN the split kernel's; or null
                index_t cap)                         // IN  a multiple of 128

@@ -72,6 +72,16 @@ bounds_shifts(const T* __restrict__ centers,      // IN  (k, d) this call's cent
 // A point that fails the test first gets its upper bound tightened to its true distance
 // to its own centre (Hamerly's second test; computed in double from the T values, whose
 // error the 2^-40 slack covers) and is skipped if that separates it.
+// With `queue_labels` (the scan on tensor cores, gpumine.kmeans.bounds.BoundAssign), a
+// queued point also gets bounds that hold whatever label the exact assignment then gives
+// it, and its label is kept beside its slot (the scan's moves: bounds_moves). The scan
+// writes new bounds only for the points whose top-2 it decides; the points it leaves to
+// the direct re-check keep these. With the moved u >= D_a^(1/2) and l <= D_j^(1/2) for
+// every j != a, a label b picked by the computed distances (D^_b <= D^_a, |D^ - D| <=
+// kappa D + eta) has D_b <= ((1 + kappa) D_a + 2 eta) / (1 - kappa), and every j != b
+// (a included: D_a >= ((1 - kappa) D_b - 2 eta) / (1 + kappa), D_b >= l^2 where b != a)
+// has D_j >= ((1 - kappa) l^2 - 2 eta) / (1 + kappa): those are the bounds written. A
+// full scan writes u = +inf and l = 0 (nothing known).
 template <typename T, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
@@ -86,7 +96,9 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                               float* __restrict__ upper,          // INOUT (n)
                               float* __restrict__ lower,          // INOUT (n)
                               unsigned* __restrict__ queue_size,  // INOUT (1) zeroed before
-                              index_t* __restrict__ queue)        // OUT (n)
+                              index_t* __restrict__ queue,        // OUT (n)
+                              int* __restrict__ queue_labels)     // OUT (n) or null: the
+                                                                  //   queued points' labels
 {
     __shared__ unsigned warp_first[BLOCK / kWarpSize];
     __shared__ unsigned block_first;
@@ -97,11 +109,18 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
     for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
          base += (index_t)gridDim.x * blockDim.x) {  // uniform across the warp
         const index_t i = base + threadIdx.x;
+        const bool keep = queue_labels != nullptr;  // the queued points' bounds, labels
         bool scan = false;
+        int a = 0;
         if (i < n) {
             scan = full;
+            if (keep) a = labels[i];
+            if (full && keep) {
+                upper[i] = __int_as_float(0x7f800000);  // +inf
+                lower[i] = 0.0f;
+            }
             if (!full) {
-                const int a = labels[i];
+                a = labels[i];
                 double u = (double)upper[i] + shift[a];
                 const double l = (double)lower[i] - (a == far ? stats[1] : stats[0]);
                 const double l_test = (1.0 - kappa) * l * l - eta;
@@ -119,6 +138,13 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                 if (!scan) {
                     upper[i] = bound_up(u);
                     lower[i] = bound_down(l);
+                } else if (keep) {  // bounds for any label the exact assignment gives
+                    upper[i] = bound_up(sqrt(((1.0 + kappa) * u * u + 2.0 * eta)
+                                             / (1.0 - kappa)) * (1.0 + 0x1p-40));
+                    lower[i] = l > 0.0 ? bound_down(sqrt(fmax((1.0 - kappa) * l * l - 2.0 * eta,
+                                                              0.0) / (1.0 + kappa))
+                                                    * (1.0 - 0x1p-40))
+                                       : 0.0f;
                 }
             }
         }
@@ -135,9 +161,37 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
             block_first = total ? atomicAdd(queue_size, total) : 0u;
         }
         __syncthreads();
-        if (scan)
-            queue[block_first + warp_first[warp] + __popc(ballot & ((1u << lane) - 1u))] = i;
+        if (scan) {
+            const unsigned slot = block_first + warp_first[warp]
+                                  + __popc(ballot & ((1u << lane) - 1u));
+            queue[slot] = i;
+            if (keep) queue_labels[slot] = a;
+        }
         __syncthreads();  // the offsets are read before the next points overwrite them
+    }
+}
+
+// The moves of the scan on tensor cores (which counts changed labels but lists none): each
+// queued point whose label differs from the one bounds_filter kept beside its slot, as
+// (row, old label) for update="atomic-fixed"'s incremental sums (bounds_scan's list).
+__global__ void __launch_bounds__(256)
+bounds_moves(const unsigned* __restrict__ queue_size,  // IN  (1)
+             const index_t* __restrict__ queue,        // IN  queued rows
+             const int* __restrict__ queue_labels,     // IN  their labels before the scan
+             const int* __restrict__ labels,           // IN  (n) after it
+             unsigned* moves_count,                    // INOUT (1) zeroed before
+             unsigned move_capacity,                   // IN  entries of the two below
+             index_t* __restrict__ move_rows,          // OUT (move_capacity) moved rows
+             int* __restrict__ move_from)              // OUT (move_capacity) old labels
+{
+    const index_t size = *queue_size;
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < size;
+         base += (index_t)gridDim.x * blockDim.x) {  // uniform across the warp
+        const index_t q = base + threadIdx.x;
+        const index_t row = q < size ? queue[q] : -1;
+        const int previous = q < size ? queue_labels[q] : 0;
+        const bool moved = q < size && labels[row] != previous;
+        record_move(moved, row, previous, moves_count, move_capacity, move_rows, move_from);
     }
 }
 

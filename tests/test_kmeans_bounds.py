@@ -35,6 +35,18 @@ def cp():
     return cupy_module()
 
 
+@pytest.fixture(params=["registers", "tensor"])
+def scan(request, monkeypatch):
+    """The queued points' scan: the register loop (bounds_scan) or the tensor cores
+    (tc-exact's split kernel over the queue, then its re-check) on every shape it takes."""
+    from gpumine.kmeans import bounds
+
+    tensor = request.param == "tensor"
+    monkeypatch.setattr(bounds, "TC_SCAN_MIN_WORK", 0 if tensor else 1 << 62)
+    monkeypatch.setattr(bounds, "TC_SCAN_MIN_ROWS", 0 if tensor else 1 << 62)
+    return request.param
+
+
 def _columns(cp, X):
     return cp.ascontiguousarray(cp.asarray(X).T).T
 
@@ -51,7 +63,7 @@ def _tiled(cp, X, C):
     (1, 1, 1, 0.0), (300, 1, 2, 0.0), (5000, 2, 1, 0.0), (4099, 3, 64, 1e4),
     (20_000, 8, 200, 0.0), (17_695, 18, 128, -3e5), (6000, 32, 40, 0.0), (2000, 5, 2000, 0.0),
     (600_001, 2, 40, 0.0)])
-def test_every_call_equals_tiled_as_centres_move(cp, n, d, k, offset, dtype, rng):
+def test_every_call_equals_tiled_as_centres_move(cp, scan, n, d, k, offset, dtype, rng):
     """A sequence of calls with centres moving by shrinking steps (as in a fit): each call's
     labels and changed count equal tiled's for the same centres; later calls scan fewer.
     600,001 points: the first call queues more points than the scan grid has threads (its
@@ -77,6 +89,49 @@ def test_every_call_equals_tiled_as_centres_move(cp, n, d, k, offset, dtype, rng
     assert scanned[0] == n  # the first call scans everything
     if n >= 1000 and k > 1:
         assert scanned[-1] < n // 2, scanned  # and late calls skip most points
+    assert bound._tensor == (scan == "tensor" and d <= 32)
+
+
+def _check_bounds(cp, bound, host, centers, labels):
+    """Every row's upper bound is at least its float64 distance to its label's centre, its
+    lower bound at most its distance to every other centre."""
+    got = cp.asnumpy(labels)
+    distances = _distances(host, cp.asnumpy(centers))
+    rows = np.arange(len(got))
+    upper, lower = cp.asnumpy(bound.upper), cp.asnumpy(bound.lower)
+    assert np.all(upper >= distances[rows, got]), np.sum(upper < distances[rows, got])
+    distances[rows, got] = np.inf
+    assert np.all(lower <= distances.min(axis=1)), np.sum(lower > distances.min(axis=1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k", "offset", "blobs"), [
+    (20_000, 24, 300, 0.0, False), (30_001, 32, 64, 1e4, True), (9000, 3, 700, -3e5, False),
+    (5000, 17, 1, 0.0, False)])
+def test_bounds_hold_after_every_call(cp, scan, n, d, k, offset, blobs, dtype, rng):
+    """After every call -- the first's full scan, then calls that skip, tighten and scan --
+    each row's bounds hold against float64 distances to the call's centres, the labels are
+    tiled's; on blobs (near-ties between a blob's centres) many rows go to the tensor-core
+    scan's re-check, and keep the bounds the filter wrote for them."""
+    from gpumine.kmeans.bounds import BoundAssign
+
+    if blobs:
+        middle = rng.uniform(-5, 5, size=(k // 4, d))
+        host = (middle[rng.randint(0, k // 4, n)] + rng.normal(size=(n, d)) + offset)
+    else:
+        host = rng.uniform(-1, 1, size=(n, d)) + offset
+    host = host.astype(dtype)
+    X = _columns(cp, host)
+    C = X[rng.choice(n, k, replace=False)].copy()
+    bound = BoundAssign(X)
+    labels = cp.full(n, -1, dtype=cp.int32)
+    for step in range(6):
+        C = C + cp.asarray(rng.normal(scale=0.1 * 0.3**step, size=C.shape), dtype=dtype)
+        bound(X, C, labels)
+        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, C)), step
+        _check_bounds(cp, bound, host, C, labels)
+    assert bound._tensor == (scan == "tensor")
 
 
 def _lattice_near_ties(rng, offset, dtype):
@@ -109,7 +164,7 @@ def _follow_ulp_moves(cp, bound, X, centers, labels, rng, offset, moves):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
-def test_near_ties_far_from_the_origin(cp, offset, dtype, rng):
+def test_near_ties_far_from_the_origin(cp, scan, offset, dtype, rng):
     """Points on cell faces of a centre lattice, nudged by a few ulps: the bounds must not
     skip a point whose computed distances are within rounding of each other."""
     from gpumine.kmeans.bounds import BoundAssign
@@ -125,7 +180,7 @@ def test_near_ties_far_from_the_origin(cp, offset, dtype, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("n", "d", "k"), [(30_000, 2, 100), (20_000, 24, 50), (700, 3, 300)])
-def test_fit_equals_fit_with_tiled(cp, n, d, k, dtype, rng):
+def test_fit_equals_fit_with_tiled(cp, scan, n, d, k, dtype, rng):
     # update="sort" is bit-reproducible, so the whole fits must match exactly; k = 300 of 700
     # points makes empty clusters (relocation, then a full scan after reset)
     centres = rng.normal(scale=5.0, size=(max(2, k // 3), d))
@@ -157,8 +212,8 @@ def test_wide_data_is_refused_and_predict_runs_unbound(cp, rng):
 @pytest.mark.parametrize("listed", ["scan", "compared"])
 @pytest.mark.parametrize(("n", "d", "k", "weighted"), [
     (40_000, 4, 100, False), (30_001, 7, 33, True), (5000, 1, 3, True), (9000, 32, 500, False)])
-def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, n, d, k, weighted, listed,
-                                                             rng):
+def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, scan, n, d, k, weighted,
+                                                             listed, rng):
     """Each call's float64 sums and weights from the moved rows alone -- listed by hamerly's
     scan, or found by comparing labels -- equal update="atomic-fixed" recomputing them from
     every row, bit for bit; late calls take the moves path (few rows moved), the first
@@ -194,7 +249,7 @@ def test_tracked_fixed_sums_equal_a_recomputation_every_call(cp, n, d, k, weight
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("n", "d", "k"), [(60_000, 2, 100), (20_000, 16, 50), (700, 3, 300)])
-def test_fit_with_tracked_fixed_sums_equals_fit_recomputing_them(cp, n, d, k, rng):
+def test_fit_with_tracked_fixed_sums_equals_fit_recomputing_them(cp, scan, n, d, k, rng):
     """Float32 fits of hamerly + atomic-fixed (the sums following the scan's moves) and of
     tiled + atomic-fixed (following the compared labels) equal tiled + atomic-fixed with
     the sums recomputed every iteration bit for bit: labels, centres, n_iter, inertia; with
@@ -291,7 +346,7 @@ def test_tc_exact_seeds_bounds_that_hold(cp, n, d, k, offset, screened, dtype, r
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4])
-def test_seeded_bounds_on_near_ties(cp, offset, dtype, rng):
+def test_seeded_bounds_on_near_ties(cp, scan, offset, dtype, rng):
     """Points on cell faces of a centre lattice, nudged by a few ulps: the seed's bounds
     hold (float64 distances) and the bounds calls after it give tiled's labels."""
     from gpumine.kmeans.bounds import BoundAssign

@@ -49,9 +49,17 @@ from gpumine.kmeans.gpu import (
     points_per_thread,
     tiled_shape,
 )
-from gpumine.kmeans.tensor_cores import error_bound
+from gpumine.kmeans.tensor_cores import (
+    SEED_DIMS,
+    _has_mma,
+    _padded_width,
+    _Scratch,
+    assign_listed,
+    error_bound,
+)
 
-__all__ = ["MAX_FEATURES", "BoundAssign", "Moves", "hamerly"]
+__all__ = ["MAX_FEATURES", "TC_SCAN_MIN_ROWS", "TC_SCAN_MIN_WORK", "BoundAssign", "Moves",
+           "hamerly"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
@@ -59,6 +67,13 @@ _TYPES = ("float", "double")
 MAX_FEATURES = ASSIGN_DIMS[-1]
 #: Blocks per SM of the filter and scan grids (both stride over their points).
 _BLOCKS_PER_SM = 8
+#: The queued points are scanned on the tensor cores (tc-exact's split kernel over the
+#: filter's list, :func:`~gpumine.kmeans.tensor_cores.assign_listed`) where d * k is at least
+#: this, from :data:`TC_SCAN_MIN_ROWS` rows, d <= 32 and compute capability 8.0; else by
+#: the register loop (``bounds_scan``).
+TC_SCAN_MIN_WORK = 8192
+#: ... from this many rows.
+TC_SCAN_MIN_ROWS = 1 << 16
 
 
 class Moves(NamedTuple):
@@ -100,9 +115,17 @@ class _Hamerly:
 hamerly = _Hamerly()
 
 
+def tensor_scan(n: int, d: int, k: int) -> bool:
+    """Whether a bounds run over n x d points with k centres scans its queued points on the
+    tensor cores (:data:`TC_SCAN_MIN_WORK`, :data:`TC_SCAN_MIN_ROWS`; the device's compute
+    capability is the caller's to check)."""
+    return _padded_width(d) in SEED_DIMS and d * k >= TC_SCAN_MIN_WORK and n >= TC_SCAN_MIN_ROWS
+
+
 @declares(_SOURCE, "bounds_shifts", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_filter", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_SHAPES)
+@declares(_SOURCE, "bounds_moves")
 class BoundAssign:
     """Hamerly's assignment bound to one run over X (module docstring).
 
@@ -110,6 +133,14 @@ class BoundAssign:
     bounds test of every point (skipped points get moved bounds, the others a queue), and
     the scan of the queued points (a fixed grid reading the queue's length on the device).
     Buffers are allocated on the first call, never during a captured one.
+
+    Where :func:`tensor_scan` says so (many centres: 10M x 32, k = 1024, for one), the scan
+    is tc-exact's split kernel over the queue instead, and its re-check of the rows the
+    kernel's margin leaves (:func:`~gpumine.kmeans.tensor_cores.assign_listed`): the same
+    labels. The kernel writes new bounds for the rows it decides; the filter has written,
+    for every queued point, bounds that hold whatever label the exact assignment gives it
+    (``bounds_filter``'s comment), which the re-checked rows keep, and its label, from which
+    ``bounds_moves`` lists the moves.
 
     Parameters
     ----------
@@ -136,6 +167,9 @@ class BoundAssign:
         self._bound = cp.asarray(_bound(d, X.dtype))
         self._k = None
         self._moves = None
+        self._tensor = False  # the queue scanned on the tensor cores (_allocate decides)
+        self._queue_labels = None
+        self._scratch = _Scratch(keep=True)
 
     def _allocate(self, k: int, d: int) -> None:
         cp = cupy_module()
@@ -143,6 +177,10 @@ class BoundAssign:
         self._shift = cp.empty(k, dtype=cp.float64)
         self._stats = cp.empty(3, dtype=cp.float64)
         self._k = k
+        n = self.X.shape[0]
+        self._tensor = tensor_scan(n, d, k) and _has_mma(cp)
+        if self._tensor and self._queue_labels is None:
+            self._queue_labels = cp.empty(n, dtype=cp.int32)
         self.reset()
 
     def reset(self) -> None:
@@ -152,9 +190,10 @@ class BoundAssign:
     def seeded(self, centers) -> tuple:
         """The bounds for a caller to fill: ``(upper, lower)``, float32 device arrays of n.
 
-        The caller assigns the labels for ``centers`` and writes, for every row, an upper
-        bound on its true distance to its label's centre and a lower bound on its distance
-        to every other centre (rounded outward; +inf and 0 say nothing), before the next
+        The caller assigns the labels for ``centers`` and writes, for the rows it can, an
+        upper bound on its true distance to its label's centre and a lower bound on its
+        distance to every other centre (rounded outward; the others keep +inf and 0, filled
+        here, which say nothing), before the next
         call, which then moves them by the centres' moves from these (no full scan):
         :meth:`ScreenedRun.seed <gpumine.kmeans.tensor_cores.ScreenedRun.seed>`.
         """
@@ -164,6 +203,8 @@ class BoundAssign:
             self._allocate(k, d)
         self._previous[...] = cp.asarray(centers, dtype=self.X.dtype)
         self._flags[:1].fill(0)  # no full scan requested: the caller's bounds stand
+        self.upper.fill(np.inf)  # what a row the caller does not write says: nothing
+        self.lower.fill(0.0)
         return self.upper, self.lower
 
     def track_moves(self, capacity: int) -> Moves:
@@ -223,9 +264,13 @@ class BoundAssign:
             launch(get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK), grid, BLOCK,
                    (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
                     self._bound, np.int64(n), self.upper,
-                    self.lower, queue_size, self._queue))
+                    self.lower, queue_size, self._queue,
+                    kernel_pointer(self._queue_labels if self._tensor else None)))
 
         def scan():
+            if self._tensor:
+                tensor_scan_queue()
+                return
             tile, _ = tiled_shape(k, d, X.dtype.itemsize)
             dmax = next(m for m in ASSIGN_DIMS if m >= d)
             ppt = points_per_thread(dmax, n)
@@ -237,6 +282,14 @@ class BoundAssign:
                        kernel_pointer(None)) if moves is None else
                       (moves.count, np.uint32(moves.capacity), moves.rows, moves.previous))),
                    shared_mem=tile * dmax * X.dtype.itemsize)
+
+        def tensor_scan_queue():
+            assign_listed(X, centers, labels, changed, self._queue, queue_size,
+                          (self.upper, self.lower), self._scratch)
+            if moves is not None:
+                launch(get_kernel(_SOURCE, "bounds_moves"), grid, BLOCK,
+                       (queue_size, self._queue, self._queue_labels, labels, moves.count,
+                        np.uint32(moves.capacity), moves.rows, moves.previous))
 
         return shifts, filter_points, scan
 

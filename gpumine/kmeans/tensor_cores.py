@@ -182,8 +182,8 @@ from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
 __all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
-           "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "SCREEN_WAVES", "ScreenedRun", "assign_tc_exact",
-           "assign_tc_fast", "error_bound", "queued_rows", "sample_rows"]
+           "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "SCREEN_WAVES", "ScreenedRun", "assign_listed",
+           "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows", "sample_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -340,6 +340,18 @@ def _device_bound(cp, d: int, dtype, path: str, exact: bool):
     return bound
 
 
+_LISTED_PLANS: dict = {}
+
+
+def _listed_plan(cp):
+    """A device int32 ``[1]`` (the split kernel's plan for listed rows), cached per device
+    (made on a device's first call, never while a stream captures)."""
+    device = cp.cuda.runtime.getDevice()
+    if device not in _LISTED_PLANS:
+        _LISTED_PLANS[device] = cp.ones(1, dtype=cp.int32)
+    return _LISTED_PLANS[device]
+
+
 _MMA_80: dict = {}
 
 
@@ -441,30 +453,15 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     XT = column_buffer(X)
     n, d = X.shape
     k = centers.shape[0]
-    centers = cp.ascontiguousarray(centers, dtype=X.dtype)
-    shift = scratch.empty("shift", d, cp.float64)
-    launch(get_kernel(_SOURCE, "tc_center_mean", X.dtype), (-(-d // 32),), (32, _MEAN_ROWS),
-           (centers, np.int32(k), np.int32(d), shift))
+    centers, shift, padded, norms, counters, c_hi, c_lo = _prepare(cp, scratch, X, centers)
     dp = _padded_width(d)
     fused = dp in FUSED_DIMS
     k_pad = -(-k // _BN) * _BN
-    padded = scratch.empty("padded", (k_pad, dp), cp.float32)
-    norms = scratch.empty("norms", k_pad, cp.float32)
-    # [max ||c|| as float bits, rows queued, the screen's rho_c as float bits, rows the
-    # screen queued, rows it would have queued]
-    counters = scratch.zeros("counters", 5, cp.uint32)
     cmax, queue_size = counters[:1], counters[1:2]
     queue = scratch.empty("queue", n, cp.int64)
     queue_best = scratch.empty("queue_best", n, cp.int32)
     bound = _device_bound(cp, d, X.dtype, "half" if fused else "sgemm", exact)
-    launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
-           (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, cmax))
     if fused:
-        words = k_pad * dp // 2
-        c_hi = scratch.empty("c_hi", words, cp.uint32)
-        c_lo = scratch.empty("c_lo", words, cp.uint32)
-        launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
-               (padded, np.int64(words), cmax, c_hi, c_lo))
         # the bounds for a seed (SEED_DIMS: the widths a bounds assignment takes)
         seeds = bounds is not None and dp in SEED_DIMS
         if bounds is not None and not seeds:
@@ -549,6 +546,91 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                                               labels, changed, scratch)
         _recheck(XT, centers, rest_size, rest, labels, changed, scratch)
     return queue_size
+
+
+def _prepare(cp, scratch, X, centers):
+    """The call's centres: contiguous in X's dtype, their mean (the shift), shifted and
+    padded to ``(k_pad, dp)`` float32 with their norms and the largest (``counters[0]``,
+    the other four zeroed: queued rows, the screen's rho_c, its queue and misses), and on
+    the fused path their FP16 hi and lo parts (else None, None)."""
+    d = X.shape[1]
+    k = centers.shape[0]
+    centers = cp.ascontiguousarray(centers, dtype=X.dtype)
+    shift = scratch.empty("shift", d, cp.float64)
+    launch(get_kernel(_SOURCE, "tc_center_mean", X.dtype), (-(-d // 32),), (32, _MEAN_ROWS),
+           (centers, np.int32(k), np.int32(d), shift))
+    dp = _padded_width(d)
+    k_pad = -(-k // _BN) * _BN
+    padded = scratch.empty("padded", (k_pad, dp), cp.float32)
+    norms = scratch.empty("norms", k_pad, cp.float32)
+    # [max ||c|| as float bits, rows queued, the screen's rho_c as float bits, rows the
+    # screen queued, rows it would have queued]
+    counters = scratch.zeros("counters", 5, cp.uint32)
+    launch(get_kernel(_SOURCE, "tc_prepare_centers", X.dtype), k_pad, 128,
+           (centers, shift, np.int32(k), np.int32(d), np.int32(dp), padded, norms, counters[:1]))
+    c_hi = c_lo = None
+    if dp in FUSED_DIMS:
+        words = k_pad * dp // 2
+        c_hi = scratch.empty("c_hi", words, cp.uint32)
+        c_lo = scratch.empty("c_lo", words, cp.uint32)
+        launch(get_kernel(_SOURCE, "tc_split_centers"), -(-words // BLOCK), BLOCK,
+               (padded, np.int64(words), counters[:1], c_hi, c_lo))
+    return centers, shift, padded, norms, counters, c_hi, c_lo
+
+
+@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("true",), ("true",), ("false",))
+def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch) -> None:
+    """tc-exact over the rows a bounds assignment lists (``assign="hamerly"``'s scan on
+    tensor cores, :class:`~gpumine.kmeans.bounds.BoundAssign`): the split kernel over
+    ``rows[:row_count]`` (their number read on the device: a fixed grid, no host sync),
+    writing the bounds of the rows it decides into ``bounds`` (``seed_bounds``), then the
+    re-check of the rows it leaves, whose bounds stay as the caller wrote them.
+
+    Parameters
+    ----------
+    X : cupy.ndarray (n, d), a view of a (d, n) column-major buffer, d <= 32
+    centers : cupy.ndarray (k, d)
+    labels : cupy.ndarray int32 (n)
+        The listed rows' labels are replaced (changes counted in ``changed``).
+    changed : cupy.ndarray uint64 (1) or None
+    rows, row_count : cupy.ndarray int64 (n) and uint32 (1)
+        The listed rows and how many.
+    bounds : (upper, lower), cupy.ndarray float32 (n) each
+    scratch : _Scratch
+        The caller's buffers (kept: its later calls allocate nothing).
+    """
+    cp = cupy_module()
+    n, d = X.shape
+    k = centers.shape[0]
+    dp = _padded_width(d)
+    if dp not in SEED_DIMS or not _has_mma(cp):
+        raise IncompatibleStrategy(
+            f"the listed rows' tensor-core pass takes {SEED_DIMS[-1]} features at most and "
+            "compute capability 8.0")
+    XT = column_buffer(X)
+    centers, shift, _, norms, counters, c_hi, c_lo = _prepare(cp, scratch, X, centers)
+    queue_size = counters[1:2]
+    queue = scratch.empty("queue", n, cp.int64)
+    queue_best = scratch.empty("queue_best", n, cp.int32)
+    k_pad = -(-k // _BN) * _BN
+    kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp, "true", "true", "false")
+    shared = half_shared_bytes(dp, True)
+    if shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = shared
+    grid = min(-(-n // _BM), max(INDIRECT_WAVES, 1) * resident_blocks(kernel, _BM, shared))
+    null = kernel_pointer(None)
+    launch(kernel, grid, _BM,
+           (XT, shift, c_hi, c_lo, norms, counters[:1],
+            _device_bound(cp, d, X.dtype, "half", True), np.int64(n), np.int32(d),
+            np.int32(k_pad), _listed_plan(cp), rows, row_count, null, null, labels,
+            kernel_pointer(changed),
+            queue_size, queue, queue_best, *bounds, null, np.int64(0)),
+           shared_mem=shared)
+    rest_size, rest = queue_size, queue
+    if _prunes(n, d, k, X.dtype.itemsize):
+        rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels,
+                                          changed, scratch)
+    _recheck(XT, centers, rest_size, rest, labels, changed, scratch)
 
 
 def _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residual,
