@@ -913,6 +913,38 @@ __global__ void tc_screen_plan(int* __restrict__ plan,                   // INOU
     plan[0] = left <= limit ? 1 : 0;
 }
 
+// The passes over the rows a bounds run lists (gpumine.kmeans.tensor_cores.assign_listed),
+// plan[0]: 1 the screen over the listed rows, then the split kernel over those it leaves;
+// 2 the split kernel alone over the listed rows (tc_listed_forward copies the list where
+// the screen's queue would be), counting the rows the screen would leave. The next call
+// screens while the screen leaves at most `share` of the listed rows. One thread.
+__global__ void tc_listed_plan(int* __restrict__ plan,                   // INOUT (1)
+                               const unsigned* __restrict__ listed,       // IN (1)
+                               const unsigned* __restrict__ screen_queue, // IN (1)
+                               const unsigned* __restrict__ screen_misses,// IN (1)
+                               double share)                              // IN
+{
+    const unsigned left = plan[0] == 1 ? *screen_queue : *screen_misses;
+    plan[0] = (double)left <= share * (double)*listed ? 1 : 2;
+}
+
+// Under plan 2 (tc_listed_plan) the listed rows and their count where the screen would
+// have written its queue, for the split kernel; under plan 1 nothing (the screen did).
+__global__ void __launch_bounds__(256)
+tc_listed_forward(const int* __restrict__ plan,        // IN  (1)
+                  const index_t* __restrict__ rows,    // IN  the listed rows
+                  const unsigned* __restrict__ listed, // IN  (1) how many
+                  index_t* __restrict__ forwarded,     // OUT the same rows
+                  unsigned* __restrict__ count)        // OUT (1) how many
+{
+    if (plan[0] != 2) return;
+    const index_t size = *listed;
+    if (blockIdx.x == 0 && threadIdx.x == 0) *count = (unsigned)size;
+    for (index_t q = (index_t)blockIdx.x * blockDim.x + threadIdx.x; q < size;
+         q += (index_t)gridDim.x * blockDim.x)
+        forwarded[q] = rows[q];
+}
+
 // Asynchronous global-to-shared copies of 16 bytes (sm_80), in commit groups.
 __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
     const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
@@ -985,7 +1017,8 @@ struct HalfTile {
 // call, before its first plan: gpumine.kmeans.tensor_cores.SCREEN_SAMPLE_ROWS) the split
 // kernel takes `rows` and counts there too: a sample of the rows, whose count gives that
 // call its plan. `plan` null: one pass over every row; `rows` null (the screen not
-// launched): the split kernel takes every row whatever the plan.
+// launched): the split kernel takes every row whatever the plan. Over the rows a bounds
+// run lists (tc_listed_plan) the screen takes `rows` too, under plan 1.
 // Shared memory (dynamic), words: the rows' staging area of 2 * 128 * SW and the centre
 // buffers of 4 * BN * SW (one area when HELD: the staging is read into registers before
 // the first centre tile is copied), then 2 * BN + 128 words, 128 + DP + 128 doubles, 128
@@ -1062,7 +1095,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     const int pass = plan != nullptr ? plan[0] : -1;
     if (SCREENS && c_residual != nullptr && pass != 1) return;
     // the listed rows: the screen's (plan 1; null: the screen not run) or a sample (plan 2)
-    const bool indirect = SPLIT && (pass == 1 || pass == 2) && rows != nullptr;
+    // (the screen takes listed rows too: a bounds run's queue, tc_listed_plan)
+    const bool indirect = (pass == 1 || pass == 2) && rows != nullptr;
     const index_t active_rows = indirect ? (index_t)*row_count : n;
     if (threadIdx.x == 0)
         *counting = SPLIT && (pass == 0 || pass == 2) && c_residual != nullptr;

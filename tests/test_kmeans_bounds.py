@@ -35,15 +35,19 @@ def cp():
     return cupy_module()
 
 
-@pytest.fixture(params=["registers", "tensor"])
+@pytest.fixture(params=["registers", "tensor", "tensor-screen"])
 def scan(request, monkeypatch):
-    """The queued points' scan: the register loop (bounds_scan) or the tensor cores
-    (tc-exact's split kernel over the queue, then its re-check) on every shape it takes."""
-    from gpumine.kmeans import bounds
+    """The queued points' scan: the register loop (bounds_scan) or the tensor cores on every
+    shape they take -- tc-exact's split kernel over the queue, then its re-check; or
+    (tensor-screen, at 17 to 32 features) the screen first on every call after the first,
+    whatever share of the queue it leaves, then the split kernel over what it left."""
+    from gpumine.kmeans import bounds, tensor_cores
 
-    tensor = request.param == "tensor"
+    tensor = request.param != "registers"
     monkeypatch.setattr(bounds, "TC_SCAN_MIN_WORK", 0 if tensor else 1 << 62)
     monkeypatch.setattr(bounds, "TC_SCAN_MIN_ROWS", 0 if tensor else 1 << 62)
+    monkeypatch.setattr(bounds, "TC_SCAN_SCREEN", request.param == "tensor-screen")
+    monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 32, 1.0)  # the screen's plan: always
     return request.param
 
 
@@ -89,7 +93,7 @@ def test_every_call_equals_tiled_as_centres_move(cp, scan, n, d, k, offset, dtyp
     assert scanned[0] == n  # the first call scans everything
     if n >= 1000 and k > 1:
         assert scanned[-1] < n // 2, scanned  # and late calls skip most points
-    assert bound._tensor == (scan == "tensor" and d <= 32)
+    assert bound._tensor == (scan != "registers")
 
 
 def _check_bounds(cp, bound, host, centers, labels):
@@ -126,12 +130,18 @@ def test_bounds_hold_after_every_call(cp, scan, n, d, k, offset, blobs, dtype, r
     C = X[rng.choice(n, k, replace=False)].copy()
     bound = BoundAssign(X)
     labels = cp.full(n, -1, dtype=cp.int32)
+    plans = []
     for step in range(6):
         C = C + cp.asarray(rng.normal(scale=0.1 * 0.3**step, size=C.shape), dtype=dtype)
         bound(X, C, labels)
         assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, C)), step
         _check_bounds(cp, bound, host, C, labels)
-    assert bound._tensor == (scan == "tensor")
+        if bound._screen_plan is not None:
+            plans.append(int(bound._screen_plan.get()[0]))
+    assert bound._tensor == (scan != "registers")
+    # the screen's plan over the queue: on from the second call (share forced to 1) at 17
+    # to 32 features, where the screen takes them
+    assert plans == ([1] * 6 if scan == "tensor-screen" and d > 16 else []), plans
 
 
 def _lattice_near_ties(rng, offset, dtype):

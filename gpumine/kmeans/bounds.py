@@ -50,6 +50,7 @@ from gpumine.kmeans.gpu import (
     tiled_shape,
 )
 from gpumine.kmeans.tensor_cores import (
+    SCREEN_SHARE,
     SEED_DIMS,
     _has_mma,
     _padded_width,
@@ -58,8 +59,8 @@ from gpumine.kmeans.tensor_cores import (
     error_bound,
 )
 
-__all__ = ["MAX_FEATURES", "TC_SCAN_MIN_ROWS", "TC_SCAN_MIN_WORK", "BoundAssign", "Moves",
-           "hamerly"]
+__all__ = ["MAX_FEATURES", "TC_SCAN_MIN_ROWS", "TC_SCAN_MIN_WORK", "TC_SCAN_SCREEN",
+           "BoundAssign", "Moves", "hamerly"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
@@ -74,6 +75,11 @@ _BLOCKS_PER_SM = 8
 TC_SCAN_MIN_WORK = 8192
 #: ... from this many rows.
 TC_SCAN_MIN_ROWS = 1 << 16
+#: The tensor-core scan puts tc-exact's screen (one product) before the split kernel while
+#: the screen leaves few enough of the queued points (its own plan over them: the
+#: ``plan`` of :func:`~gpumine.kmeans.tensor_cores.assign_listed`); False: the split kernel
+#: alone.
+TC_SCAN_SCREEN = True
 
 
 class Moves(NamedTuple):
@@ -135,9 +141,11 @@ class BoundAssign:
     Buffers are allocated on the first call, never during a captured one.
 
     Where :func:`tensor_scan` says so (many centres: 10M x 32, k = 1024, for one), the scan
-    is tc-exact's split kernel over the queue instead, and its re-check of the rows the
-    kernel's margin leaves (:func:`~gpumine.kmeans.tensor_cores.assign_listed`): the same
-    labels. The kernel writes new bounds for the rows it decides; the filter has written,
+    is tc-exact's split kernel over the queue instead (at 17 to 32 features the screen
+    first, while it leaves few of the queued points: :data:`TC_SCAN_SCREEN`), and its
+    re-check of the rows the kernels' margins leave
+    (:func:`~gpumine.kmeans.tensor_cores.assign_listed`): the same labels. The kernels
+    write new bounds for the rows they decide; the filter has written,
     for every queued point, bounds that hold whatever label the exact assignment gives it
     (``bounds_filter``'s comment), which the re-checked rows keep, and its label, from which
     ``bounds_moves`` lists the moves.
@@ -170,6 +178,7 @@ class BoundAssign:
         self._tensor = False  # the queue scanned on the tensor cores (_allocate decides)
         self._queue_labels = None
         self._scratch = _Scratch(keep=True)
+        self._screen_plan = None  # ... and the screen's plan over the queue (assign_listed)
 
     def _allocate(self, k: int, d: int) -> None:
         cp = cupy_module()
@@ -181,6 +190,10 @@ class BoundAssign:
         self._tensor = tensor_scan(n, d, k) and _has_mma(cp)
         if self._tensor and self._queue_labels is None:
             self._queue_labels = cp.empty(n, dtype=cp.int32)
+            # 2: the split kernel alone at first, counting what the screen would leave
+            self._screen_plan = (cp.full(1, 2, dtype=cp.int32)
+                                 if TC_SCAN_SCREEN and _padded_width(d) in SCREEN_SHARE
+                                 else None)
         self.reset()
 
     def reset(self) -> None:
@@ -285,7 +298,7 @@ class BoundAssign:
 
         def tensor_scan_queue():
             assign_listed(X, centers, labels, changed, self._queue, queue_size,
-                          (self.upper, self.lower), self._scratch)
+                          (self.upper, self.lower), self._scratch, plan=self._screen_plan)
             if moves is not None:
                 launch(get_kernel(_SOURCE, "bounds_moves"), grid, BLOCK,
                        (queue_size, self._queue, self._queue_labels, labels, moves.count,

@@ -578,13 +578,26 @@ def _prepare(cp, scratch, X, centers):
     return centers, shift, padded, norms, counters, c_hi, c_lo
 
 
-@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("true",), ("true",), ("false",))
-def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch) -> None:
+@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, _PASSES, ("true",), ("false",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("false",), ("true",), ("true",))
+@declares(_SOURCE, "tc_listed_plan")
+@declares(_SOURCE, "tc_listed_forward")
+def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
+                  plan=None) -> None:
     """tc-exact over the rows a bounds assignment lists (``assign="hamerly"``'s scan on
-    tensor cores, :class:`~gpumine.kmeans.bounds.BoundAssign`): the split kernel over
-    ``rows[:row_count]`` (their number read on the device: a fixed grid, no host sync),
-    writing the bounds of the rows it decides into ``bounds`` (``seed_bounds``), then the
-    re-check of the rows it leaves, whose bounds stay as the caller wrote them.
+    tensor cores, :class:`~gpumine.kmeans.bounds.BoundAssign`), their number read on the
+    device (fixed grids, no host sync): the split kernel over them -- or, where ``plan``
+    says so, the screen first and the split kernel over the rows it leaves -- writing the
+    bounds of the rows it decides into ``bounds`` (``seed_bounds``), then the re-check of
+    the rows the kernels leave, whose bounds stay as the caller wrote them.
+
+    ``plan`` (a run's device int32 ``(1,)``, 2 to start; None, or a width the screen does
+    not take, :data:`SCREEN_SHARE`: the split kernel alone) follows the screen's share as
+    a :class:`ScreenedRun`'s plan does, over the listed rows: 1, the screen then the split
+    kernel; 2, the split kernel alone, counting the rows the screen would leave; the next
+    call screens while those are at most :data:`SCREEN_SHARE` of the listed rows
+    (``tc_listed_plan``). Both passes are launched every call, the one the device's plan
+    does not take leaving at once.
 
     Parameters
     ----------
@@ -598,6 +611,7 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch)
     bounds : (upper, lower), cupy.ndarray float32 (n) each
     scratch : _Scratch
         The caller's buffers (kept: its later calls allocate nothing).
+    plan : cupy.ndarray int32 (1) or None
     """
     cp = cupy_module()
     n, d = X.shape
@@ -608,24 +622,58 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch)
             f"the listed rows' tensor-core pass takes {SEED_DIMS[-1]} features at most and "
             "compute capability 8.0")
     XT = column_buffer(X)
-    centers, shift, _, norms, counters, c_hi, c_lo = _prepare(cp, scratch, X, centers)
+    centers, shift, padded, norms, counters, c_hi, c_lo = _prepare(cp, scratch, X, centers)
     queue_size = counters[1:2]
     queue = scratch.empty("queue", n, cp.int64)
     queue_best = scratch.empty("queue_best", n, cp.int32)
     k_pad = -(-k // _BN) * _BN
-    kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp, "true", "true", "false")
-    shared = half_shared_bytes(dp, True)
-    if shared > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = shared
-    grid = min(-(-n // _BM), max(INDIRECT_WAVES, 1) * resident_blocks(kernel, _BM, shared))
+    bound = _device_bound(cp, d, X.dtype, "half", True)
     null = kernel_pointer(None)
-    launch(kernel, grid, _BM,
-           (XT, shift, c_hi, c_lo, norms, counters[:1],
-            _device_bound(cp, d, X.dtype, "half", True), np.int64(n), np.int32(d),
-            np.int32(k_pad), _listed_plan(cp), rows, row_count, null, null, labels,
-            kernel_pointer(changed),
-            queue_size, queue, queue_best, *bounds, null, np.int64(0)),
-           shared_mem=shared)
+    common = (XT, shift, c_hi, c_lo, norms, counters[:1], bound, np.int64(n), np.int32(d),
+              np.int32(k_pad))
+
+    keys = k_pad <= KEY_CENTRES  # the one-product kernel's keyed top-2 (module docstring)
+
+    def kernel_of(split):
+        kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
+                            "true" if split else "false", "true",
+                            "true" if keys and not split else "false")
+        shared = half_shared_bytes(dp, split)
+        if shared > 48 * 1024:
+            kernel.max_dynamic_shared_size_bytes = shared
+        grid = min(-(-n // _BM), max(INDIRECT_WAVES, 1) * resident_blocks(kernel, _BM, shared))
+        return kernel, shared, grid
+
+    kernel, shared, grid = kernel_of(True)
+    if plan is None or dp not in SCREEN_SHARE:  # the split kernel alone
+        launch(kernel, grid, _BM,
+               (*common, _listed_plan(cp), rows, row_count, null, null, labels,
+                kernel_pointer(changed), queue_size, queue, queue_best, *bounds, null,
+                np.int64(0)),
+               shared_mem=shared)
+    else:
+        c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
+        launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
+               (padded, np.int32(k_pad), np.int32(dp), counters[:1], c_residual))
+        left = scratch.empty("listed_left", n, cp.int64)
+        screen, screen_shared, screen_grid = kernel_of(False)
+        # plan 1: the screen over the listed rows, its queue into `left`
+        launch(screen, screen_grid, _BM,
+               (*common, plan, rows, row_count, c_residual, null, labels,
+                kernel_pointer(changed), screen_queue, left, queue_best, *bounds, null,
+                np.int64(0)),
+               shared_mem=screen_shared)
+        # plan 2: the listed rows into `left` as they are
+        launch(get_kernel(_SOURCE, "tc_listed_forward"),
+               device_attribute("MultiProcessorCount") * 4, BLOCK,
+               (plan, rows, row_count, left, screen_queue))
+        launch(kernel, grid, _BM,
+               (*common, plan, left, screen_queue, c_residual, misses, labels,
+                kernel_pointer(changed), queue_size, queue, queue_best, *bounds, null,
+                np.int64(0)),
+               shared_mem=shared)
+        launch(get_kernel(_SOURCE, "tc_listed_plan"), 1, 1,
+               (plan, row_count, screen_queue, misses, np.float64(SCREEN_SHARE[dp])))
     rest_size, rest = queue_size, queue
     if _prunes(n, d, k, X.dtype.itemsize):
         rest_size, rest = _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels,
