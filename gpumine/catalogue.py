@@ -81,7 +81,8 @@ BUILTIN_STRATEGIES = (
         description="exact: per point an upper bound to its centre and a lower bound to the "
                     "others, moved by the centres' shifts; points whose bounds (widened by "
                     "the rounding error) still separate are skipped, the rest scanned as "
-                    "'tiled' does; labels equal 'tiled' bit for bit (d <= 32)",
+                    "'tiled' does, or by 'tc-exact' on the tensor cores where d * k is large; "
+                    "labels equal 'tiled' bit for bit (d <= 32)",
     ),
     Strategy(
         kind="kmeans.assign", name="tc-fast", backend="gpu",

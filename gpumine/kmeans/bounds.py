@@ -128,16 +128,18 @@ def tensor_scan(n: int, d: int, k: int) -> bool:
     return _padded_width(d) in SEED_DIMS and d * k >= TC_SCAN_MIN_WORK and n >= TC_SCAN_MIN_ROWS
 
 
-@declares(_SOURCE, "bounds_shifts", _TYPES, (BLOCK,))
+@declares(_SOURCE, "bounds_moved", _TYPES, (BLOCK,))
+@declares(_SOURCE, "bounds_shifts", (BLOCK,))
 @declares(_SOURCE, "bounds_filter", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_SHAPES)
 @declares(_SOURCE, "bounds_moves")
 class BoundAssign:
     """Hamerly's assignment bound to one run over X (module docstring).
 
-    Each call is three launches and no host sync: the centres' moves (one block), the
-    bounds test of every point (skipped points get moved bounds, the others a queue), and
-    the scan of the queued points (a fixed grid reading the queue's length on the device).
+    Each call is three steps and no host sync: the centres' moves (a warp a centre, then
+    one block for the largest two), the bounds test of every point (skipped points get
+    moved bounds, the others a queue), and the scan of the queued points (a fixed grid
+    reading the queue's length on the device).
     Buffers are allocated on the first call, never during a captured one.
 
     Where :func:`tensor_scan` says so (many centres: 10M x 32, k = 1024, for one), the scan
@@ -249,7 +251,7 @@ class BoundAssign:
             launch_step()
 
     def launches(self, centers, labels, changed=None) -> tuple:
-        """The call's three launches as callables, in order (shifts, filter, scan).
+        """The call's three steps as callables, in order (shifts, filter, scan).
 
         Separate so that benchmarks (``benchmarks/hamerly_calls.py``) can time each; a
         call is ``for step in launches(...): step()``.
@@ -268,9 +270,11 @@ class BoundAssign:
         moves = self._moves
 
         def shifts():
-            launch(get_kernel(_SOURCE, "bounds_shifts", X.dtype, BLOCK), 1, BLOCK,
-                   (centers, self._previous, np.int32(k), np.int32(d), self._shift,
-                    self._stats, request, force))
+            launch(get_kernel(_SOURCE, "bounds_moved", X.dtype, BLOCK),
+                   -(-k * 32 // BLOCK), BLOCK,  # a warp a centre
+                   (centers, self._previous, np.int32(k), np.int32(d), request, self._shift))
+            launch(get_kernel(_SOURCE, "bounds_shifts", BLOCK), 1, BLOCK,
+                   (self._shift, np.int32(k), self._stats, request, force))
             self._flags[2:4].data.memset_async(0, 8)  # the queue's and the moves' counts
 
         def filter_points():
