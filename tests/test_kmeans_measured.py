@@ -20,6 +20,8 @@ from gpumine.kmeans.measured import TRIAL_CALLS, race_candidates
     ("tc-exact", 10_000_000, 32, 1024, 9, []),  # too short to gain
     ("tiled", 1_000_000, 4, 400, 300, []),  # too small: under a millisecond an assignment
     ("gemm", 10_000_000, 32, 1024, 300, []),  # not an exact pick: nothing to race
+    # hamerly scanning its queue on the tensor cores (d * k >= 8192): no race
+    ("hamerly", 10_000_000, 32, 1024, 300, []), ("hamerly", 4_000_000, 16, 512, 300, []),
 ])
 def test_who_races(pick, n, d, k, max_iter, expected):
     assert race_candidates(pick, n_samples=n, n_features=d, n_clusters=k,

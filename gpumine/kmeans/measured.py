@@ -136,13 +136,19 @@ def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: i
 
     ``tc-exact`` and, for d <= 32, ``hamerly`` (``tiled``'s loop with bounds that skip
     points, never much slower than ``tiled``); for wider data, ``tiled`` and ``tc-exact``.
-    ``hamerly`` runs last, so that when it wins it goes on with its bounds.
+    ``hamerly`` runs last, so that when it wins it goes on with its bounds. No race where
+    the pick is ``hamerly`` scanning its queue on the tensor cores
+    (:func:`gpumine.kmeans.bounds.tensor_scan`): there it beat ``tc-exact`` over 20- and
+    100-iteration fits on every shape measured (:func:`gpumine.registry._tensor_bounds`),
+    and its slowest call, every point queued, costs ``tc-exact``'s and the filter's pass.
     """
-    from gpumine.kmeans.bounds import MAX_FEATURES
+    from gpumine.kmeans.bounds import MAX_FEATURES, tensor_scan
 
     if (n_samples * n_features * n_clusters < RACE_MIN_WORK or max_iter < RACE_MIN_ITER
             or pick not in ("tiled", "tc-exact", "hamerly")):
         return []
+    if pick == "hamerly" and tensor_scan(n_samples, n_features, n_clusters):
+        return []  # its queue scanned by tc-exact's kernels: faster from the start
     if n_features <= MAX_FEATURES:
         return ["tc-exact", "hamerly"]
     return [pick, "tiled" if pick == "tc-exact" else "tc-exact"]
