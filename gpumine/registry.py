@@ -379,8 +379,8 @@ def _tensor_bounds(n_samples: int | None, n_features: int | None,
     """Where bounds pay and ``hamerly`` scans its queued points on the tensor cores
     (:func:`gpumine.kmeans.bounds.tensor_scan`): there it beat ``tc-exact`` over 20- and
     100-iteration fits on every shape measured (the H200, uniform data and 64 blobs, 1M-10M
-    rows, d 8-32, k 512-1024; records ``hamerly-scan-ab-*-h200.json``): ``"auto"`` takes it
-    without a race."""
+    rows, d 8-32, k 512-1024; records ``hamerly-scan-ab-*-h200.json``): a fit's ``"auto"``
+    takes it without a race (:func:`resolve_kmeans_pair`, where the fit binds it)."""
     if not _bounds_pay(n_samples, n_features) or n_clusters is None:
         return False
     from gpumine.kmeans.bounds import tensor_scan
@@ -411,9 +411,7 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     """Resolve ``name`` (possibly ``"auto"``) of ``kind`` for a backend.
 
     ``"auto"`` takes the fixed default of :data:`_AUTO_DEFAULTS` for the backend, except
-    the GPU assignment where ``hamerly`` scans on the tensor cores (at least
-    ``HAMERLY_MIN_SAMPLES`` rows, d <= 32 and d * k large: :func:`_tensor_bounds`), which
-    takes ``hamerly``, that of a large wide problem (``n_samples >= TC_MIN_SAMPLES``,
+    the GPU assignment of a large wide problem (``n_samples >= TC_MIN_SAMPLES``,
     ``n_features >= TC_MIN_FEATURES`` and ``n_features * n_clusters >= TC_MIN_WORK``),
     which takes ``tc-exact`` (same labels as ``tiled``, faster there), the GPU assignment
     of other problems of at least ``HAMERLY_MIN_SAMPLES`` rows and d <= 32, which takes
@@ -431,10 +429,7 @@ def resolve_strategy(kind: str, name: str, backend: str, *, n_samples: int | Non
     _check_kind(kind)
     if name == "auto":
         default = _AUTO_DEFAULTS.get((kind, backend))
-        if (kind, backend) == ("kmeans.assign", "gpu") and _tensor_bounds(
-                n_samples, n_features, n_clusters):
-            default = "hamerly"
-        elif (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(
+        if (kind, backend) == ("kmeans.assign", "gpu") and _wide_problem(
                 n_samples, n_features, n_clusters):
             default = "tc-exact"
         elif (kind, backend) == ("kmeans.assign", "gpu") and _bounds_pay(n_samples,
@@ -497,7 +492,10 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
     nearest measured problem, consistent with a name the user fixed and with each
     strategy's feature limit -- unless the fixed rule's pair measured within
     :data:`gpumine.tuning.MARGIN` of it there; without a usable table the fixed rule of
-    :func:`resolve_strategy` applies. Where ``hamerly`` (or ``tc-exact`` on large problems)
+    :func:`resolve_strategy` applies. Where the fit binds its strategies and ``hamerly``
+    would scan its queue on the tensor cores (:func:`_tensor_bounds`), an ``"auto"``
+    assignment that came out ``tiled`` or ``tc-exact`` runs as ``hamerly``. Where ``hamerly``
+    (or ``tc-exact`` on large problems)
     assigns float32 data of a fit whose strategies bind to its X (``binds``: an in-memory
     fit; not Dask's stateless partition calls, where an unbound ``atomic-fixed`` computes
     its quanta every call), an ``"auto"`` update that came out ``atomic`` runs as
@@ -552,14 +550,6 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
         if choice is not None:
             (names["assign"], names["update"]), why = choice
             reasons = {key: reasons.get(key, why) for key in names}
-            if (assign == "auto" and names["assign"] == "tc-exact" and backend == "gpu"
-                    and _tensor_bounds(n_samples, n_features, n_clusters)):
-                # hamerly's bounds, its queue scanned by tc-exact's kernels: the same
-                # labels, faster over 20-iteration fits already (_tensor_bounds)
-                names["assign"] = "hamerly"
-                reasons["assign"] = (f"{why}: 'tc-exact', run as 'hamerly' scanning on the "
-                                     "tensor cores (the same labels; faster over whole fits "
-                                     "of this size)")
             if (assign == "auto" and names["assign"] == "tiled" and backend == "gpu"
                     and _bounds_pay(n_samples, n_features)):
                 # The table times 10 iterations from one init, before bounds pay; hamerly
@@ -574,6 +564,15 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
         if key not in reasons:
             reasons[key] = f"the fixed rule for the {backend} backend ({why_fixed})"
     chosen = resolve_strategy("kmeans.assign", names["assign"], backend, **sizes)
+    if (binds and assign == "auto" and backend == "gpu" and chosen.name in ("tiled", "tc-exact")
+            and _tensor_bounds(n_samples, n_features, n_clusters)):
+        # hamerly's bounds, its queue scanned by tc-exact's kernels: the same labels, faster
+        # over 20-iteration fits already (_tensor_bounds). Only where the fit binds it: called
+        # unbound (predict, Dask's partitions) hamerly is tiled.
+        reasons["assign"] = (f"{reasons['assign']}: '{chosen.name}', run as 'hamerly' "
+                             "scanning on the tensor cores (the same labels; faster over "
+                             "whole fits of this size)")
+        chosen = resolve_strategy("kmeans.assign", "hamerly", backend, **sizes)
     updater = resolve_strategy("kmeans.update", names["update"], backend, **sizes)
     follows = chosen.name == "hamerly" or (
         chosen.name == "tc-exact" and n_samples is not None

@@ -52,9 +52,7 @@ def test_unknown_kind_and_name():
 
 @pytest.mark.parametrize(("d", "k", "expected", "below"), [
     (8, 100_000, "hamerly", "tiled"), (31, 4096, "hamerly", "tiled"),
-    (32, 1023, "hamerly", "tiled"),
-    # hamerly scanning on the tensor cores (d * k >= 8192) before tc-exact's wide rule
-    (32, 1024, "hamerly", "tc-exact"),
+    (32, 1023, "hamerly", "tiled"), (32, 1024, "tc-exact", "tc-exact"),
     (128, 256, "tc-exact", "tc-exact"), (4096, 8, "tc-exact", "tc-exact"),
     (16, 2048, "hamerly", "tiled"), (33, 16, "tiled", "tiled")])
 def test_auto_assign_picks_tensor_cores_or_bounds_on_large_problems(d, k, expected, below):
@@ -69,6 +67,27 @@ def test_auto_assign_picks_tensor_cores_or_bounds_on_large_problems(d, k, expect
     sizes["n_samples"] = registry.HAMERLY_MIN_SAMPLES - 1
     # one row fewer: the bounds no longer pay (tc-exact's threshold is lower)
     assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", **sizes).name == below
+
+
+@pytest.mark.parametrize(("n", "d", "k", "fit", "unbound"), [
+    (10**6, 32, 1024, "hamerly", "tc-exact"),  # hamerly scanning on the tensor cores
+    (10**6, 16, 512, "hamerly", "hamerly"),  # (unbound, hamerly is tiled's loop)
+    (10**6, 8, 200, "hamerly", "hamerly"),  # the register loop's shape: as before
+    (10**6, 128, 1024, "tc-exact", "tc-exact"), (50_000, 32, 2048, "tiled", "tiled")])
+def test_a_fit_that_binds_takes_hamerly_where_it_scans_on_tensor_cores(n, d, k, fit, unbound):
+    """resolve_kmeans_pair: where hamerly would scan its queue on the tensor cores, an auto
+    fit that binds its strategies runs hamerly (the same labels, faster), saying why; Dask's
+    partitions (binds=False) and predict (resolve_strategy) keep the stateless pick."""
+    sizes = dict(n_samples=n, n_features=d, n_clusters=k, dtype="float32")
+    assign, update, reasons = registry.resolve_kmeans_pair("auto", "auto", "gpu", **sizes)
+    assert assign.name == fit
+    assert ("scanning on the tensor cores" in reasons["assign"]) == (fit != unbound)
+    if fit == "hamerly":  # float32 under bounds: the sums follow the moved rows
+        assert update.name == "atomic-fixed"
+    unbound_pick = registry.resolve_kmeans_pair("auto", "auto", "gpu", binds=False, **sizes)[0]
+    assert unbound_pick.name == unbound
+    assert registry.resolve_strategy("kmeans.assign", "auto", "gpu", n_samples=n,
+                                     n_features=d, n_clusters=k).name == unbound
 
 
 @pytest.mark.parametrize("field", [
