@@ -9,7 +9,7 @@ $OUT)::
 
 For each shape and data set: ``GPUKMeans(k, init=<first k rows>, tol=0,
 update="atomic-fixed")`` with ``assign="hamerly"`` scanning on the tensor cores
-(``bounds.TC_SCAN_MIN_WORK = 0``; with the screen's plan, and the split kernel alone,
+(``registry.TC_SCAN_MIN_WORK = 0``; with the screen's plan, and the split kernel alone,
 ``TC_SCAN_SCREEN`` False), ``"hamerly"`` scanning by the register loop (the threshold out
 of reach) and ``"tc-exact"``; each timed as the best of two fits of 20 and of
 100 iterations after a 3-iteration warm fit, steady = ``(t100 - t20) / 80``; the labels' sum
@@ -27,10 +27,10 @@ import cupy as cp
 import numpy as np
 from hamerly_calls import _data
 
-from gpumine import GPUKMeans
+from gpumine import GPUKMeans, registry
 from gpumine.kmeans import bounds
 
-#: (name, assign, bounds.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN); None: as shipped
+#: (name, assign, registry.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN); None: as shipped
 VARIANTS = (("hamerly-tensor", "hamerly", 0, True), ("hamerly-tensor-split", "hamerly", 0, False),
             ("hamerly-registers", "hamerly", 1 << 62, None), ("tc-exact", "tc-exact", None, None))
 
@@ -47,11 +47,11 @@ def _fit(X, k: int, assign: str, iterations: int):
 def measure(n: int, d: int, k: int, data: str) -> dict:
     X = cp.asarray(_data(n, d, data))
     row = {}
-    default = bounds.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN
+    default = registry.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN
     try:
         for name, assign, work, screen in VARIANTS:
             if work is not None:
-                bounds.TC_SCAN_MIN_WORK = work
+                registry.TC_SCAN_MIN_WORK = work
             if screen is not None:
                 bounds.TC_SCAN_SCREEN = screen
             _fit(X, k, assign, 3)
@@ -61,9 +61,9 @@ def measure(n: int, d: int, k: int, data: str) -> dict:
                          "steady_ms": (times[100] - times[20]) / 80 * 1e3,
                          "labels_sum": int(cp.asnumpy(model.labels_).astype(np.int64).sum()),
                          "inertia": float(model.inertia_)}
-            bounds.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN = default
+            registry.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN = default
     finally:
-        bounds.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN = default
+        registry.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN = default
     return row
 
 

@@ -374,18 +374,40 @@ def _bounds_pay(n_samples: int | None, n_features: int | None) -> bool:
             and n_features <= 32)
 
 
+#: ``assign="hamerly"`` scans its queued points on the tensor cores (``tc-exact``'s kernels
+#: over the queue: :class:`gpumine.kmeans.bounds.BoundAssign`) where d <= 32 and d * k is at
+#: least this, from :data:`TC_SCAN_MIN_ROWS` rows (and compute capability 8.0); else by its
+#: register loop. Measured on the H200 (``hamerly-scan-ab-*-h200.json``): the register loop
+#: faster at 4M x 8, k = 200 and 1M x 4, k = 400, the tensor cores from 4M x 16, k = 512 on,
+#: 1M x 8, k = 1024 mixed.
+TC_SCAN_MIN_WORK = 8192
+#: ... from this many rows.
+TC_SCAN_MIN_ROWS = 1 << 16
+
+
+def hamerly_tensor_scan(n_samples: int, n_features: int, n_clusters: int) -> bool:
+    """Whether ``hamerly`` bound to n x d points with k centres scans its queued points on
+    the tensor cores (:data:`TC_SCAN_MIN_WORK`, :data:`TC_SCAN_MIN_ROWS`; the device's
+    compute capability is the caller's to check).
+
+    Examples
+    --------
+    >>> hamerly_tensor_scan(10_000_000, 32, 1024), hamerly_tensor_scan(4_000_000, 8, 200)
+    (True, False)
+    """
+    return (n_features <= 32 and n_features * n_clusters >= TC_SCAN_MIN_WORK
+            and n_samples >= TC_SCAN_MIN_ROWS)
+
+
 def _tensor_bounds(n_samples: int | None, n_features: int | None,
                    n_clusters: int | None) -> bool:
     """Where bounds pay and ``hamerly`` scans its queued points on the tensor cores
-    (:func:`gpumine.kmeans.bounds.tensor_scan`): there it beat ``tc-exact`` over 20- and
+    (:func:`hamerly_tensor_scan`): there it beat ``tc-exact`` over 20- and
     100-iteration fits on every shape measured (the H200, uniform data and 64 blobs, 1M-10M
     rows, d 8-32, k 512-1024; records ``hamerly-scan-ab-*-h200.json``): a fit's ``"auto"``
     takes it without a race (:func:`resolve_kmeans_pair`, where the fit binds it)."""
-    if not _bounds_pay(n_samples, n_features) or n_clusters is None:
-        return False
-    from gpumine.kmeans.bounds import tensor_scan
-
-    return tensor_scan(n_samples, n_features, n_clusters)
+    return (_bounds_pay(n_samples, n_features) and n_clusters is not None
+            and hamerly_tensor_scan(n_samples, n_features, n_clusters))
 
 
 @functools.cache

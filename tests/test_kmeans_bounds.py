@@ -44,8 +44,8 @@ def scan(request, monkeypatch):
     from gpumine.kmeans import bounds, tensor_cores
 
     tensor = request.param != "registers"
-    monkeypatch.setattr(bounds, "TC_SCAN_MIN_WORK", 0 if tensor else 1 << 62)
-    monkeypatch.setattr(bounds, "TC_SCAN_MIN_ROWS", 0 if tensor else 1 << 62)
+    monkeypatch.setattr(registry, "TC_SCAN_MIN_WORK", 0 if tensor else 1 << 62)
+    monkeypatch.setattr(registry, "TC_SCAN_MIN_ROWS", 0 if tensor else 1 << 62)
     monkeypatch.setattr(bounds, "TC_SCAN_SCREEN", request.param == "tensor-screen")
     monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 32, 1.0)  # the screen's plan: always
     return request.param

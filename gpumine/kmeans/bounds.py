@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gpumine import registry
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
@@ -59,8 +60,7 @@ from gpumine.kmeans.tensor_cores import (
     error_bound,
 )
 
-__all__ = ["MAX_FEATURES", "TC_SCAN_MIN_ROWS", "TC_SCAN_MIN_WORK", "TC_SCAN_SCREEN",
-           "BoundAssign", "Moves", "hamerly"]
+__all__ = ["MAX_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves", "hamerly", "tensor_scan"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
@@ -68,13 +68,6 @@ _TYPES = ("float", "double")
 MAX_FEATURES = ASSIGN_DIMS[-1]
 #: Blocks per SM of the filter and scan grids (both stride over their points).
 _BLOCKS_PER_SM = 8
-#: The queued points are scanned on the tensor cores (tc-exact's split kernel over the
-#: filter's list, :func:`~gpumine.kmeans.tensor_cores.assign_listed`) where d * k is at least
-#: this, from :data:`TC_SCAN_MIN_ROWS` rows, d <= 32 and compute capability 8.0; else by
-#: the register loop (``bounds_scan``).
-TC_SCAN_MIN_WORK = 8192
-#: ... from this many rows.
-TC_SCAN_MIN_ROWS = 1 << 16
 #: The tensor-core scan puts tc-exact's screen (one product) before the split kernel while
 #: the screen leaves few enough of the queued points (its own plan over them: the
 #: ``plan`` of :func:`~gpumine.kmeans.tensor_cores.assign_listed`); False: the split kernel
@@ -123,9 +116,12 @@ hamerly = _Hamerly()
 
 def tensor_scan(n: int, d: int, k: int) -> bool:
     """Whether a bounds run over n x d points with k centres scans its queued points on the
-    tensor cores (:data:`TC_SCAN_MIN_WORK`, :data:`TC_SCAN_MIN_ROWS`; the device's compute
-    capability is the caller's to check)."""
-    return _padded_width(d) in SEED_DIMS and d * k >= TC_SCAN_MIN_WORK and n >= TC_SCAN_MIN_ROWS
+    tensor cores (tc-exact's kernels over the filter's list,
+    :func:`~gpumine.kmeans.tensor_cores.assign_listed`), else by the register loop
+    (``bounds_scan``): :func:`gpumine.registry.hamerly_tensor_scan` (its thresholds,
+    ``registry.TC_SCAN_MIN_WORK`` and ``TC_SCAN_MIN_ROWS``), at the widths the kernels seed;
+    the device's compute capability is the caller's to check."""
+    return _padded_width(d) in SEED_DIMS and registry.hamerly_tensor_scan(n, d, k)
 
 
 @declares(_SOURCE, "bounds_moved", _TYPES, (BLOCK,))
