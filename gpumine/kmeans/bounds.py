@@ -143,10 +143,10 @@ class BoundAssign:
     first, while it leaves few of the queued points: :data:`TC_SCAN_SCREEN`), and its
     re-check of the rows the kernels' margins leave
     (:func:`~gpumine.kmeans.tensor_cores.assign_listed`): the same labels. The kernels
-    write new bounds for the rows they decide; the filter has written,
-    for every queued point, bounds that hold whatever label the exact assignment gives it
-    (``bounds_filter``'s comment), which the re-checked rows keep, and its label, from which
-    ``bounds_moves`` lists the moves.
+    write new bounds for the rows they decide; the filter has written, for every queued
+    point, bounds that hold whatever label the exact assignment gives it (``bounds_filter``'s
+    comment), which the re-checked rows keep, and its label, from which ``bounds_moves``
+    lists the moves.
 
     Parameters
     ----------
@@ -204,8 +204,8 @@ class BoundAssign:
         The caller assigns the labels for ``centers`` and writes, for the rows it can, an
         upper bound on its true distance to its label's centre and a lower bound on its
         distance to every other centre (rounded outward; the others keep +inf and 0, filled
-        here, which say nothing), before the next
-        call, which then moves them by the centres' moves from these (no full scan):
+        here, which say nothing), before the next call, which then moves them by the
+        centres' moves from these (no full scan):
         :meth:`ScreenedRun.seed <gpumine.kmeans.tensor_cores.ScreenedRun.seed>`.
         """
         cp = cupy_module()
