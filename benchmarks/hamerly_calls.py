@@ -24,9 +24,9 @@ os.environ["GPUMINE_GRAPHS"] = "0"
 
 import cupy as cp
 import numpy as np
+from fit_vs_flash import _data  # the script's folder is on sys.path: the fits' data
 
 from gpumine import GPUKMeans
-from gpumine.datasets import make_uniform
 from gpumine.kmeans import bounds
 
 LOG: list[tuple] = []
@@ -42,16 +42,6 @@ def timed_call(self, X, centers, labels, changed=None):
     events[3].synchronize()
     LOG.append((self.scanned(), *[cp.cuda.get_elapsed_time(events[i], events[i + 1])
                                   for i in range(3)]))
-
-
-def _data(n: int, d: int, data: str) -> np.ndarray:
-    """Uniform MT19937 rows, or ``blobs:C`` (``fit_vs_flash.py``'s)."""
-    if data == "uniform":
-        return make_uniform(n, d, random_state=5489).astype(np.float32)
-    centres = int(data.split(":")[1])
-    rng = np.random.default_rng(0)
-    middle = rng.uniform(-10, 10, size=(centres, d)).astype(np.float32)
-    return middle[rng.integers(0, centres, n)] + rng.standard_normal((n, d), np.float32)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ import time
 
 import cupy as cp
 import numpy as np
-from hamerly_calls import _data
+from fit_vs_flash import _data  # the script's folder is on sys.path: the fits' data
 
 from gpumine import GPUKMeans, registry
 from gpumine.kmeans import bounds

@@ -434,9 +434,11 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     ``run``: a :class:`ScreenedRun` whose plan may put the screen first (module docstring,
     "The screen") and whose buffers the call reuses; None: the split products on every
     row, in buffers of the call's own. ``bounds``: None, or float32 ``(upper, lower)`` of n
-    rows that receive Hamerly's bounds of every row for these centres (``seed_bounds`` in
-    the kernel: a decided row's from its top-2 scores, a re-checked row's +inf and 0), so a
-    bounds assignment goes on from this call without a full scan (:meth:`ScreenedRun.seed`).
+    rows, filled with +inf and 0 by the caller (:meth:`BoundAssign.seeded
+    <gpumine.kmeans.bounds.BoundAssign.seeded>`), that receive the bounds of every row the
+    fused kernels decide for these centres (``seed_bounds``: from its top-2 scores; the
+    re-checked rows, and every row of the paths that write none, keep the fill), so a bounds
+    assignment goes on from this call without a full scan (:meth:`ScreenedRun.seed`).
 
     Before compute capability 8.0 (no FP16 m16n8k16 mma) tc-exact runs the tiled kernel,
     whose labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
@@ -446,8 +448,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
         if not exact:
             raise IncompatibleStrategy("assign='tc-fast' needs FP16 and TF32 tensor cores "
                                        "(compute capability 8.0 or newer); use 'tiled'")
-        assign_tiled(X, centers, labels, changed)
-        _unbounded(bounds)
+        assign_tiled(X, centers, labels, changed)  # bounds as the caller filled them
         return cp.zeros(1, dtype=cp.uint32)
     scratch = run.scratch if run is not None else _Scratch()
     XT = column_buffer(X)
@@ -464,21 +465,13 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     if fused:
         # the bounds for a seed (SEED_DIMS: the widths a bounds assignment takes)
         seeds = bounds is not None and dp in SEED_DIMS
-        if bounds is not None and not seeds:
-            _unbounded(bounds)
         pointers = tuple(kernel_pointer(b) for b in (bounds if seeds else (None, None)))
 
         # the one-product kernel keys its top-2 up to KEY_CENTRES (module docstring)
         keys = k_pad <= KEY_CENTRES
 
         def fused_kernel(split):
-            kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
-                                "true" if split else "false", "true" if seeds else "false",
-                                "true" if keys and not split else "false")
-            shared = half_shared_bytes(dp, split)
-            if shared > 48 * 1024:
-                kernel.max_dynamic_shared_size_bytes = shared
-            return kernel, shared
+            return _half_kernel(X.dtype, dp, split, seeds, keys)
 
         common = (XT, shift, c_hi, c_lo, norms, cmax, bound, np.int64(n), np.int32(d),
                   np.int32(k_pad))
@@ -538,7 +531,6 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     else:
         _assign_gemm(cp, X, k, shift, padded, norms, cmax, bound, labels, changed,
                      queue_size, queue, queue_best, exact)
-        _unbounded(bounds)  # the GEMM path's epilogue writes none
     if exact or fused:  # tc-fast's fused kernel queues the rows it cannot scale
         rest_size, rest = queue_size, queue
         if exact and _prunes(n, d, k, X.dtype.itemsize):
@@ -546,6 +538,17 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                                               labels, changed, scratch)
         _recheck(XT, centers, rest_size, rest, labels, changed, scratch)
     return queue_size
+
+
+def _half_kernel(dtype, dp: int, split: bool, seeds: bool, keys: bool):
+    """``assign_tc_half<dtype, dp, split, seeds, keys and not split>`` and its dynamic shared
+    memory (opted in past 48 KB): the fused kernel a call launches."""
+    kernel = get_kernel(_SOURCE, "assign_tc_half", dtype, dp, "true" if split else "false",
+                        "true" if seeds else "false", "true" if keys and not split else "false")
+    shared = half_shared_bytes(dp, split)
+    if shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = shared
+    return kernel, shared
 
 
 def _prepare(cp, scratch, X, centers):
@@ -635,12 +638,7 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
     keys = k_pad <= KEY_CENTRES  # the one-product kernel's keyed top-2 (module docstring)
 
     def kernel_of(split):
-        kernel = get_kernel(_SOURCE, "assign_tc_half", X.dtype, dp,
-                            "true" if split else "false", "true",
-                            "true" if keys and not split else "false")
-        shared = half_shared_bytes(dp, split)
-        if shared > 48 * 1024:
-            kernel.max_dynamic_shared_size_bytes = shared
+        kernel, shared = _half_kernel(X.dtype, dp, split, True, keys)
         grid = min(-(-n // _BM), max(INDIRECT_WAVES, 1) * resident_blocks(kernel, _BM, shared))
         return kernel, shared, grid
 
@@ -735,14 +733,6 @@ def sample_rows(n: int, m: int, xp=np):
     tiles = m // _BM
     starts = xp.arange(tiles, dtype=xp.int64) * (n // tiles)
     return (starts[:, None] + xp.arange(_BM, dtype=xp.int64)[None, :]).reshape(-1)
-
-
-def _unbounded(bounds) -> None:
-    """Bounds that say nothing (u = +inf, l = 0: every row scanned), where a path of
-    :func:`_assign` writes none."""
-    if bounds is not None:
-        bounds[0].fill(np.inf)
-        bounds[1].fill(0.0)
 
 
 def _prunes(n: int, d: int, k: int, itemsize: int) -> bool:
