@@ -993,9 +993,9 @@ struct HalfTile {
     static constexpr int MIN_BLOCKS = DP <= 32 ? 6 : (!SPLIT ? 3 : 1);
 };
 
-// The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (DP <= 32,
-// hamerly's widths) also writes the Hamerly bounds of each row it decides into upper and
-// lower (seed_bounds: a bounds run's seed, or its scan over the rows its filter listed;
+// The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (a bounds
+// run's seed, DP <= 32, or its scan over the rows its filter listed, every DP) also writes
+// the Hamerly bounds of each row it decides into upper and lower (seed_bounds;
 // a template argument: the pointers and the branch cost the DP = 32 screen 2 % of its time
 // as arguments, record tc-seed-args-ab-h200-ff9f081.json). A block of 4 warps takes 128
 // rows (32 per warp: two m16 tiles) and walks the centres in tiles of BN (BN / 8 n8 tiles).
