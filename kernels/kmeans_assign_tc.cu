@@ -1095,8 +1095,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     const int pass = plan != nullptr ? plan[0] : -1;
     if (SCREENS && c_residual != nullptr && pass != 1) return;
     // the listed rows: the screen's (plan 1; null: the screen not run) or a sample (plan 2)
-    // (the screen takes listed rows too: a bounds run's queue, tc_listed_plan)
-    const bool indirect = (pass == 1 || pass == 2) && rows != nullptr;
+    // (the screen takes listed rows too: a bounds run's queue, tc_listed_plan, whose kernels
+    // are SEED's; the other screens' code stays without the branch)
+    const bool indirect = (SPLIT || SEED) && (pass == 1 || pass == 2) && rows != nullptr;
     const index_t active_rows = indirect ? (index_t)*row_count : n;
     if (threadIdx.x == 0)
         *counting = SPLIT && (pass == 0 || pass == 2) && c_residual != nullptr;
