@@ -50,6 +50,8 @@ def measure(n: int, d: int, k: int, data: str) -> dict:
     default = registry.TC_SCAN_MIN_WORK, bounds.TC_SCAN_SCREEN
     try:
         for name, assign, work, screen in VARIANTS:
+            if name == "hamerly-registers" and d > bounds.REGISTER_FEATURES:
+                continue  # past the register loop's width: the tensor cores only
             if work is not None:
                 registry.TC_SCAN_MIN_WORK = work
             if screen is not None:

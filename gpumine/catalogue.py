@@ -77,12 +77,13 @@ BUILTIN_STRATEGIES = (
     ),
     Strategy(
         kind="kmeans.assign", name="hamerly", backend="gpu",
-        target=f"{_KMEANS}.bounds:hamerly", paper="Hamerly 2010", max_dims=32,
+        target=f"{_KMEANS}.bounds:hamerly", paper="Hamerly 2010", max_dims=128,
         description="exact: per point an upper bound to its centre and a lower bound to the "
                     "others, moved by the centres' shifts; points whose bounds (widened by "
                     "the rounding error) still separate are skipped, the rest scanned as "
-                    "'tiled' does, or by 'tc-exact' on the tensor cores where d * k is large; "
-                    "labels equal 'tiled' bit for bit (d <= 32)",
+                    "'tiled' does, or by 'tc-exact' on the tensor cores where d * k is large "
+                    "and past 32 features; labels equal 'tiled' bit for bit (d <= 128; past "
+                    "32, compute capability 8.0)",
     ),
     Strategy(
         kind="kmeans.assign", name="tc-fast", backend="gpu",

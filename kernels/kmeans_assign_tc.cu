@@ -993,9 +993,9 @@ struct HalfTile {
     static constexpr int MIN_BLOCKS = DP <= 32 ? 6 : (!SPLIT ? 3 : 1);
 };
 
-// The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (DP <= 32,
-// hamerly's widths) also writes the Hamerly bounds of each row it decides into upper and
-// lower (seed_bounds: a bounds run's seed, or its scan over the rows its filter listed;
+// The fused assignment on FP16 tensor cores, d <= DP (a multiple of 16). SEED (a bounds
+// run's seed, DP <= 32, or its scan over the rows its filter listed, every DP) also writes
+// the Hamerly bounds of each row it decides into upper and lower (seed_bounds;
 // a template argument: the pointers and the branch cost the DP = 32 screen 2 % of its time
 // as arguments, record tc-seed-args-ab-h200-ff9f081.json). A block of 4 warps takes 128
 // rows (32 per warp: two m16 tiles) and walks the centres in tiles of BN (BN / 8 n8 tiles).
@@ -1095,8 +1095,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     const int pass = plan != nullptr ? plan[0] : -1;
     if (SCREENS && c_residual != nullptr && pass != 1) return;
     // the listed rows: the screen's (plan 1; null: the screen not run) or a sample (plan 2)
-    // (the screen takes listed rows too: a bounds run's queue, tc_listed_plan)
-    const bool indirect = (pass == 1 || pass == 2) && rows != nullptr;
+    // (the screen takes listed rows too: a bounds run's queue, tc_listed_plan, whose kernels
+    // are SEED's; the other screens' code stays without the branch)
+    const bool indirect = (SPLIT || SEED) && (pass == 1 || pass == 2) && rows != nullptr;
     const index_t active_rows = indirect ? (index_t)*row_count : n;
     if (threadIdx.x == 0)
         *counting = SPLIT && (pass == 0 || pass == 2) && c_residual != nullptr;

@@ -24,7 +24,7 @@ def test_bound_constants():
 
 def test_listed_as_exact_with_its_limit():
     strategy = registry.get_strategy("kmeans.assign", "hamerly")
-    assert "exact" in strategy.description and strategy.max_dims == 32
+    assert "exact" in strategy.description and strategy.max_dims == 128
 
 
 # -- GPU --------------------------------------------------------------------------------------
@@ -172,6 +172,50 @@ def _follow_ulp_moves(cp, bound, X, centers, labels, rng, offset, moves):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("screen", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "k", "offset", "blobs"), [
+    (20_000, 33, 300, 0.0, False), (9001, 64, 64, 1e4, True), (12_000, 100, 200, 0.0, False),
+    (6000, 128, 40, -3e5, True)])
+def test_wide_data_scanned_on_tensor_cores(cp, monkeypatch, screen, n, d, k, offset, blobs,
+                                           dtype, rng):
+    """Past 32 features the queue always goes to the tensor cores (the register loop holds
+    32): every call's labels equal tiled's and every row's bounds hold, with the split
+    kernel alone or the screen forced on every call after the first (64 and 128 padded
+    features: the screen's widths)."""
+    from gpumine.kmeans import bounds, tensor_cores
+    from gpumine.kmeans.bounds import BoundAssign
+
+    monkeypatch.setattr(bounds, "TC_SCAN_SCREEN", screen)
+    monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 64, 1.0)
+    monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 128, 1.0)
+    if blobs:
+        middle = rng.uniform(-5, 5, size=(max(2, k // 4), d))
+        host = middle[rng.randint(0, len(middle), n)] + rng.normal(size=(n, d)) + offset
+    else:
+        host = rng.uniform(-1, 1, size=(n, d)) + offset
+    host = host.astype(dtype)
+    X = _columns(cp, host)
+    C = X[rng.choice(n, k, replace=False)].copy()
+    bound = BoundAssign(X)
+    labels = cp.full(n, -1, dtype=cp.int32)
+    scanned = []
+    for step in range(6):
+        C = C + cp.asarray(rng.normal(scale=0.1 * 0.3**step, size=C.shape), dtype=dtype)
+        changed = cp.zeros(1, dtype=cp.uint64)
+        before = cp.asnumpy(labels)
+        bound(X, C, labels, changed=changed)
+        expected = _tiled(cp, X, C)
+        assert np.array_equal(cp.asnumpy(labels), expected), step
+        assert int(changed.get()[0]) == int(np.sum(before != expected))
+        _check_bounds(cp, bound, host, C, labels)
+        scanned.append(bound.scanned())
+    assert bound._tensor
+    assert (bound._screen_plan is not None) == screen
+    assert scanned[0] == n and scanned[-1] < n, scanned
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
 def test_near_ties_far_from_the_origin(cp, scan, offset, dtype, rng):
@@ -189,7 +233,8 @@ def test_near_ties_far_from_the_origin(cp, scan, offset, dtype, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize(("n", "d", "k"), [(30_000, 2, 100), (20_000, 24, 50), (700, 3, 300)])
+@pytest.mark.parametrize(("n", "d", "k"), [(30_000, 2, 100), (20_000, 24, 50), (700, 3, 300),
+                                          (20_000, 48, 64)])
 def test_fit_equals_fit_with_tiled(cp, scan, n, d, k, dtype, rng):
     # update="sort" is bit-reproducible, so the whole fits must match exactly; k = 300 of 700
     # points makes empty clusters (relocation, then a full scan after reset)
@@ -210,8 +255,8 @@ def test_wide_data_is_refused_and_predict_runs_unbound(cp, rng):
     from gpumine.exceptions import IncompatibleStrategy
     from gpumine.kmeans.bounds import BoundAssign
 
-    with pytest.raises(IncompatibleStrategy, match="at most 32 features"):
-        BoundAssign(_columns(cp, rng.normal(size=(10, 33))))
+    with pytest.raises(IncompatibleStrategy, match="at most 128 features"):
+        BoundAssign(_columns(cp, rng.normal(size=(10, 129))))
     X = cp.asarray(rng.normal(size=(5000, 6)).astype(np.float32))
     model = GPUKMeans(9, assign="hamerly", random_state=0, device="gpu").fit(X)
     np.testing.assert_array_equal(cp.asnumpy(model.predict(X)), cp.asnumpy(model.labels_))

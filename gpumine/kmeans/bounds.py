@@ -19,6 +19,9 @@ the same label, ties to the lowest index), and their new bounds come from the be
 second-best ``D_hat`` widened by the same error terms. Bounds are kept in float32 rounded
 outward; the derivation is in ``kernels/kmeans_bounds.cu``.
 
+Where d * k is large, or past 32 features (up to 128), the queued points are scanned by
+``tc-exact``'s kernels on the tensor cores instead (:class:`BoundAssign`, :func:`tensor_scan`).
+
 The strategy binds to a fit (``bind(X)``, as the engine binds update strategies): the bounds
 belong to one run. Called unbound -- ``predict``, a streamed chunk -- it is ``tiled``. A
 relocation of empty clusters moves labels outside the assignment; the engine then calls
@@ -51,8 +54,8 @@ from gpumine.kmeans.gpu import (
     tiled_shape,
 )
 from gpumine.kmeans.tensor_cores import (
+    LISTED_DIMS,
     SCREEN_SHARE,
-    SEED_DIMS,
     _has_mma,
     _padded_width,
     _Scratch,
@@ -60,12 +63,16 @@ from gpumine.kmeans.tensor_cores import (
     error_bound,
 )
 
-__all__ = ["MAX_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves", "hamerly", "tensor_scan"]
+__all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves",
+           "hamerly", "tensor_scan"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
-#: Features the bounds' scan holds in registers, at most (the catalogue's max_dims).
-MAX_FEATURES = ASSIGN_DIMS[-1]
+#: Features the bounds' register loop holds in registers, at most.
+REGISTER_FEATURES = ASSIGN_DIMS[-1]
+#: Features the strategy takes: past REGISTER_FEATURES its queue is scanned on the tensor
+#: cores (compute capability 8.0), up to the fused kernels' widest.
+MAX_FEATURES = LISTED_DIMS[-1]
 #: Blocks per SM of the filter and scan grids (both stride over their points).
 _BLOCKS_PER_SM = 8
 #: The tensor-core scan puts tc-exact's screen (one product) before the split kernel while
@@ -118,10 +125,13 @@ def tensor_scan(n: int, d: int, k: int) -> bool:
     """Whether a bounds run over n x d points with k centres scans its queued points on the
     tensor cores (tc-exact's kernels over the filter's list,
     :func:`~gpumine.kmeans.tensor_cores.assign_listed`), else by the register loop
-    (``bounds_scan``): :func:`gpumine.registry.hamerly_tensor_scan` (its thresholds,
-    ``registry.TC_SCAN_MIN_WORK`` and ``TC_SCAN_MIN_ROWS``), at the widths the kernels seed;
-    the device's compute capability is the caller's to check."""
-    return _padded_width(d) in SEED_DIMS and registry.hamerly_tensor_scan(n, d, k)
+    (``bounds_scan``): always past :data:`REGISTER_FEATURES` (up to :data:`MAX_FEATURES`),
+    else where :func:`gpumine.registry.hamerly_tensor_scan` says so (its thresholds,
+    ``registry.TC_SCAN_MIN_WORK`` and ``TC_SCAN_MIN_ROWS``); the device's compute capability
+    is the caller's to check."""
+    if d > REGISTER_FEATURES:
+        return d <= MAX_FEATURES
+    return registry.hamerly_tensor_scan(n, d, k)
 
 
 @declares(_SOURCE, "bounds_moved", _TYPES, (BLOCK,))
@@ -158,11 +168,12 @@ class BoundAssign:
 
     def __init__(self, X):
         n, d = X.shape
-        if d > MAX_FEATURES:
-            raise IncompatibleStrategy(
-                f"assign='hamerly' holds a point in registers: at most {MAX_FEATURES} "
-                f"features, got {d}; use 'tiled' or 'tc-exact'")
         cp = cupy_module()
+        if d > MAX_FEATURES or (d > REGISTER_FEATURES and not _has_mma(cp)):
+            raise IncompatibleStrategy(
+                f"assign='hamerly' takes at most {MAX_FEATURES} features (past "
+                f"{REGISTER_FEATURES} it scans on tensor cores: compute capability 8.0), got "
+                f"{d}; use 'tiled' or 'tc-exact'")
         self.X = X
         self._XT = column_buffer(X)
         self.upper = cp.empty(n, dtype=cp.float32)

@@ -142,14 +142,14 @@ def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: i
     100-iteration fits on every shape measured (:func:`gpumine.registry._tensor_bounds`),
     and its slowest call, every point queued, costs ``tc-exact``'s and the filter's pass.
     """
-    from gpumine.kmeans.bounds import MAX_FEATURES, tensor_scan
+    from gpumine.kmeans.bounds import REGISTER_FEATURES, tensor_scan
 
     if (n_samples * n_features * n_clusters < RACE_MIN_WORK or max_iter < RACE_MIN_ITER
             or pick not in ("tiled", "tc-exact", "hamerly")):
         return []
     if pick == "hamerly" and tensor_scan(n_samples, n_features, n_clusters):
         return []  # its queue scanned by tc-exact's kernels: faster from the start
-    if n_features <= MAX_FEATURES:
+    if n_features <= REGISTER_FEATURES:
         return ["tc-exact", "hamerly"]
     return [pick, "tiled" if pick == "tc-exact" else "tc-exact"]
 

@@ -181,7 +181,7 @@ from gpumine.kernels import (
 from gpumine.kmeans.accumulation import model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
-__all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
+__all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "LISTED_DIMS", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
            "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "SCREEN_WAVES", "ScreenedRun", "assign_listed",
            "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows", "sample_rows"]
 
@@ -189,9 +189,12 @@ _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
 #: through the cuBLAS path.
 FUSED_DIMS = (16, 32, 64, 128)
-#: ... of which the widths whose kernels can seed Hamerly's bounds (``assign="hamerly"``
-#: takes at most 32 features): :meth:`ScreenedRun.seed`.
+#: ... of which the widths whose kernels can seed Hamerly's bounds (where ``assign="hamerly"``
+#: scans by its register loop, at most 32 features): :meth:`ScreenedRun.seed`.
 SEED_DIMS = (16, 32)
+#: ... and those whose kernels scan the rows a bounds run lists (:func:`assign_listed`:
+#: ``assign="hamerly"`` on the tensor cores), every fused width.
+LISTED_DIMS = FUSED_DIMS
 _BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multiple of _BN
 _PASSES = ("true", "false")  # the fused kernel's SPLIT: the split products, or hi.hi alone
 #: The most padded centres for which the one-product kernel (the screen, tc-fast) keeps its
@@ -581,8 +584,8 @@ def _prepare(cp, scratch, X, centers):
     return centers, shift, padded, norms, counters, c_hi, c_lo
 
 
-@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, _PASSES, ("true",), ("false",))
-@declares(_SOURCE, "assign_tc_half", _TYPES, SEED_DIMS, ("false",), ("true",), ("true",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, LISTED_DIMS, _PASSES, ("true",), ("false",))
+@declares(_SOURCE, "assign_tc_half", _TYPES, LISTED_DIMS, ("false",), ("true",), ("true",))
 @declares(_SOURCE, "tc_listed_plan")
 @declares(_SOURCE, "tc_listed_forward")
 def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
@@ -604,7 +607,7 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
 
     Parameters
     ----------
-    X : cupy.ndarray (n, d), a view of a (d, n) column-major buffer, d <= 32
+    X : cupy.ndarray (n, d), a view of a (d, n) column-major buffer, d <= 128
     centers : cupy.ndarray (k, d)
     labels : cupy.ndarray int32 (n)
         The listed rows' labels are replaced (changes counted in ``changed``).
@@ -620,9 +623,9 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
     n, d = X.shape
     k = centers.shape[0]
     dp = _padded_width(d)
-    if dp not in SEED_DIMS or not _has_mma(cp):
+    if dp not in LISTED_DIMS or not _has_mma(cp):
         raise IncompatibleStrategy(
-            f"the listed rows' tensor-core pass takes {SEED_DIMS[-1]} features at most and "
+            f"the listed rows' tensor-core pass takes {LISTED_DIMS[-1]} features at most and "
             "compute capability 8.0")
     XT = column_buffer(X)
     centers, shift, padded, norms, counters, c_hi, c_lo = _prepare(cp, scratch, X, centers)
