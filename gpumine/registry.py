@@ -399,15 +399,33 @@ def hamerly_tensor_scan(n_samples: int, n_features: int, n_clusters: int) -> boo
             and n_samples >= TC_SCAN_MIN_ROWS)
 
 
+#: ``hamerly`` takes up to this many features (``bounds.MAX_FEATURES``; past 32 its queue is
+#: always scanned on the tensor cores). Here, not imported: this module is the bottom layer.
+HAMERLY_MAX_FEATURES = 128
+
+
 def _tensor_bounds(n_samples: int | None, n_features: int | None,
                    n_clusters: int | None) -> bool:
     """Where bounds pay and ``hamerly`` scans its queued points on the tensor cores
-    (:func:`hamerly_tensor_scan`): there it beat ``tc-exact`` over 20- and
-    100-iteration fits on every shape measured (the H200, uniform data and 64 blobs, 1M-10M
-    rows, d 8-32, k 512-1024; records ``hamerly-scan-ab-*-h200.json``): a fit's ``"auto"``
-    takes it without a race (:func:`resolve_kmeans_pair`, where the fit binds it)."""
-    return (_bounds_pay(n_samples, n_features) and n_clusters is not None
-            and hamerly_tensor_scan(n_samples, n_features, n_clusters))
+    (:func:`hamerly_tensor_scan`; past 32 features, up to :data:`HAMERLY_MAX_FEATURES`, it
+    always does): a fit's ``"auto"`` takes it without a race (:func:`resolve_kmeans_pair`,
+    where the fit binds it).
+
+    Measured on the H200 against ``tc-exact`` (records ``hamerly-scan-ab-*-h200.json``,
+    uniform data and 64 blobs, first k rows as centres): at d <= 32 (1M-10M rows, d 8-32,
+    k 512-1024) faster over 20- and 100-iteration fits on every shape; at 1M x 64 and
+    1M x 128, k = 1024, 13-35 % faster a steady iteration (the bounds skip most rows late in
+    a fit), its first iterations slower (most rows queued: the filter's pass on top of
+    tc-exact's kernels), so that 20-iteration fits on uniform data took 8 % (d = 64) and
+    18 % (d = 128) longer and 100-iteration fits 3-25 % less. Fits run to ``tol`` mostly
+    take more than 20 iterations at these sizes.
+    """
+    if None in (n_samples, n_features, n_clusters) or n_samples < HAMERLY_MIN_SAMPLES:
+        return False
+    if n_features > 32:
+        return (n_features <= HAMERLY_MAX_FEATURES and n_samples >= TC_SCAN_MIN_ROWS
+                and n_features * n_clusters >= TC_SCAN_MIN_WORK)
+    return hamerly_tensor_scan(n_samples, n_features, n_clusters)
 
 
 @functools.cache
@@ -587,6 +605,7 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
             reasons[key] = f"the fixed rule for the {backend} backend ({why_fixed})"
     chosen = resolve_strategy("kmeans.assign", names["assign"], backend, **sizes)
     if (binds and assign == "auto" and backend == "gpu" and chosen.name in ("tiled", "tc-exact")
+            and (chosen.name == "tc-exact" or n_features <= 32)  # past 32: measured over tc-exact
             and _tensor_bounds(n_samples, n_features, n_clusters)):
         # hamerly's bounds, its queue scanned by tc-exact's kernels: the same labels, faster
         # over 20-iteration fits already (_tensor_bounds). Only where the fit binds it: called

@@ -73,7 +73,10 @@ def test_auto_assign_picks_tensor_cores_or_bounds_on_large_problems(d, k, expect
     (10**6, 32, 1024, "hamerly", "tc-exact"),  # hamerly scanning on the tensor cores
     (10**6, 16, 512, "hamerly", "hamerly"),  # (unbound, hamerly is tiled's loop)
     (10**6, 8, 200, "hamerly", "hamerly"),  # the register loop's shape: as before
-    (10**6, 128, 1024, "tc-exact", "tc-exact"), (50_000, 32, 2048, "tiled", "tiled")])
+    (10**6, 128, 1024, "hamerly", "tc-exact"),  # past 32 features: always on the tensor cores
+    (10**6, 64, 64, "tiled", "tiled"),  # past 32 features only over tc-exact's picks
+    (10**6, 256, 1024, "tc-exact", "tc-exact"),  # past HAMERLY_MAX_FEATURES
+    (50_000, 32, 2048, "tiled", "tiled")])
 def test_a_fit_that_binds_takes_hamerly_where_it_scans_on_tensor_cores(n, d, k, fit, unbound):
     """resolve_kmeans_pair: where hamerly would scan its queue on the tensor cores, an auto
     fit that binds its strategies runs hamerly (the same labels, faster), saying why; Dask's
@@ -212,3 +215,13 @@ def test_readme_strategy_table_lists_the_catalogue():
             for name in re.findall(r"`([^`]+)`", cells[1]):
                 listed.add((cells[0].strip("`"), name.replace("\\|", "|"), cells[2]))
     assert listed == {(s.kind, s.name, s.backend) for s in BUILTIN_STRATEGIES}
+
+
+def test_hamerly_feature_limit_is_the_bound_runs():
+    """The registry's copy of hamerly's width (it may not import gpumine.kmeans) is the
+    bound run's own."""
+    from gpumine.kmeans import bounds
+
+    assert registry.HAMERLY_MAX_FEATURES == bounds.MAX_FEATURES
+    assert registry._tensor_bounds(10**6, bounds.MAX_FEATURES, 1024)
+    assert not registry._tensor_bounds(10**6, bounds.MAX_FEATURES + 1, 1024)

@@ -138,9 +138,10 @@ def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: i
     points, never much slower than ``tiled``); for wider data, ``tiled`` and ``tc-exact``.
     ``hamerly`` runs last, so that when it wins it goes on with its bounds. No race where
     the pick is ``hamerly`` scanning its queue on the tensor cores
-    (:func:`gpumine.kmeans.bounds.tensor_scan`): there it beat ``tc-exact`` over 20- and
-    100-iteration fits on every shape measured (:func:`gpumine.registry._tensor_bounds`),
-    and its slowest call, every point queued, costs ``tc-exact``'s and the filter's pass.
+    (:func:`gpumine.kmeans.bounds.tensor_scan`; where ``"auto"`` picks it,
+    :func:`gpumine.registry._tensor_bounds` says what was measured): its slowest call,
+    every point queued, costs ``tc-exact``'s and the filter's pass, and its late calls skip
+    most points.
     """
     from gpumine.kmeans.bounds import REGISTER_FEATURES, tensor_scan
 
@@ -148,7 +149,7 @@ def race_candidates(pick: str, *, n_samples: int, n_features: int, n_clusters: i
             or pick not in ("tiled", "tc-exact", "hamerly")):
         return []
     if pick == "hamerly" and tensor_scan(n_samples, n_features, n_clusters):
-        return []  # its queue scanned by tc-exact's kernels: faster from the start
+        return []  # its queue scanned by tc-exact's kernels: picked as measured
     if n_features <= REGISTER_FEATURES:
         return ["tc-exact", "hamerly"]
     return [pick, "tiled" if pick == "tc-exact" else "tc-exact"]
