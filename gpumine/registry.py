@@ -402,6 +402,9 @@ def hamerly_tensor_scan(n_samples: int, n_features: int, n_clusters: int) -> boo
 #: ``hamerly`` takes up to this many features (``bounds.MAX_FEATURES``; past 32 its queue is
 #: always scanned on the tensor cores). Here, not imported: this module is the bottom layer.
 HAMERLY_MAX_FEATURES = 128
+#: ... and past 32 features ``"auto"`` runs it from this many centres (measured: k = 1024
+#: faster at d = 64 and 128, k = 256 slower at d = 128 on uniform data).
+TC_SCAN_WIDE_MIN_CLUSTERS = 1024
 
 
 def _tensor_bounds(n_samples: int | None, n_features: int | None,
@@ -418,13 +421,16 @@ def _tensor_bounds(n_samples: int | None, n_features: int | None,
     a fit), its first iterations slower (most rows queued: the filter's pass on top of
     tc-exact's kernels), so that 20-iteration fits on uniform data took 8 % (d = 64) and
     18 % (d = 128) longer and 100-iteration fits 3-25 % less. Fits run to ``tol`` mostly
-    take more than 20 iterations at these sizes.
+    take more than 20 iterations at these sizes. With fewer centres the bounds skip less of
+    a smaller scan: at 1M x 128, k = 256 a steady iteration took 27 % longer than
+    ``tc-exact``'s on uniform data (14 % less on 64 blobs; fit-vs-flash-*-beae3cd.json),
+    hence :data:`TC_SCAN_WIDE_MIN_CLUSTERS`.
     """
     if None in (n_samples, n_features, n_clusters) or n_samples < HAMERLY_MIN_SAMPLES:
         return False
     if n_features > 32:
         return (n_features <= HAMERLY_MAX_FEATURES and n_samples >= TC_SCAN_MIN_ROWS
-                and n_features * n_clusters >= TC_SCAN_MIN_WORK)
+                and n_clusters >= TC_SCAN_WIDE_MIN_CLUSTERS)
     return hamerly_tensor_scan(n_samples, n_features, n_clusters)
 
 

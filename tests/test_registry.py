@@ -76,6 +76,7 @@ def test_auto_assign_picks_tensor_cores_or_bounds_on_large_problems(d, k, expect
     (10**6, 128, 1024, "hamerly", "tc-exact"),  # past 32 features: always on the tensor cores
     (10**6, 64, 64, "tiled", "tiled"),  # past 32 features only over tc-exact's picks
     (10**6, 256, 1024, "tc-exact", "tc-exact"),  # past HAMERLY_MAX_FEATURES
+    (10**6, 128, 256, "tc-exact", "tc-exact"),  # past 32: TC_SCAN_WIDE_MIN_CLUSTERS
     (50_000, 32, 2048, "tiled", "tiled")])
 def test_a_fit_that_binds_takes_hamerly_where_it_scans_on_tensor_cores(n, d, k, fit, unbound):
     """resolve_kmeans_pair: where hamerly would scan its queue on the tensor cores, an auto
