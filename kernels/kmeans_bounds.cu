@@ -83,48 +83,37 @@ bounds_shifts(const double* __restrict__ shift,   // IN  (k) each centre's move
 
 // The squared distance of a point (column-major: feature j at column[j * n]) to its own
 // centre (a row of d values), in double from the T values: the filter's tightening. The
-// point's values OWN_CHUNK at a time, every load of a chunk issued before the first is used
-// (predicated past d: a chunk's loads in flight together; the loop of unroll 2 had eight,
-// four round trips a 32-feature row); the centre's row 16 bytes at a time where it is
-// aligned (16-byte address; float: d a multiple of 4, double: of 2). Any order of the d
-// additions is within the filter's 2^-40 slack.
+// centre's row is read 16 bytes at a time where it is aligned (16-byte address; float: d a
+// multiple of 4, double: of 2), the point's values unrolled so that their loads are in
+// flight together (any order of the d additions is within the filter's 2^-40 slack).
 template <typename T> struct Vec16;
 template <> struct Vec16<float> { using type = float4; };
 template <> struct Vec16<double> { using type = double2; };
-
-constexpr int OWN_CHUNK = 16;
 
 template <typename T>
 __device__ __forceinline__ double own_distance2(const T* __restrict__ column, index_t n,
                                                 const T* __restrict__ centre, int d) {
     constexpr int V = 16 / sizeof(T);  // values a 16-byte load
-    static_assert(OWN_CHUNK % V == 0, "whole vectors a chunk");
     using Vec = typename Vec16<T>::type;
-    const bool vectors = d % V == 0 && (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0;
     double sum = 0.0;
-    for (int j0 = 0; j0 < d; j0 += OWN_CHUNK) {
-        T x[OWN_CHUNK], c[OWN_CHUNK];
+    if (d % V == 0 && (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0) {
+        const Vec* row = reinterpret_cast<const Vec*>(centre);
+#pragma unroll 2
+        for (int q = 0; q < d / V; ++q) {
+            const Vec c = __ldg(row + q);
+            const T* cv = reinterpret_cast<const T*>(&c);
 #pragma unroll
-        for (int u = 0; u < OWN_CHUNK; ++u)
-            x[u] = j0 + u < d ? column[(index_t)(j0 + u) * n] : T(0);
-        if (vectors) {  // d a multiple of V: a vector is wholly in the row or past it
-#pragma unroll
-            for (int q = 0; q < OWN_CHUNK / V; ++q) {
-                Vec cv{};
-                if (j0 + q * V < d) cv = __ldg(reinterpret_cast<const Vec*>(centre + j0) + q);
-                const T* values = reinterpret_cast<const T*>(&cv);
-#pragma unroll
-                for (int v = 0; v < V; ++v) c[q * V + v] = values[v];
+            for (int v = 0; v < V; ++v) {
+                const double diff = (double)column[(index_t)(q * V + v) * n] - (double)cv[v];
+                sum = fma(diff, diff, sum);
             }
-        } else {
-#pragma unroll
-            for (int u = 0; u < OWN_CHUNK; ++u) c[u] = j0 + u < d ? __ldg(centre + j0 + u) : T(0);
         }
-#pragma unroll
-        for (int u = 0; u < OWN_CHUNK; ++u) {
-            const double diff = (double)x[u] - (double)c[u];
-            sum = fma(diff, diff, sum);
-        }
+        return sum;
+    }
+#pragma unroll 4
+    for (int j = 0; j < d; ++j) {
+        const double diff = (double)column[(index_t)j * n] - (double)centre[j];
+        sum = fma(diff, diff, sum);
     }
     return sum;
 }
