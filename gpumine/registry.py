@@ -614,7 +614,7 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
             and (chosen.name == "tc-exact" or n_features <= 32)  # past 32: measured over tc-exact
             and _tensor_bounds(n_samples, n_features, n_clusters)):
         # hamerly's bounds, its queue scanned by tc-exact's kernels: the same labels, faster
-        # over 20-iteration fits already (_tensor_bounds). Only where the fit binds it: called
+        # over whole fits (_tensor_bounds says how much). Only where the fit binds it: called
         # unbound (predict, Dask's partitions) hamerly is tiled.
         reasons["assign"] = (f"{reasons['assign']}: '{chosen.name}', run as 'hamerly' "
                              "scanning on the tensor cores (the same labels; faster over "
