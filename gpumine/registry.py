@@ -528,7 +528,8 @@ def applies_to_dtype(kind: str, name: str, dtype: str) -> bool:
 
 def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: int,
                         n_features: int, n_clusters: int, dtype: str,
-                        device_name: str | None = None, binds: bool = True
+                        device_name: str | None = None, binds: bool = True,
+                        tensor_cores: bool = True
                         ) -> tuple[Strategy, Strategy, dict[str, str]]:
     """The k-means assignment and update for a fit, and why each was chosen.
 
@@ -540,7 +541,10 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
     :data:`gpumine.tuning.MARGIN` of it there; without a usable table the fixed rule of
     :func:`resolve_strategy` applies. Where the fit binds its strategies and ``hamerly``
     would scan its queue on the tensor cores (:func:`_tensor_bounds`), an ``"auto"``
-    assignment that came out ``tiled`` or ``tc-exact`` runs as ``hamerly``. Where ``hamerly``
+    assignment that came out ``tiled`` or ``tc-exact`` runs as ``hamerly`` -- past 32
+    features only on a device with ``tensor_cores`` (compute capability 8.0: there
+    ``hamerly`` has no other scan, and ``tc-exact`` runs ``tiled``'s kernel before it).
+    Where ``hamerly``
     (or ``tc-exact`` on large problems)
     assigns float32 data of a fit whose strategies bind to its X (``binds``: an in-memory
     fit; not Dask's stateless partition calls, where an unbound ``atomic-fixed`` computes
@@ -611,7 +615,8 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
             reasons[key] = f"the fixed rule for the {backend} backend ({why_fixed})"
     chosen = resolve_strategy("kmeans.assign", names["assign"], backend, **sizes)
     if (binds and assign == "auto" and backend == "gpu" and chosen.name in ("tiled", "tc-exact")
-            and (chosen.name == "tc-exact" or n_features <= 32)  # past 32: measured over tc-exact
+            # past 32: measured over tc-exact, and only on the tensor cores
+            and (n_features <= 32 or (chosen.name == "tc-exact" and tensor_cores))
             and _tensor_bounds(n_samples, n_features, n_clusters)):
         # hamerly's bounds, its queue scanned by tc-exact's kernels: the same labels, faster
         # over whole fits (_tensor_bounds says how much). Only where the fit binds it: called

@@ -251,6 +251,22 @@ def test_fit_equals_fit_with_tiled(cp, scan, n, d, k, dtype, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tensor_cores", [True, False])
+def test_auto_runs_wide_hamerly_only_with_tensor_cores(cp, monkeypatch, tensor_cores, rng):
+    """A fit's auto past 32 features from 2^19 rows and k = 1024 runs hamerly on the tensor
+    cores, and on a device without them (compute capability below 8.0, mocked) tc-exact --
+    whose fallback is tiled's kernel -- where hamerly would raise."""
+    from gpumine.kmeans import tensor_cores as tc
+
+    monkeypatch.setitem(tc._MMA_80, cp.cuda.runtime.getDevice(), tensor_cores)
+    n, d, k = registry.HAMERLY_MIN_SAMPLES, 48, registry.TC_SCAN_WIDE_MIN_CLUSTERS
+    X = _columns(cp, rng.uniform(-1, 1, size=(n, d)).astype(np.float32))
+    model = GPUKMeans(k, init=X[:k].copy(), max_iter=2, tol=0, device="gpu").fit(X)
+    assert model.strategies_["assign"] == ("hamerly" if tensor_cores else "tc-exact")
+    assert np.array_equal(cp.asnumpy(model.labels_), _tiled(cp, X, model.cluster_centers_))
+
+
+@pytest.mark.gpu
 def test_wide_data_is_refused_and_predict_runs_unbound(cp, rng):
     from gpumine.exceptions import IncompatibleStrategy
     from gpumine.kmeans.bounds import BoundAssign

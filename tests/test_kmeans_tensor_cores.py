@@ -233,9 +233,9 @@ def test_device_accumulation_stays_within_the_bounds_model(cp):
     magnitudes), on random inputs and on the model's worst case, where the alignment cuts
     every product after a large one (and some error shows, or the probe probed nothing)."""
     from gpumine.kmeans.accumulation import probe
-    from gpumine.kmeans.tensor_cores import _has_mma
+    from gpumine.kmeans.tensor_cores import has_mma
 
-    if not _has_mma(cp):
+    if not has_mma(cp):
         pytest.skip("no FP16 mma before compute capability 8.0: tc-exact runs tiled's kernel")
     for chain, found in probe(problems=512).items():
         for family, error in found["families"].items():

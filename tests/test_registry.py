@@ -226,3 +226,15 @@ def test_hamerly_feature_limit_is_the_bound_runs():
     assert registry.HAMERLY_MAX_FEATURES == bounds.MAX_FEATURES
     assert registry._tensor_bounds(10**6, bounds.MAX_FEATURES, 1024)
     assert not registry._tensor_bounds(10**6, bounds.MAX_FEATURES + 1, 1024)
+
+
+@pytest.mark.parametrize(("d", "k", "with_mma", "without"), [
+    (128, 1024, "hamerly", "tc-exact"),  # past 32 hamerly has only the tensor cores' scan
+    (32, 1024, "hamerly", "hamerly")])  # its register loop runs anywhere
+def test_auto_takes_wide_hamerly_only_on_tensor_cores(d, k, with_mma, without):
+    """Before compute capability 8.0 hamerly past 32 features cannot run (BoundAssign
+    raises): a fit's auto must not pick it there (tc-exact runs tiled's kernel instead)."""
+    sizes = dict(n_samples=10**6, n_features=d, n_clusters=k, dtype="float32")
+    assert registry.resolve_kmeans_pair("auto", "auto", "gpu", **sizes)[0].name == with_mma
+    assert registry.resolve_kmeans_pair("auto", "auto", "gpu", tensor_cores=False,
+                                        **sizes)[0].name == without

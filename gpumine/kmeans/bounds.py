@@ -56,11 +56,11 @@ from gpumine.kmeans.gpu import (
 from gpumine.kmeans.tensor_cores import (
     LISTED_DIMS,
     SCREEN_SHARE,
-    _has_mma,
     _padded_width,
     _Scratch,
     assign_listed,
     error_bound,
+    has_mma,
 )
 
 __all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves",
@@ -169,7 +169,7 @@ class BoundAssign:
     def __init__(self, X):
         n, d = X.shape
         cp = cupy_module()
-        if d > MAX_FEATURES or (d > REGISTER_FEATURES and not _has_mma(cp)):
+        if d > MAX_FEATURES or (d > REGISTER_FEATURES and not has_mma(cp)):
             raise IncompatibleStrategy(
                 f"assign='hamerly' takes at most {MAX_FEATURES} features (past "
                 f"{REGISTER_FEATURES} it scans on tensor cores: compute capability 8.0), got "
@@ -196,7 +196,7 @@ class BoundAssign:
         self._stats = cp.empty(3, dtype=cp.float64)
         self._k = k
         n = self.X.shape[0]
-        self._tensor = tensor_scan(n, d, k) and _has_mma(cp)
+        self._tensor = tensor_scan(n, d, k) and has_mma(cp)
         if self._tensor and self._queue_labels is None:
             self._queue_labels = cp.empty(n, dtype=cp.int32)
             # 2: the split kernel alone at first, counting what the screen would leave

@@ -30,6 +30,16 @@ from gpumine.validation import check_init_array, check_sample_weight, is_device_
 __all__ = ["GPUKMeans"]
 
 
+def _tensor_cores(backend) -> bool:
+    """Whether the fit's device has the tensor cores ``hamerly`` past 32 features scans on
+    (compute capability 8.0; :func:`gpumine.kmeans.tensor_cores.has_mma`)."""
+    if not backend.is_gpu:
+        return False
+    from gpumine.kmeans.tensor_cores import has_mma  # CuPy's side, imported with the GPU
+
+    return has_mma(backend.xp)
+
+
 class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstimator):
     """K-means clustering (Lloyd) on the GPU or the CPU, scikit-learn compatible.
 
@@ -81,8 +91,11 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         table (or the fixed rule) gives for the problem's shape, and on a large fit (n d k
         from :data:`gpumine.kmeans.measured.RACE_MIN_WORK`, ``max_iter`` >= 10) the exact
         candidates race on the data in the first iterations, the fastest assigning the
-        rest (:mod:`gpumine.kmeans.measured`; the same labels whichever wins).
-        ``strategies_`` and ``strategy_reasons_`` say what ran and why.
+        rest (:mod:`gpumine.kmeans.measured`; the same labels whichever wins). From
+        524,288 rows, where ``"hamerly"`` scans the points its bounds leave on the tensor
+        cores (d <= 32 with d * k >= 8192, or 33 to 128 features with k >= 1024), a fit
+        runs it without a race (``gpumine.registry._tensor_bounds``); ``predict`` keeps
+        the stateless pick. ``strategies_`` and ``strategy_reasons_`` say what ran and why.
     update : str, default="auto"
         ``kmeans.update`` strategy. ``"auto"``: on the CPU ``"numba"`` where Numba is
         installed, else ``"numpy"``; on the GPU the update the device's measured table
@@ -289,7 +302,8 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype, xp)
         assign, update, reasons = registry.resolve_kmeans_pair(
             self.assign, self.update, backend.name, n_samples=n_samples, n_features=n_features,
-            n_clusters=self.n_clusters, dtype=X.dtype.name, device_name=backend.device_name)
+            n_clusters=self.n_clusters, dtype=X.dtype.name, device_name=backend.device_name,
+            tensor_cores=_tensor_cores(backend))
         _check_features(update, n_features)
         assign_fn, race = assign.load(), None
         if self.assign == "auto" and backend.is_gpu and ids is None:

@@ -183,7 +183,8 @@ from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_p
 
 __all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "LISTED_DIMS", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
            "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "SCREEN_WAVES", "ScreenedRun", "assign_listed",
-           "assign_tc_exact", "assign_tc_fast", "error_bound", "queued_rows", "sample_rows"]
+           "assign_tc_exact", "assign_tc_fast", "error_bound", "has_mma", "queued_rows",
+           "sample_rows"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -358,7 +359,7 @@ def _listed_plan(cp):
 _MMA_80: dict = {}
 
 
-def _has_mma(cp) -> bool:
+def has_mma(cp) -> bool:
     """Compute capability 8.0 or newer (FP16 m16n8k16 and TF32 mma.sync, cp.async), cached
     per device."""
     device = cp.cuda.runtime.getDevice()
@@ -447,7 +448,7 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
     whose labels it reproduces anyway; tc-fast has nothing to fall back on and raises.
     """
     cp = cupy_module()
-    if not _has_mma(cp):
+    if not has_mma(cp):
         if not exact:
             raise IncompatibleStrategy("assign='tc-fast' needs FP16 and TF32 tensor cores "
                                        "(compute capability 8.0 or newer); use 'tiled'")
@@ -623,7 +624,7 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
     n, d = X.shape
     k = centers.shape[0]
     dp = _padded_width(d)
-    if dp not in LISTED_DIMS or not _has_mma(cp):
+    if dp not in LISTED_DIMS or not has_mma(cp):
         raise IncompatibleStrategy(
             f"the listed rows' tensor-core pass takes {LISTED_DIMS[-1]} features at most and "
             "compute capability 8.0")
