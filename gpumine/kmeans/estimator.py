@@ -93,9 +93,10 @@ class GPUKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GpumineEstima
         candidates race on the data in the first iterations, the fastest assigning the
         rest (:mod:`gpumine.kmeans.measured`; the same labels whichever wins). From
         524,288 rows, where ``"hamerly"`` scans the points its bounds leave on the tensor
-        cores (d <= 32 with d * k >= 8192, or 33 to 128 features with k >= 1024), a fit
-        runs it without a race (``gpumine.registry._tensor_bounds``); ``predict`` keeps
-        the stateless pick. ``strategies_`` and ``strategy_reasons_`` say what ran and why.
+        cores (d <= 32 with d * k >= 8192; or 33 to 128 features with k >= 1024 where the
+        shape picks ``"tc-exact"``, on compute capability 8.0 or newer), a fit runs it
+        without a race (``gpumine.registry._tensor_bounds``); ``predict`` keeps the
+        stateless pick. ``strategies_`` and ``strategy_reasons_`` say what ran and why.
     update : str, default="auto"
         ``kmeans.update`` strategy. ``"auto"``: on the CPU ``"numba"`` where Numba is
         installed, else ``"numpy"``; on the GPU the update the device's measured table
