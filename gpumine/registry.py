@@ -542,10 +542,9 @@ def resolve_kmeans_pair(assign: str, update: str, backend: str, *, n_samples: in
     :func:`resolve_strategy` applies. Where the fit binds its strategies and ``hamerly``
     would scan its queue on the tensor cores (:func:`_tensor_bounds`), an ``"auto"``
     assignment that came out ``tiled`` or ``tc-exact`` runs as ``hamerly`` -- past 32
-    features only on a device with ``tensor_cores`` (compute capability 8.0: there
-    ``hamerly`` has no other scan, and ``tc-exact`` runs ``tiled``'s kernel before it).
-    Where ``hamerly``
-    (or ``tc-exact`` on large problems)
+    features only where ``tensor_cores`` says the device has them (compute capability 8.0;
+    without them ``hamerly`` has no scan past 32 features, and ``tc-exact`` runs ``tiled``'s
+    kernel). Where ``hamerly`` (or ``tc-exact`` on large problems)
     assigns float32 data of a fit whose strategies bind to its X (``binds``: an in-memory
     fit; not Dask's stateless partition calls, where an unbound ``atomic-fixed`` computes
     its quanta every call), an ``"auto"`` update that came out ``atomic`` runs as
