@@ -429,8 +429,7 @@ def _tensor_bounds(n_samples: int | None, n_features: int | None,
     if None in (n_samples, n_features, n_clusters) or n_samples < HAMERLY_MIN_SAMPLES:
         return False
     if n_features > 32:
-        return (n_features <= HAMERLY_MAX_FEATURES and n_samples >= TC_SCAN_MIN_ROWS
-                and n_clusters >= TC_SCAN_WIDE_MIN_CLUSTERS)
+        return n_features <= HAMERLY_MAX_FEATURES and n_clusters >= TC_SCAN_WIDE_MIN_CLUSTERS
     return hamerly_tensor_scan(n_samples, n_features, n_clusters)
 
 

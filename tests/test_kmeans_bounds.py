@@ -55,6 +55,18 @@ def _columns(cp, X):
     return cp.ascontiguousarray(cp.asarray(X).T).T
 
 
+def _drawn(rng, n, d, k, offset, blobs, dtype):
+    """n x d host rows: uniform in [-1, 1]^d, or (``blobs``) unit normals around k / 4 (at
+    least 2) centres in [-5, 5]^d -- near-ties between a blob's centres -- shifted by
+    ``offset``."""
+    if blobs:
+        middle = rng.uniform(-5, 5, size=(max(2, k // 4), d))
+        host = middle[rng.randint(0, len(middle), n)] + rng.normal(size=(n, d)) + offset
+    else:
+        host = rng.uniform(-1, 1, size=(n, d)) + offset
+    return host.astype(dtype)
+
+
 def _tiled(cp, X, C):
     labels = cp.full(X.shape[0], -7, dtype=cp.int32)
     registry.load_strategy("kmeans.assign", "tiled")(X, C, labels)
@@ -120,12 +132,7 @@ def test_bounds_hold_after_every_call(cp, scan, n, d, k, offset, blobs, dtype, r
     scan's re-check, and keep the bounds the filter wrote for them."""
     from gpumine.kmeans.bounds import BoundAssign
 
-    if blobs:
-        middle = rng.uniform(-5, 5, size=(k // 4, d))
-        host = (middle[rng.randint(0, k // 4, n)] + rng.normal(size=(n, d)) + offset)
-    else:
-        host = rng.uniform(-1, 1, size=(n, d)) + offset
-    host = host.astype(dtype)
+    host = _drawn(rng, n, d, k, offset, blobs, dtype)
     X = _columns(cp, host)
     C = X[rng.choice(n, k, replace=False)].copy()
     bound = BoundAssign(X)
@@ -189,12 +196,7 @@ def test_wide_data_scanned_on_tensor_cores(cp, monkeypatch, screen, n, d, k, off
     monkeypatch.setattr(bounds, "TC_SCAN_SCREEN", screen)
     monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 64, 1.0)
     monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 128, 1.0)
-    if blobs:
-        middle = rng.uniform(-5, 5, size=(max(2, k // 4), d))
-        host = middle[rng.randint(0, len(middle), n)] + rng.normal(size=(n, d)) + offset
-    else:
-        host = rng.uniform(-1, 1, size=(n, d)) + offset
-    host = host.astype(dtype)
+    host = _drawn(rng, n, d, k, offset, blobs, dtype)
     X = _columns(cp, host)
     C = X[rng.choice(n, k, replace=False)].copy()
     bound = BoundAssign(X)
