@@ -42,7 +42,7 @@ import numpy as np
 from gpumine import registry
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy
-from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch
+from gpumine.kernels import BLOCK, declares, get_kernel, launch, stride_grid
 from gpumine.kmeans.gpu import (
     ASSIGN_DIMS,
     ASSIGN_SHAPES,
@@ -73,8 +73,6 @@ REGISTER_FEATURES = ASSIGN_DIMS[-1]
 #: Features the strategy takes: past REGISTER_FEATURES its queue is scanned on the tensor
 #: cores (compute capability 8.0), up to the fused kernels' widest.
 MAX_FEATURES = LISTED_DIMS[-1]
-#: Blocks per SM of the filter and scan grids (both stride over their points).
-_BLOCKS_PER_SM = 8
 #: The tensor-core scan puts tc-exact's screen (one product) before the split kernel while
 #: the screen leaves few enough of the queued points (its own plan over them: the
 #: ``plan`` of :func:`~gpumine.kmeans.tensor_cores.assign_listed`); False: the split kernel
@@ -272,8 +270,6 @@ class BoundAssign:
         centers = cp.ascontiguousarray(centers, dtype=X.dtype)
         request, force, queue_size = (self._flags[0:1], self._flags[1:2],
                                       self._flags[2:3].view(cp.uint32))
-        grid = max(1, min(-(-n // BLOCK), device_attribute("MultiProcessorCount")
-                          * _BLOCKS_PER_SM))
         moves = self._moves
 
         def shifts():
@@ -285,7 +281,8 @@ class BoundAssign:
             self._flags[2:4].data.memset_async(0, 8)  # the queue's and the moves' counts
 
         def filter_points():
-            launch(get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK), grid, BLOCK,
+            kernel = get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK)
+            launch(kernel, stride_grid(kernel, BLOCK, n), BLOCK,
                    (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
                     self._bound, np.int64(n), self.upper,
                     self.lower, queue_size, self._queue,
@@ -298,20 +295,23 @@ class BoundAssign:
             tile, _ = tiled_shape(k, d, X.dtype.itemsize)
             dmax = next(m for m in ASSIGN_DIMS if m >= d)
             ppt = points_per_thread(dmax, n)
-            launch(get_kernel(_SOURCE, "bounds_scan", X.dtype, tile, dmax, ppt), grid, BLOCK,
+            kernel = get_kernel(_SOURCE, "bounds_scan", X.dtype, tile, dmax, ppt)
+            shared = tile * dmax * X.dtype.itemsize
+            launch(kernel, stride_grid(kernel, BLOCK, n, shared), BLOCK,
                    (self._XT, centers, self._bound, np.int64(n), np.int32(d), np.int32(k),
                     queue_size, self._queue, labels, self.upper, self.lower,
                     kernel_pointer(changed),
                     *((kernel_pointer(None), np.uint32(0), kernel_pointer(None),
                        kernel_pointer(None)) if moves is None else
                       (moves.count, np.uint32(moves.capacity), moves.rows, moves.previous))),
-                   shared_mem=tile * dmax * X.dtype.itemsize)
+                   shared_mem=shared)
 
         def tensor_scan_queue():
             assign_listed(X, centers, labels, changed, self._queue, queue_size,
                           (self.upper, self.lower), self._scratch, plan=self._screen_plan)
             if moves is not None:
-                launch(get_kernel(_SOURCE, "bounds_moves"), grid, BLOCK,
+                kernel = get_kernel(_SOURCE, "bounds_moves")
+                launch(kernel, stride_grid(kernel, BLOCK, n), BLOCK,
                        (queue_size, self._queue, self._queue_labels, labels, moves.count,
                         np.uint32(moves.capacity), moves.rows, moves.previous))
 
