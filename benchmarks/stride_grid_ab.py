@@ -28,6 +28,8 @@ from fit_timing import save  # the script's folder is on sys.path
 from fit_vs_flash import _data
 
 from gpumine import GPUKMeans
+from gpumine.backend import get_backend
+from gpumine.bench.record import context
 from gpumine.kernels import device_attribute
 from gpumine.kmeans import bounds
 
@@ -88,8 +90,8 @@ def main() -> None:
             del X, C
             cp.get_default_memory_pool().free_all_blocks()
     bounds.stride_grid = _NEW
-    save(args.out, "stride-grid-ab", {"repeats": args.repeats, "rows": rows,
-                                      "numpy": np.__version__})
+    save(args.out, "stride-grid-ab", {**context(get_backend("gpu")), "repeats": args.repeats,
+                                      "rows": rows, "numpy": np.__version__})
 
 
 if __name__ == "__main__":
