@@ -81,21 +81,27 @@ bounds_shifts(const double* __restrict__ shift,   // IN  (k) each centre's move
     }
 }
 
-// The squared distance of a point (column-major: feature j at column[j * n]) to its own
-// centre (a row of d values), in double from the T values: the filter's tightening. The
-// centre's row is read 16 bytes at a time where it is aligned (16-byte address; float: d a
-// multiple of 4, double: of 2), the point's values unrolled so that their loads are in
-// flight together (any order of the d additions is within the filter's 2^-40 slack).
+// An upper bound on the squared distance of a point (column-major: feature j at
+// column[j * n]) to its own centre (a row of d values): the filter's tightening. Float data:
+// the distance D^ computed in float as assign_tiled computes it (the difference, then an FMA
+// a feature), whose error |D^ - D| <= kappa D + eta (the bound's own terms) gives
+// D <= (D^ + eta) / (1 - kappa); where a double computation of the same took a conversion of
+// every value to double (the XU pipe, a quarter of the FMA pipe's rate: 38 % of the filter's
+// issue slots at 10M x 32, k = 1024 on the H200, ncu-listed-hamerly-*-h200-82645d5). A
+// non-finite D^ gives no bound (+inf or NaN: the point is queued). Double data: in double
+// (within the filter's 2^-40 slack). The centre's row is read 16 bytes at a time where it is
+// aligned (16-byte address; float: d a multiple of 4, double: of 2), the point's values
+// unrolled so that their loads are in flight together.
 template <typename T> struct Vec16;
 template <> struct Vec16<float> { using type = float4; };
 template <> struct Vec16<double> { using type = double2; };
 
 template <typename T>
-__device__ __forceinline__ double own_distance2(const T* __restrict__ column, index_t n,
-                                                const T* __restrict__ centre, int d) {
+__device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t n,
+                                           const T* __restrict__ centre, int d) {
     constexpr int V = 16 / sizeof(T);  // values a 16-byte load
     using Vec = typename Vec16<T>::type;
-    double sum = 0.0;
+    T sum = 0;
     if (d % V == 0 && (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0) {
         const Vec* row = reinterpret_cast<const Vec*>(centre);
 #pragma unroll 2
@@ -104,7 +110,7 @@ __device__ __forceinline__ double own_distance2(const T* __restrict__ column, in
             const T* cv = reinterpret_cast<const T*>(&c);
 #pragma unroll
             for (int v = 0; v < V; ++v) {
-                const double diff = (double)column[(index_t)(q * V + v) * n] - (double)cv[v];
+                const T diff = column[(index_t)(q * V + v) * n] - cv[v];
                 sum = fma(diff, diff, sum);
             }
         }
@@ -112,18 +118,27 @@ __device__ __forceinline__ double own_distance2(const T* __restrict__ column, in
     }
 #pragma unroll 4
     for (int j = 0; j < d; ++j) {
-        const double diff = (double)column[(index_t)j * n] - (double)centre[j];
+        const T diff = column[(index_t)j * n] - centre[j];
         sum = fma(diff, diff, sum);
     }
     return sum;
 }
 
+template <typename T>
+__device__ __forceinline__ double own_upper2(const T* __restrict__ column, index_t n,
+                                             const T* __restrict__ centre, int d,
+                                             double kappa, double eta) {
+    const T computed = own_distance2(column, n, centre, d);
+    if (sizeof(T) == sizeof(double)) return (double)computed;
+    return ((double)computed + eta) / (1.0 - kappa);
+}
+
 // The bounds test of every point: skipped points keep their label and get their moved
 // bounds; the others are appended to `queue` (a block reserves its slots with one atomic
 // per BLOCK points: one per warp on the one counter measured slower than the test itself).
-// A point that fails the test first gets its upper bound tightened to its true distance
-// to its own centre (Hamerly's second test; computed in double from the T values, whose
-// error the 2^-40 slack covers) and is skipped if that separates it.
+// A point that fails the test first gets its upper bound tightened to its distance to its
+// own centre (Hamerly's second test: own_upper2, a bound on the true distance) and is
+// skipped if that separates it.
 // With `queue_labels` (the scan on tensor cores, gpumine.kmeans.bounds.BoundAssign), a
 // queued point also gets bounds that hold whatever label the exact assignment then gives
 // it, and its label is kept beside its slot (the scan's moves: bounds_moves). The scan
@@ -178,7 +193,7 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                 const double l_test = (1.0 - kappa) * l * l - eta;
                 scan = !((1.0 + kappa) * u * u + eta < l_test && l > 0.0);
                 if (scan && l > 0.0) {
-                    u = sqrt(own_distance2(XT + i, n, centers + (index_t)a * d, d))
+                    u = sqrt(own_upper2(XT + i, n, centers + (index_t)a * d, d, kappa, eta))
                         * (1.0 + 0x1p-40);
                     scan = !((1.0 + kappa) * u * u + eta < l_test);
                 }

@@ -1,19 +1,24 @@
-"""Whole fits with ``hamerly``'s strided kernels on one wave of resident blocks
-(``gpumine.kernels.stride_grid``) against the fixed eight blocks per multiprocessor they had.
+"""Whole ``hamerly`` fits of this tree against an older version of its bounds kernels or
+grids, in turns in one process.
 
 Usage (repository root, on a GPU machine)::
 
-    GPUMINE_COMMIT=<hash> python benchmarks/stride_grid_ab.py --out $OUT \\
-        [--only 10000000,32,1024 1000000,128,1024] [--data uniform blobs:64] [--repeats 5]
+    GPUMINE_COMMIT=<hash> python benchmarks/hamerly_ab.py --out $OUT [--old-grid] \\
+        [--old-source kmeans_bounds_old.cu] [--only 10000000,32,1024 1000000,128,1024] \\
+        [--data uniform blobs:64] [--repeats 5] [--tag NAME]
 
-For each shape and data (``fit_vs_flash.py``'s: the first k rows as centres, ``tol=0``), in
-one process: ``GPUKMeans(k, init=C, max_iter=m, tol=0, assign="hamerly")`` from device data
-for m = 20 and 100, each fit ``--repeats`` times with the new grid and the old one in turns;
-a steady iteration is ``(t(100) - t(20)) / 80`` of the medians. The old grid is
-``min(blocks for n, multiprocessors x 8)`` (the filter, the SIMT scan and the tensor scan's
-moves). The two fits' labels and centres must be equal bit for bit (the grid changes only
-the order of the queue's slots; ``update="atomic-fixed"`` sums exactly). Writes
-``stride-grid-ab-<date>-<commit>.json``.
+The "old" arm: with ``--old-grid``, the strided kernels (the filter, the SIMT scan and the
+tensor scan's moves) on the fixed eight blocks per multiprocessor they had before one wave
+of resident blocks (``gpumine.kernels.stride_grid``); with ``--old-source``, the bounds
+kernels from that file of ``kernels/`` (e.g. a copy of an earlier commit's
+``kmeans_bounds.cu``).
+
+For each shape and data (``fit_vs_flash.py``'s: the first k rows as centres, ``tol=0``):
+``GPUKMeans(k, init=C, max_iter=m, tol=0, assign="hamerly", update="atomic-fixed")`` from
+device data for m = 20 and 100, each fit ``--repeats`` times with the new arm and the old
+one in turns; a steady iteration is ``(t(100) - t(20)) / 80`` of the medians. Both arms'
+labels and centres must be equal (``fits_equal``; exact labels, exact sums). Writes
+``hamerly-ab-<date>-<commit>[-tag].json``.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from gpumine.kernels import device_attribute
 from gpumine.kmeans import bounds
 
 _NEW = bounds.stride_grid
+_SOURCE = bounds._SOURCE
 
 
 def _old(kernel, block, count, shared_mem=0):
@@ -41,8 +47,8 @@ def _old(kernel, block, count, shared_mem=0):
     return max(1, min(-(-int(count) // block), device_attribute("MultiProcessorCount") * 8))
 
 
-def _fit(X, C, k, iterations, grid):
-    bounds.stride_grid = grid
+def _fit(X, C, k, iterations, arm):
+    bounds.stride_grid, bounds._SOURCE = arm
     cp.cuda.Device().synchronize()
     start = time.perf_counter()
     model = GPUKMeans(k, init=C, n_init=1, max_iter=iterations, tol=0.0, assign="hamerly",
@@ -58,7 +64,12 @@ def main() -> None:
                         default=["10000000,32,1024", "1000000,128,1024", "4000000,8,200"])
     parser.add_argument("--data", nargs="+", default=["uniform"])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--old-grid", action="store_true")
+    parser.add_argument("--old-source", default=None)
+    parser.add_argument("--tag", default="")
     args = parser.parse_args()
+    new = (_NEW, _SOURCE)
+    old = (_old if args.old_grid else _NEW, args.old_source or _SOURCE)
     rows = []
     for shape in args.only:
         n, d, k = map(int, shape.split(","))
@@ -68,11 +79,11 @@ def main() -> None:
             seconds = {(name, m): [] for name in ("new", "old") for m in (20, 100)}
             equal = True
             for iterations in (20, 100):
-                _fit(X, C, k, iterations, _NEW)  # warm-up: compiles, binds
-                _fit(X, C, k, iterations, _old)
+                _fit(X, C, k, iterations, new)  # warm-up: compiles, binds
+                _fit(X, C, k, iterations, old)
                 for _ in range(args.repeats):
-                    t_new, a = _fit(X, C, k, iterations, _NEW)
-                    t_old, b = _fit(X, C, k, iterations, _old)
+                    t_new, a = _fit(X, C, k, iterations, new)
+                    t_old, b = _fit(X, C, k, iterations, old)
                     seconds["new", iterations].append(t_new)
                     seconds["old", iterations].append(t_old)
                     equal = equal and bool(cp.array_equal(a.labels_, b.labels_)) and bool(
@@ -89,9 +100,11 @@ def main() -> None:
             rows.append(row)
             del X, C
             cp.get_default_memory_pool().free_all_blocks()
-    bounds.stride_grid = _NEW
-    save(args.out, "stride-grid-ab", {**context(get_backend("gpu")), "repeats": args.repeats,
-                                      "rows": rows, "numpy": np.__version__})
+    bounds.stride_grid, bounds._SOURCE = new
+    record = {**context(get_backend("gpu")), "old_grid": args.old_grid,
+              "old_source": args.old_source, "repeats": args.repeats, "rows": rows,
+              "numpy": np.__version__}
+    save(args.out, "hamerly-ab" + (f"-{args.tag}" if args.tag else ""), record)
 
 
 if __name__ == "__main__":
