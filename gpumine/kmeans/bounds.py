@@ -16,8 +16,10 @@ for underflow). A point is skipped only when ``(1 + kappa) u^2 + eta < (1 - kapp
 then tiled's ``D_hat`` of its centre is strictly below every other, and tiled picks it. The
 other points are scanned against all centres with tiled's register loop (the same values,
 the same label, ties to the lowest index), and their new bounds come from the best and
-second-best ``D_hat`` widened by the same error terms. Bounds are kept in float32 rounded
-outward; the derivation is in ``kernels/kmeans_bounds.cu``.
+second-best ``D_hat`` widened by the same error terms; a tightened ``u`` is the same:
+``D_hat`` of its own centre, computed as tiled computes it, widened to ``(D_hat + eta) /
+(1 - kappa)``. Bounds are kept in float32 rounded outward; the derivation is in
+``kernels/kmeans_bounds.cu``.
 
 Where d * k is large, or past 32 features (up to 128), the queued points are scanned by
 ``tc-exact``'s kernels on the tensor cores instead (:class:`BoundAssign`, :func:`tensor_scan`).
