@@ -151,7 +151,7 @@ __device__ __forceinline__ void seed_bounds(float* upper, float* lower, index_t 
                                             double cmax, const double* bound, double extra) {
     if (!decided) return;
     const double e = top2_error(x_norm2, cmax, bound, extra) + x_norm2 * 0x1p-40;
-    upper[i] = bound_up_tight(sqrt(fmax(x_norm2 + (double)t.best + e, 0.0)));
+    upper[i] = bound_up(sqrt(fmax(x_norm2 + (double)t.best + e, 0.0)));
     lower[i] = bound_down(sqrt(fmax(x_norm2 + (double)t.second - e, 0.0)));
 }
 

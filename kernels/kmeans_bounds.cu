@@ -138,9 +138,7 @@ __device__ __forceinline__ double own_upper2(const T* __restrict__ column, index
 // per BLOCK points: one per warp on the one counter measured slower than the test itself).
 // A point that fails the test first gets its upper bound tightened to its distance to its
 // own centre (Hamerly's second test: own_upper2, a bound on the true distance) and is
-// skipped if that separates it -- unless its u carries the hint bit (kmeans_direct.cuh's
-// bound_up_tight) and u less the centre's move fails the test as well: then the tightened
-// u would too (a row queued call after call), and it is queued without reading its row.
+// skipped if that separates it.
 // With `queue_labels` (the scan on tensor cores, gpumine.kmeans.bounds.BoundAssign), a
 // queued point also gets bounds that hold whatever label the exact assignment then gives
 // it, and its label is kept beside its slot (the scan's moves: bounds_moves). The scan
@@ -190,26 +188,17 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
             }
             if (!full) {
                 a = labels[i];
-                const float stored = upper[i];
-                double u = (double)stored + shift[a];
+                double u = (double)upper[i] + shift[a];
                 const double l = (double)lower[i] - (a == far ? stats[1] : stats[0]);
                 const double l_test = (1.0 - kappa) * l * l - eta;
                 scan = !((1.0 + kappa) * u * u + eta < l_test && l > 0.0);
-                // A u with its hint bit (bound_up_tight: from the row's distance last call)
-                // less the centre's move is about the distance now: where even that fails
-                // the test, so would the tightened u, and the row is queued unread.
-                const double near = (double)stored - shift[a];
-                const bool hopeless = (__float_as_uint(stored) & 1u) != 0u && near > 0.0
-                                      && !((1.0 + kappa) * near * near + eta < l_test);
-                bool tightened = false;
-                if (scan && l > 0.0 && !hopeless) {
+                if (scan && l > 0.0) {
                     u = sqrt(own_upper2(XT + i, n, centers + (index_t)a * d, d, kappa, eta))
                         * (1.0 + 0x1p-40);
                     scan = !((1.0 + kappa) * u * u + eta < l_test);
-                    tightened = true;
                 }
                 if (!scan) {
-                    upper[i] = tightened ? bound_up_tight(u) : bound_up(u);
+                    upper[i] = bound_up(u);
                     lower[i] = bound_down(l);
                 } else if (keep) {  // bounds for any label the exact assignment gives
                     upper[i] = bound_up(sqrt(((1.0 + kappa) * u * u + 2.0 * eta)
@@ -349,7 +338,7 @@ bounds_scan(const T* __restrict__ XT,                  // IN  (d, n)
         for (int p = 0; p < PPT; ++p) {
             const bool active = row[p] >= 0;
             if (active) {
-                upper[row[p]] = bound_up_tight(sqrt(((double)best[p] + eta) / (1.0 - kappa)));
+                upper[row[p]] = bound_up(sqrt(((double)best[p] + eta) / (1.0 - kappa)));
                 // k = 1: no other centre, the bound stays infinite
                 lower[row[p]] = k == 1 ? __int_as_float(0x7f800000)
                     : bound_down(sqrt(fmax((double)second[p] - eta, 0.0) / (1.0 + kappa)));

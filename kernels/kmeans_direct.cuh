@@ -7,23 +7,8 @@
 
 // A bound on a distance widened by a relative slack of 2^-40 (up: Hamerly's u, down: l)
 // and rounded outward to float (kmeans_bounds.cu; tc-exact writes them too, for a seed).
-// Hamerly's u also carries a hint in its last bit: bound_up rounds up to a float whose last
-// bit is 0, bound_up_tight to one whose last bit is 1 (at most one float further up: still
-// a bound), for a u computed from the row's own distance in this call (the filter's
-// tightening, a scan's best). The next call's filter reads u less the centre's move as
-// about the distance then, and queues a row it would not separate without reading it
-// (bounds_filter). A hint only: a wrong bit costs a read or a scan, never a label.
-__device__ __forceinline__ float bound_last_bit(float v, unsigned bit) {
-    const unsigned bits = __float_as_uint(v);
-    // +inf, NaN and negative values (none expected) as they are; else the next float up
-    if ((bits & 1u) == bit || bits >= 0x7f800000u) return v;
-    return __uint_as_float(bits + 1u);
-}
 __device__ __forceinline__ float bound_up(double v) {
-    return bound_last_bit(__double2float_ru(v * (1.0 + 0x1p-40)), 0u);
-}
-__device__ __forceinline__ float bound_up_tight(double v) {
-    return bound_last_bit(__double2float_ru(v * (1.0 + 0x1p-40)), 1u);
+    return __double2float_ru(v * (1.0 + 0x1p-40));
 }
 __device__ __forceinline__ float bound_down(double v) {
     return v <= 0.0 ? 0.0f : __double2float_rd(v * (1.0 - 0x1p-40));

@@ -121,32 +121,6 @@ def _check_bounds(cp, bound, host, centers, labels):
 
 
 @pytest.mark.gpu
-def test_scanned_rows_carry_the_hint_bit(cp, scan, rng):
-    """A scan's upper bounds come from the row's own distance, and say so in their last bit
-    (kernels/kmeans_direct.cuh's bound_up_tight: the next call's filter queues such a row
-    unread where u less its centre's move still fails the test): after the first call (a
-    full scan) every finite upper bound is odd; the labels stay tiled's on the calls after,
-    where rows are skipped, tightened or queued on the hint."""
-    from gpumine.kmeans.bounds import BoundAssign
-
-    n, d, k = 20_000, 24, 300
-    X = _columns(cp, rng.normal(size=(n, d)).astype(np.float32))
-    C = X[rng.choice(n, k, replace=False)].copy()
-    bound = BoundAssign(X)
-    labels = cp.full(n, -1, dtype=cp.int32)
-    bound(X, C, labels)
-    bits = cp.asnumpy(bound.upper).view(np.uint32)
-    finite = (bits & 0x7F800000) != 0x7F800000
-    assert finite.mean() > 0.5
-    assert np.all(bits[finite] & 1 == 1), np.sum(bits[finite] & 1 == 0)
-    for step in range(4):
-        C = C + cp.asarray(rng.normal(scale=0.02 * 0.5**step, size=C.shape), dtype=cp.float32)
-        bound(X, C, labels)
-        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, C)), step
-        assert 0 < bound.scanned() < n
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("n", "d", "k", "offset", "blobs"), [
     (20_000, 24, 300, 0.0, False), (30_001, 32, 64, 1e4, True), (9000, 3, 700, -3e5, False),
