@@ -120,6 +120,31 @@ def _check_bounds(cp, bound, host, centers, labels):
     assert np.all(lower <= distances.min(axis=1)), np.sum(lower > distances.min(axis=1))
 
 
+def _checked_calls(cp, host, k, rng, count=False, calls=6):
+    """A BoundAssign over ``host``'s rows called ``calls`` times with k centres (drawn from
+    the rows) moving by shrinking steps, as in a fit; after each call every label is
+    tiled's, every row's bounds hold (_check_bounds) and, with ``count``, the changed count
+    is the labels that changed. Yields the BoundAssign after each call."""
+    from gpumine.kmeans.bounds import BoundAssign
+
+    n, dtype = host.shape[0], host.dtype
+    X = _columns(cp, host)
+    C = X[rng.choice(n, k, replace=False)].copy()
+    bound = BoundAssign(X)
+    labels = cp.full(n, -1, dtype=cp.int32)
+    for step in range(calls):
+        C = C + cp.asarray(rng.normal(scale=0.1 * 0.3**step, size=C.shape), dtype=dtype)
+        changed = cp.zeros(1, dtype=cp.uint64) if count else None
+        before = cp.asnumpy(labels)
+        bound(X, C, labels, changed=changed)
+        expected = _tiled(cp, X, C)
+        assert np.array_equal(cp.asnumpy(labels), expected), step
+        if count:
+            assert int(changed.get()[0]) == int(np.sum(before != expected)), step
+        _check_bounds(cp, bound, host, C, labels)
+        yield bound
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("n", "d", "k", "offset", "blobs"), [
@@ -130,19 +155,9 @@ def test_bounds_hold_after_every_call(cp, scan, n, d, k, offset, blobs, dtype, r
     each row's bounds hold against float64 distances to the call's centres, the labels are
     tiled's; on blobs (near-ties between a blob's centres) many rows go to the tensor-core
     scan's re-check, and keep the bounds the filter wrote for them."""
-    from gpumine.kmeans.bounds import BoundAssign
-
     host = _drawn(rng, n, d, k, offset, blobs, dtype)
-    X = _columns(cp, host)
-    C = X[rng.choice(n, k, replace=False)].copy()
-    bound = BoundAssign(X)
-    labels = cp.full(n, -1, dtype=cp.int32)
     plans = []
-    for step in range(6):
-        C = C + cp.asarray(rng.normal(scale=0.1 * 0.3**step, size=C.shape), dtype=dtype)
-        bound(X, C, labels)
-        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, C)), step
-        _check_bounds(cp, bound, host, C, labels)
+    for bound in _checked_calls(cp, host, k, rng):
         if bound._screen_plan is not None:
             plans.append(int(bound._screen_plan.get()[0]))
     assert bound._tensor == (scan != "registers")
@@ -191,26 +206,13 @@ def test_wide_data_scanned_on_tensor_cores(cp, monkeypatch, screen, n, d, k, off
     kernel alone or the screen forced on every call after the first (64 and 128 padded
     features: the screen's widths)."""
     from gpumine.kmeans import bounds, tensor_cores
-    from gpumine.kmeans.bounds import BoundAssign
 
     monkeypatch.setattr(bounds, "TC_SCAN_SCREEN", screen)
     monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 64, 1.0)
     monkeypatch.setitem(tensor_cores.SCREEN_SHARE, 128, 1.0)
     host = _drawn(rng, n, d, k, offset, blobs, dtype)
-    X = _columns(cp, host)
-    C = X[rng.choice(n, k, replace=False)].copy()
-    bound = BoundAssign(X)
-    labels = cp.full(n, -1, dtype=cp.int32)
     scanned = []
-    for step in range(6):
-        C = C + cp.asarray(rng.normal(scale=0.1 * 0.3**step, size=C.shape), dtype=dtype)
-        changed = cp.zeros(1, dtype=cp.uint64)
-        before = cp.asnumpy(labels)
-        bound(X, C, labels, changed=changed)
-        expected = _tiled(cp, X, C)
-        assert np.array_equal(cp.asnumpy(labels), expected), step
-        assert int(changed.get()[0]) == int(np.sum(before != expected))
-        _check_bounds(cp, bound, host, C, labels)
+    for bound in _checked_calls(cp, host, k, rng, count=True):
         scanned.append(bound.scanned())
     assert bound._tensor
     assert (bound._screen_plan is not None) == screen
