@@ -4,14 +4,16 @@ grids, in turns in one process.
 Usage (repository root, on a GPU machine)::
 
     GPUMINE_COMMIT=<hash> python benchmarks/hamerly_ab.py --out $OUT [--old-grid] \\
-        [--old-source kmeans_bounds_old.cu] [--only 10000000,32,1024 1000000,128,1024] \\
-        [--data uniform blobs:64] [--repeats 5] [--tag NAME]
+        [--old-source kmeans_bounds_old.cu] [--old-tc-source kmeans_assign_tc_old.cu] \\
+        [--only 10000000,32,1024 1000000,128,1024] [--data uniform blobs:64] [--repeats 5] \\
+        [--tag NAME]
 
 The "old" arm: with ``--old-grid``, the strided kernels (the filter, the SIMT scan and the
 tensor scan's moves) on the fixed eight blocks per multiprocessor they had before one wave
 of resident blocks (``gpumine.kernels.stride_grid``); with ``--old-source``, the bounds
 kernels from that file of ``kernels/`` (e.g. a copy of an earlier commit's
-``kmeans_bounds.cu``).
+``kmeans_bounds.cu``); with ``--old-tc-source``, the tensor-core kernels (the scan of the
+queue past 32 features or at many centres: ``tensor_cores._SOURCE``) from that file.
 
 For each shape and data (``fit_vs_flash.py``'s: the first k rows as centres, ``tol=0``):
 ``GPUKMeans(k, init=C, max_iter=m, tol=0, assign="hamerly", update="atomic-fixed")`` from
@@ -36,10 +38,11 @@ from gpumine import GPUKMeans
 from gpumine.backend import get_backend
 from gpumine.bench.record import context
 from gpumine.kernels import device_attribute
-from gpumine.kmeans import bounds
+from gpumine.kmeans import bounds, tensor_cores
 
 _NEW = bounds.stride_grid
 _SOURCE = bounds._SOURCE
+_TC_SOURCE = tensor_cores._SOURCE
 
 
 def _old(kernel, block, count, shared_mem=0):
@@ -48,7 +51,7 @@ def _old(kernel, block, count, shared_mem=0):
 
 
 def _fit(X, C, k, iterations, arm):
-    bounds.stride_grid, bounds._SOURCE = arm
+    bounds.stride_grid, bounds._SOURCE, tensor_cores._SOURCE = arm
     cp.cuda.Device().synchronize()
     start = time.perf_counter()
     model = GPUKMeans(k, init=C, n_init=1, max_iter=iterations, tol=0.0, assign="hamerly",
@@ -66,10 +69,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--old-grid", action="store_true")
     parser.add_argument("--old-source", default=None)
+    parser.add_argument("--old-tc-source", default=None)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    new = (_NEW, _SOURCE)
-    old = (_old if args.old_grid else _NEW, args.old_source or _SOURCE)
+    new = (_NEW, _SOURCE, _TC_SOURCE)
+    old = (_old if args.old_grid else _NEW, args.old_source or _SOURCE,
+           args.old_tc_source or _TC_SOURCE)
     rows = []
     for shape in args.only:
         n, d, k = map(int, shape.split(","))
@@ -100,9 +105,10 @@ def main() -> None:
             rows.append(row)
             del X, C
             cp.get_default_memory_pool().free_all_blocks()
-    bounds.stride_grid, bounds._SOURCE = new
+    bounds.stride_grid, bounds._SOURCE, tensor_cores._SOURCE = new
     record = {**context(get_backend("gpu")), "old_grid": args.old_grid,
-              "old_source": args.old_source, "repeats": args.repeats, "rows": rows,
+              "old_source": args.old_source, "old_tc_source": args.old_tc_source,
+              "repeats": args.repeats, "rows": rows,
               "numpy": np.__version__}
     save(args.out, "hamerly-ab" + (f"-{args.tag}" if args.tag else ""), record)
 

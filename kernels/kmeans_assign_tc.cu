@@ -957,6 +957,11 @@ __device__ __forceinline__ void copy_async8(void* shared, const void* global) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(address), "l"(global));
 }
 
+// A hint that the line holding `global` will be read soon: fetched into L2 (sm_80).
+__device__ __forceinline__ void prefetch_l2(const void* global) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(global));
+}
+
 // ... of 4 bytes.
 __device__ __forceinline__ void copy_async4(void* shared, const void* global) {
     const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
@@ -1268,6 +1273,31 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 ? -ldexpf(1.0f, e) : __int_as_float(0x7fc00000);  // NaN: never decided
         }
         __syncthreads();
+        {   // The block's next tile of rows (a striding grid) into L2 while this one is
+            // multiplied, so that its staging waits on L2, not on memory: every feature of
+            // each listed row (and its label), or the tile's lines where its rows are
+            // contiguous. A hint: no value depends on it.
+            const index_t next0 = row0 + (index_t)gridDim.x * BM;
+            const bool from_copy = COPIED && indirect && compact != nullptr && next0 < cap;
+            if (next0 < active_rows && !from_copy) {
+                if (indirect) {
+                    const index_t local = next0 + threadIdx.x;
+                    if (local < active_rows) {
+                        const index_t r = rows[local];
+                        prefetch_l2(labels + r);
+                        for (int j = 0; j < d; ++j) prefetch_l2(XT + (index_t)j * n + r);
+                    }
+                } else {
+                    constexpr int LINE = 128 / sizeof(T);  // values a 128-byte line
+                    for (int q = threadIdx.x; q < d * (BM / LINE); q += BM) {
+                        const index_t first = next0 + (q % (BM / LINE)) * LINE;
+                        if (first < n) prefetch_l2(XT + (index_t)(q / (BM / LINE)) * n + first);
+                    }
+                    if (threadIdx.x < BM / 32 && next0 + 32 * threadIdx.x < n)
+                        prefetch_l2(labels + next0 + 32 * threadIdx.x);
+                }
+            }
+        }
 
         Top2 top[2][2];  // [m tile][row group, row group + 8]
         float row_coef[2][2];
