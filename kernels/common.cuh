@@ -4,6 +4,12 @@
 // Indices that can pass 2^31 (n * d elements) are 64-bit.
 typedef long long index_t;
 
+// A hint that the line holding `global` will be read soon: fetched into L2. No value
+// depends on it (a striding kernel's next rows, read while this step computes).
+__device__ __forceinline__ void prefetch_l2(const void* global) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(global));
+}
+
 // Largest finite value of T, the starting point of argmin searches.
 template <typename T> __device__ __forceinline__ T max_value();
 template <> __device__ __forceinline__ float max_value<float>() { return 3.402823466e+38f; }

@@ -957,11 +957,6 @@ __device__ __forceinline__ void copy_async8(void* shared, const void* global) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(address), "l"(global));
 }
 
-// A hint that the line holding `global` will be read soon: fetched into L2 (sm_80).
-__device__ __forceinline__ void prefetch_l2(const void* global) {
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(global));
-}
-
 // ... of 4 bytes.
 __device__ __forceinline__ void copy_async4(void* shared, const void* global) {
     const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
