@@ -176,20 +176,6 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
     for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
          base += (index_t)gridDim.x * blockDim.x) {  // uniform across the warp
         const index_t i = base + threadIdx.x;
-        {   // The warp's rows of the next step into L2 while this one's are tested (their
-            // labels, bounds and, unless every point is queued, values): lane q a line, the
-            // first and the last row of the warp's (2 lines at most for float data)
-            const index_t next = base + (index_t)gridDim.x * blockDim.x + warp * kWarpSize;
-            if (next < n) {
-                const index_t last = min(next + kWarpSize - 1, n - 1);
-                if (lane == 0) prefetch_l2(labels + next);
-                if (lane == 1) prefetch_l2(upper + next);
-                if (lane == 2) prefetch_l2(lower + next);
-                if (!full)
-                    for (int q = lane; q < 2 * d; q += kWarpSize)
-                        prefetch_l2(XT + (index_t)(q >> 1) * n + ((q & 1) ? last : next));
-            }
-        }
         const bool keep = queue_labels != nullptr;  // the queued points' bounds, labels
         bool scan = false;
         int a = 0;
