@@ -1272,14 +1272,16 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
             // The block's next tile of rows (a striding grid) into L2 while this one is
             // multiplied, so that its staging waits on L2, not on memory: every feature of
             // each listed row (and its label), or the tile's lines where its rows are
-            // contiguous. A hint: no value depends on it. Whole hamerly fits in one process,
+            // contiguous (a striding screen over X: a first call's, after its sample). No
+            // compact copy below 64 features (COPIED), so the rows are XT's. A hint: no
+            // value depends on it. Whole hamerly fits in one process,
             // fits equal (hamerly-ab-prefetch-435a933-2026-11-29-435a933.json, H200): a
             // steady iteration 0.973x at 10M x 32, k = 1024 (the screen over 45 % of the
             // rows, scattered), 1.023x at 1M x 128 (a prefetch a value of 128 features: not
             // there).
             const index_t next0 = row0 + (index_t)gridDim.x * BM;
-            const bool from_copy = COPIED && indirect && compact != nullptr && next0 < cap;
-            if (next0 < active_rows && !from_copy) {
+            static_assert(!COPIED, "the screen copies rows from 64 features only");
+            if (next0 < active_rows) {
                 if (indirect) {
                     const index_t local = next0 + threadIdx.x;
                     if (local < active_rows) {
