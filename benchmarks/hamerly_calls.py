@@ -33,20 +33,8 @@ LOG: list[tuple] = []
 
 
 def timed_call(self, X, centers, labels, changed=None):
-    """``BoundAssign.__call__`` with events between its launches; logs (scanned, 3 x ms).
-    A run's seeded first call (``bounds.SEED_FIRST_CALL``) is one step, logged as the scan."""
+    """``BoundAssign.__call__`` with events between its launches; logs (scanned, 3 x ms)."""
     events = [cp.cuda.Event() for _ in range(4)]
-    k, d = centers.shape
-    if k != self._k:
-        self._allocate(k, d)
-    if self._fresh and self._tensor and bounds.SEED_FIRST_CALL:
-        for event in events[:3]:
-            event.record()
-        self._seed_first(centers, labels, changed)
-        events[3].record()
-        events[3].synchronize()
-        LOG.append((self.scanned(), 0.0, 0.0, cp.cuda.get_elapsed_time(events[2], events[3])))
-        return
     events[0].record()
     for event, launch_step in zip(events[1:], self.launches(centers, labels, changed), strict=True):
         launch_step()

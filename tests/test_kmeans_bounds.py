@@ -161,10 +161,9 @@ def test_bounds_hold_after_every_call(cp, scan, n, d, k, offset, blobs, dtype, r
         if bound._screen_plan is not None:
             plans.append(int(bound._screen_plan.get()[0]))
     assert bound._tensor == (scan != "registers")
-    # the screen's plan over the queue at 17 to 32 features, where the screen takes them:
-    # the first call is tc-exact's seed (the list's plan still to sample, 2), and from the
-    # second the screen's (share forced to 1)
-    assert plans == ([2] + [1] * 5 if scan == "tensor-screen" and d > 16 else []), plans
+    # the screen's plan over the queue: on from the second call (share forced to 1) at 17
+    # to 32 features, where the screen takes them
+    assert plans == ([1] * 6 if scan == "tensor-screen" and d > 16 else []), plans
 
 
 def _lattice_near_ties(rng, offset, dtype):

@@ -58,7 +58,6 @@ from gpumine.kmeans.gpu import (
 from gpumine.kmeans.tensor_cores import (
     LISTED_DIMS,
     SCREEN_SHARE,
-    ScreenedRun,
     _padded_width,
     _Scratch,
     assign_listed,
@@ -66,8 +65,8 @@ from gpumine.kmeans.tensor_cores import (
     has_mma,
 )
 
-__all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "SEED_FIRST_CALL", "TC_SCAN_SCREEN", "BoundAssign",
-           "Moves", "hamerly", "tensor_scan"]
+__all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves",
+           "hamerly", "tensor_scan"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
@@ -81,10 +80,6 @@ MAX_FEATURES = LISTED_DIMS[-1]
 #: ``plan`` of :func:`~gpumine.kmeans.tensor_cores.assign_listed`); False: the split kernel
 #: alone.
 TC_SCAN_SCREEN = True
-#: A run's first call with the queue scanned on the tensor cores, which scans every point, is
-#: ``tc-exact``'s call that also writes the bounds (:meth:`BoundAssign._seed_first`); False:
-#: the filter queues every point and the tensor scan takes the list.
-SEED_FIRST_CALL = True
 
 
 class Moves(NamedTuple):
@@ -161,11 +156,7 @@ class BoundAssign:
     write new bounds for the rows they decide; the filter has written, for every queued
     point, bounds that hold whatever label the exact assignment gives it (``bounds_filter``'s
     comment), which the re-checked rows keep, and its label, from which ``bounds_moves``
-    lists the moves. There a run's first call, which scans every point, is ``tc-exact``'s
-    call that also writes every row's bounds (:meth:`ScreenedRun.seed
-    <gpumine.kmeans.tensor_cores.ScreenedRun.seed>`): the same labels, where the filter's
-    pass over every point queued and the tensor scan over the list (the split kernel alone,
-    counting, as the list's first plan) had cost about twice as much.
+    lists the moves.
 
     Parameters
     ----------
@@ -197,7 +188,6 @@ class BoundAssign:
         self._queue_labels = None
         self._scratch = _Scratch(keep=True)
         self._screen_plan = None  # ... and the screen's plan over the queue (assign_listed)
-        self._fresh = True  # no call yet and no seed: the first call scans every point
 
     def _allocate(self, k: int, d: int) -> None:
         cp = cupy_module()
@@ -235,7 +225,6 @@ class BoundAssign:
             self._allocate(k, d)
         self._previous[...] = cp.asarray(centers, dtype=self.X.dtype)
         self._flags[:1].fill(0)  # no full scan requested: the caller's bounds stand
-        self._fresh = False
         self.upper.fill(np.inf)  # what a row the caller does not write says: nothing
         self.lower.fill(0.0)
         return self.upper, self.lower
@@ -265,38 +254,8 @@ class BoundAssign:
         if X is not self.X:  # another array than the run's: no bounds for it
             assign_tiled(X, centers, labels, changed)
             return
-        k, d = centers.shape
-        if k != self._k:
-            self._allocate(k, d)
-        if self._fresh and self._tensor and SEED_FIRST_CALL:
-            self._seed_first(centers, labels, changed)
-            return
-        self._fresh = False
         for launch_step in self.launches(centers, labels, changed):
             launch_step()
-
-    def _seed_first(self, centers, labels, changed) -> None:
-        """The run's first call on the tensor cores: ``tc-exact``'s, writing every row's
-        bounds (:meth:`seeded`), so the next call goes on from them. Through the filter
-        and the list this call took 2.8 ms at 1M x 128, k = 1024 and 8.1 at 10M x 32 on the
-        H200 (``hamerly-calls-6fa19e1-filter-here-h200.json``, the first call), a seed
-        call 6.9 ms at 10M x 32 (``tc-seed-template-ab-h200-efa3907.json``)."""
-        cp = cupy_module()
-        ScreenedRun(self.X).seed(self, centers, labels, changed)
-        # The list's pass over no rows: it makes the buffers (and compiles the kernels) that
-        # the next calls use, which a fit captures into a CUDA graph, where nothing may be
-        # allocated; its plan is kept as it was (a pass over no rows would set it).
-        queue_size = self._flags[2:3].view(cp.uint32)
-        queue_size.fill(0)
-        plan = None if self._screen_plan is None else self._screen_plan.copy()
-        assign_listed(self.X, centers, labels, None, self._queue, queue_size,
-                      (self.upper, self.lower), self._scratch, plan=self._screen_plan)
-        if plan is not None:
-            self._screen_plan[...] = plan
-        # what scanned() reports: every point's distances computed; no moves listed (the
-        # update's first call recomputes its sums)
-        queue_size.fill(self.X.shape[0])
-        self._flags[3:4].fill(0)
 
     def launches(self, centers, labels, changed=None) -> tuple:
         """The call's three steps as callables, in order (shifts, filter, scan).
