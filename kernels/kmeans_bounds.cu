@@ -102,6 +102,26 @@ __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t
     constexpr int V = 16 / sizeof(T);  // values a 16-byte load
     using Vec = typename Vec16<T>::type;
     T sum = 0;
+    constexpr int CHUNK = 32;  // values of the row loaded before the first is used
+    if (d % CHUNK == 0 && (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0) {
+        for (int q0 = 0; q0 < d; q0 += CHUNK) {
+            T x[CHUNK];
+#pragma unroll
+            for (int j = 0; j < CHUNK; ++j) x[j] = column[(index_t)(q0 + j) * n];
+            const Vec* row = reinterpret_cast<const Vec*>(centre + q0);
+#pragma unroll
+            for (int q = 0; q < CHUNK / V; ++q) {
+                const Vec c = __ldg(row + q);
+                const T* cv = reinterpret_cast<const T*>(&c);
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                    const T diff = x[q * V + v] - cv[v];
+                    sum = fma(diff, diff, sum);
+                }
+            }
+        }
+        return sum;
+    }
     if (d % V == 0 && (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0) {
         const Vec* row = reinterpret_cast<const Vec*>(centre);
 #pragma unroll 2
