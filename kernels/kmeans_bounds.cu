@@ -96,15 +96,7 @@ template <typename T> struct Vec16;
 template <> struct Vec16<float> { using type = float4; };
 template <> struct Vec16<double> { using type = double2; };
 
-// A centre row's 16 bytes: through the read-only cache from global memory, or (SHARED) from
-// the block's copy in shared memory.
-template <bool SHARED, typename Vec>
-__device__ __forceinline__ Vec centre_vec(const Vec* row) {
-    if constexpr (SHARED) return *row;
-    else return __ldg(row);
-}
-
-template <bool SHARED, typename T>
+template <typename T>
 __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t n,
                                            const T* __restrict__ centre, int d) {
     constexpr int V = 16 / sizeof(T);  // values a 16-byte load
@@ -119,7 +111,7 @@ __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t
             const Vec* row = reinterpret_cast<const Vec*>(centre + q0);
 #pragma unroll
             for (int q = 0; q < CHUNK / V; ++q) {
-                const Vec c = centre_vec<SHARED>(row + q);
+                const Vec c = __ldg(row + q);
                 const T* cv = reinterpret_cast<const T*>(&c);
 #pragma unroll
                 for (int v = 0; v < V; ++v) {
@@ -134,7 +126,7 @@ __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t
         const Vec* row = reinterpret_cast<const Vec*>(centre);
 #pragma unroll 2
         for (int q = 0; q < d / V; ++q) {
-            const Vec c = centre_vec<SHARED>(row + q);
+            const Vec c = __ldg(row + q);
             const T* cv = reinterpret_cast<const T*>(&c);
 #pragma unroll
             for (int v = 0; v < V; ++v) {
@@ -152,11 +144,11 @@ __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t
     return sum;
 }
 
-template <bool SHARED, typename T>
+template <typename T>
 __device__ __forceinline__ double own_upper2(const T* __restrict__ column, index_t n,
                                              const T* __restrict__ centre, int d,
                                              double kappa, double eta) {
-    const T computed = own_distance2<SHARED>(column, n, centre, d);
+    const T computed = own_distance2(column, n, centre, d);
     if (sizeof(T) == sizeof(double)) return (double)computed;
     return ((double)computed + eta) / (1.0 - kappa);
 }
@@ -177,14 +169,11 @@ __device__ __forceinline__ double own_upper2(const T* __restrict__ column, index
 // (a included: D_a >= ((1 - kappa) D_b - 2 eta) / (1 + kappa), D_b >= l^2 where b != a)
 // has D_j >= ((1 - kappa) l^2 - 2 eta) / (1 + kappa): those are the bounds written. A
 // full scan writes u = +inf and l = 0 (nothing known).
-template <typename T, int BLOCK, int SHARED>
+template <typename T, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                               const T* __restrict__ centers,      // IN  (k, d)
                               int d,                              // IN
-                              int k,                              // IN
-                              int stride,                         // IN  SHARED: the copy's
-                                                                  //   row pitch, in values
                               const int* __restrict__ labels,     // IN  (n)
                               const double* __restrict__ shift,   // IN  (k)
                               const double* __restrict__ stats,   // IN  (3) bounds_shifts
@@ -200,22 +189,6 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
 {
     __shared__ unsigned warp_first[BLOCK / kWarpSize];
     __shared__ unsigned block_first;
-    // SHARED: the centres copied into dynamic shared memory (k rows of `stride` values, the
-    // pitch an odd number of 16-byte words so that the rows a quarter-warp reads spread over
-    // the banks), read there by the tightening; else read from global memory (stride = d).
-    extern __shared__ __align__(16) unsigned char centres_shared[];
-    const T* rows = centers;
-    if constexpr (SHARED != 0) {
-        T* copy = reinterpret_cast<T*>(centres_shared);
-        for (int e = threadIdx.x; e < k * d; e += BLOCK) {
-            const int row = e / d;
-            copy[row * stride + (e - row * d)] = centers[e];
-        }
-        __syncthreads();
-        rows = copy;
-    } else {
-        stride = d;
-    }
     const bool full = *force != 0;
     const double kappa = bound[0], eta = bound[1];
     const int far = (int)stats[2];
@@ -240,8 +213,7 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                 const double l_test = (1.0 - kappa) * l * l - eta;
                 scan = !((1.0 + kappa) * u * u + eta < l_test && l > 0.0);
                 if (scan && l > 0.0) {
-                    u = sqrt(own_upper2<SHARED != 0>(XT + i, n, rows + (index_t)a * stride, d,
-                                                   kappa, eta))
+                    u = sqrt(own_upper2(XT + i, n, centers + (index_t)a * d, d, kappa, eta))
                         * (1.0 + 0x1p-40);
                     scan = !((1.0 + kappa) * u * u + eta < l_test);
                 }

@@ -166,36 +166,6 @@ def test_bounds_hold_after_every_call(cp, scan, n, d, k, offset, blobs, dtype, r
     assert plans == ([1] * 6 if scan == "tensor-screen" and d > 16 else []), plans
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("where", ["global", "shared-512", "shared-1024"])
-@pytest.mark.parametrize(("n", "d", "k", "dtype", "blobs"), [
-    (40_000, 32, 1024, np.float32, False), (20_003, 32, 700, np.float64, True),
-    (30_000, 8, 200, np.float32, True), (10_001, 1, 50, np.float32, False),
-    (10_000, 17, 300, np.float64, False)])
-def test_filter_centres_in_shared_or_global_memory(cp, where, n, d, k, dtype, blobs, rng,
-                                                   monkeypatch):
-    """The filter's tightening with the centres copied into shared memory (rows of a padded
-    pitch; blocks of 512 or 1024 threads) or read from global memory: after every call the
-    labels are tiled's and every row's bounds hold, at 1 to 32 features (the scalar, the
-    16-byte and the 32-value loads), far from the origin too."""
-    from gpumine.kernels import device_attribute
-    from gpumine.kmeans import bounds
-
-    if where == "global":
-        monkeypatch.setattr(bounds, "FILTER_SHARED_BYTES", 0)
-    else:
-        monkeypatch.setattr(bounds, "FILTER_SHARED_BLOCK", int(where.split("-")[1]))
-    _, _, block, shared, stride = bounds._filter_launch(np.dtype(dtype), n, d, k)
-    assert block == (bounds.BLOCK if shared == 0 else bounds.FILTER_SHARED_BLOCK)
-    fits = k * stride * np.dtype(dtype).itemsize <= device_attribute(
-        "MaxSharedMemoryPerBlockOptin") - 256  # all of these on a Hopper GPU
-    assert (shared > 0) == (where != "global" and fits), (shared, stride)
-    assert stride >= d and (stride * np.dtype(dtype).itemsize // 16) % 2 == 1
-    host = _drawn(rng, n, d, k, 3e3, blobs, dtype)
-    bound = list(_checked_calls(cp, host, k, rng))[-1]
-    assert bound.scanned() < n  # the last call skipped rows: the filter decided them
-
-
 def _lattice_near_ties(rng, offset, dtype):
     """Centres on an integer lattice (4 features, 64 centres, plus `offset`) and 20,000
     points halfway between two of them, nudged by a few ulps: (centres float64, points)."""

@@ -44,7 +44,7 @@ import numpy as np
 from gpumine import registry
 from gpumine.backend import cupy_module
 from gpumine.exceptions import IncompatibleStrategy
-from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch, stride_grid
+from gpumine.kernels import BLOCK, declares, get_kernel, launch, stride_grid
 from gpumine.kmeans.gpu import (
     ASSIGN_DIMS,
     ASSIGN_SHAPES,
@@ -65,8 +65,8 @@ from gpumine.kmeans.tensor_cores import (
     has_mma,
 )
 
-__all__ = ["FILTER_SHARED_BLOCK", "FILTER_SHARED_BYTES", "MAX_FEATURES", "REGISTER_FEATURES",
-           "TC_SCAN_SCREEN", "BoundAssign", "Moves", "hamerly", "tensor_scan"]
+__all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves",
+           "hamerly", "tensor_scan"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
@@ -80,41 +80,6 @@ MAX_FEATURES = LISTED_DIMS[-1]
 #: ``plan`` of :func:`~gpumine.kmeans.tensor_cores.assign_listed`); False: the split kernel
 #: alone.
 TC_SCAN_SCREEN = True
-#: The filter's tightening reads each row's own centre: a gather, every thread of a warp
-#: another centre's row. From global memory each read of 16 bytes is a request of its own
-#: for L1 (measured bound by L1 at 88 % and L2 at 85 %, DRAM 69 %, at 10M x 32, k = 1024 on
-#: the H200: ``ncu-filter-new-h200-7547c64.txt.gz``); so where the centres fit in a block's
-#: shared memory (at most this many bytes; None: the device's opt-in limit; 0: never) each
-#: block copies them there first (``_filter_launch``).
-FILTER_SHARED_BYTES: int | None = None
-#: Threads a block of the filter with the centres in shared memory.
-FILTER_SHARED_BLOCK = 512
-_FILTER_SHARED_BLOCKS = (512, 1024)
-
-
-def _filter_launch(dtype, n: int, d: int, k: int) -> tuple:
-    """``bounds_filter``'s kernel and launch for a run: ``(kernel, grid, block, shared bytes,
-    stride)``, the centres in shared memory (:data:`FILTER_SHARED_BYTES`) with rows of
-    ``stride`` values -- an odd number of 16-byte words, so that the rows a quarter-warp
-    reads start in different banks -- or read from global memory (shared 0, stride d):
-    at 10M x 32 in float32, k = 1024, 147,456 bytes of rows of 36 values.
-    """
-    itemsize = np.dtype(dtype).itemsize
-    per_word = 16 // itemsize
-    stride = -(-d // per_word) * per_word
-    if (stride // per_word) % 2 == 0:
-        stride += per_word
-    shared = k * stride * itemsize
-    limit = (device_attribute("MaxSharedMemoryPerBlockOptin") - 256
-             if FILTER_SHARED_BYTES is None else FILTER_SHARED_BYTES)
-    if 0 < shared <= limit:
-        block = FILTER_SHARED_BLOCK
-        kernel = get_kernel(_SOURCE, "bounds_filter", dtype, block, 1)
-        if shared > 48 * 1024:  # opted in before the occupancy query and the launch
-            kernel.max_dynamic_shared_size_bytes = shared
-        return kernel, stride_grid(kernel, block, n, shared), block, shared, stride
-    kernel = get_kernel(_SOURCE, "bounds_filter", dtype, BLOCK, 0)
-    return kernel, stride_grid(kernel, BLOCK, n), BLOCK, 0, d
 
 
 class Moves(NamedTuple):
@@ -171,8 +136,7 @@ def tensor_scan(n: int, d: int, k: int) -> bool:
 
 @declares(_SOURCE, "bounds_moved", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_shifts", (BLOCK,))
-@declares(_SOURCE, "bounds_filter", _TYPES,
-          ((BLOCK, 0), *((block, 1) for block in _FILTER_SHARED_BLOCKS)))
+@declares(_SOURCE, "bounds_filter", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_SHAPES)
 @declares(_SOURCE, "bounds_moves")
 class BoundAssign:
@@ -319,14 +283,12 @@ class BoundAssign:
             self._flags[2:4].data.memset_async(0, 8)  # the queue's and the moves' counts
 
         def filter_points():
-            kernel, grid, block, shared, stride = _filter_launch(X.dtype, n, d, k)
-            launch(kernel, grid, block,
-                   (self._XT, centers, np.int32(d), np.int32(k), np.int32(stride), labels,
-                    self._shift, self._stats, force,
+            kernel = get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK)
+            launch(kernel, stride_grid(kernel, BLOCK, n), BLOCK,
+                   (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
                     self._bound, np.int64(n), self.upper,
                     self.lower, queue_size, self._queue,
-                    kernel_pointer(self._queue_labels if self._tensor else None)),
-                   shared_mem=shared)
+                    kernel_pointer(self._queue_labels if self._tensor else None)))
 
         def scan():
             if self._tensor:
