@@ -5,7 +5,6 @@ Usage (repository root, on a GPU machine)::
 
     GPUMINE_COMMIT=<hash> python benchmarks/hamerly_ab.py --out $OUT [--old-grid] \\
         [--old-source kmeans_bounds_old.cu] [--old-tc-source kmeans_assign_tc_old.cu] \\
-        [--old-no-half] \\
         [--only 10000000,32,1024 1000000,128,1024] [--data uniform blobs:64] [--repeats 5] \\
         [--tag NAME]
 
@@ -14,8 +13,7 @@ tensor scan's moves) on the fixed eight blocks per multiprocessor they had befor
 of resident blocks (``gpumine.kernels.stride_grid``); with ``--old-source``, the bounds
 kernels from that file of ``kernels/`` (e.g. a copy of an earlier commit's
 ``kmeans_bounds.cu``); with ``--old-tc-source``, the tensor-core kernels (the scan of the
-queue past 32 features or at many centres: ``tensor_cores._SOURCE``) from that file; with
-``--old-no-half``, the filter tightening from X alone (``bounds.HALF_FILTER = False``).
+queue past 32 features or at many centres: ``tensor_cores._SOURCE``) from that file.
 
 For each shape and data (``fit_vs_flash.py``'s: the first k rows as centres, ``tol=0``):
 ``GPUKMeans(k, init=C, max_iter=m, tol=0, assign="hamerly", update="atomic-fixed")`` from
@@ -45,7 +43,6 @@ from gpumine.kmeans import bounds, tensor_cores
 _NEW = bounds.stride_grid
 _SOURCE = bounds._SOURCE
 _TC_SOURCE = tensor_cores._SOURCE
-_HALF = bounds.HALF_FILTER
 
 
 def _old(kernel, block, count, shared_mem=0):
@@ -54,7 +51,7 @@ def _old(kernel, block, count, shared_mem=0):
 
 
 def _fit(X, C, k, iterations, arm):
-    bounds.stride_grid, bounds._SOURCE, tensor_cores._SOURCE, bounds.HALF_FILTER = arm
+    bounds.stride_grid, bounds._SOURCE, tensor_cores._SOURCE = arm
     cp.cuda.Device().synchronize()
     start = time.perf_counter()
     model = GPUKMeans(k, init=C, n_init=1, max_iter=iterations, tol=0.0, assign="hamerly",
@@ -73,12 +70,11 @@ def main() -> None:
     parser.add_argument("--old-grid", action="store_true")
     parser.add_argument("--old-source", default=None)
     parser.add_argument("--old-tc-source", default=None)
-    parser.add_argument("--old-no-half", action="store_true")
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    new = (_NEW, _SOURCE, _TC_SOURCE, _HALF)
+    new = (_NEW, _SOURCE, _TC_SOURCE)
     old = (_old if args.old_grid else _NEW, args.old_source or _SOURCE,
-           args.old_tc_source or _TC_SOURCE, _HALF and not args.old_no_half)
+           args.old_tc_source or _TC_SOURCE)
     rows = []
     for shape in args.only:
         n, d, k = map(int, shape.split(","))
@@ -109,10 +105,9 @@ def main() -> None:
             rows.append(row)
             del X, C
             cp.get_default_memory_pool().free_all_blocks()
-    bounds.stride_grid, bounds._SOURCE, tensor_cores._SOURCE, bounds.HALF_FILTER = new
+    bounds.stride_grid, bounds._SOURCE, tensor_cores._SOURCE = new
     record = {**context(get_backend("gpu")), "old_grid": args.old_grid,
               "old_source": args.old_source, "old_tc_source": args.old_tc_source,
-              "old_no_half": args.old_no_half,
               "repeats": args.repeats, "rows": rows,
               "numpy": np.__version__}
     save(args.out, "hamerly-ab" + (f"-{args.tag}" if args.tag else ""), record)

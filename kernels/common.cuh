@@ -135,20 +135,6 @@ __host__ __device__ __forceinline__ int odd_stride(int d) { return d | 1; }
 
 constexpr int kWarpSize = 32;
 
-// Round to FP16 (to nearest even) and back (the tensor-core kernels' operands, the bounds
-// filter's copy of X).
-__device__ __forceinline__ unsigned short to_half_bits(float x) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-    return h;
-}
-
-__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-
 // A value and its index: the argmin / argmax of a block reduction (ties: the lower index).
 struct ValueIndex {
     double value;

@@ -747,7 +747,18 @@ __global__ void tc_gemm_epilogue(const float* __restrict__ products,  // IN  (ro
 // FMA), and what FP16 cannot hold below its normal range is a tiny absolute error the
 // bound carries (gpumine/kmeans/tensor_cores.py).
 
-// FP16 conversions: to_half_bits and half_bits_to_float (common.cuh).
+// Round to FP16 (to nearest even) and back.
+__device__ __forceinline__ unsigned short to_half_bits(float x) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+
+__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
 
 // The FP16 split of v (|v| < 2^13): hi = fp16(v), lo = fp16(v - hi), v - hi exact in float;
 // returns v - hi (what the product of hi alone leaves out).

@@ -153,109 +153,6 @@ __device__ __forceinline__ double own_upper2(const T* __restrict__ column, index
     return ((double)computed + eta) / (1.0 - kappa);
 }
 
-// The filter's FP16 copy (gpumine.kmeans.bounds.HALF_FILTER, float32 X): value j of a row
-// or centre v as h = fp16((v - m_j) s), m the data's per-feature middle and s a power of two
-// that keeps every |v - m_j| s of X within 2^14 (exact scaling), with a residual
-// r >= ||(v - m) - h / s|| for each row and centre. Then ||x - c|| <= ||h_x - h_c|| / s +
-// r_x + r_c, and ||h_x - h_c||^2, computed in float from the FP16 values, is within
-// tiled's kappa and eta (the same arithmetic on other values), so own_upper2's widening
-// bounds it. The residual: t = fl(v - m) is within 2^-53 |v - m| of v - m; h / s is t
-// rounded, so t - h / s is exact (Sterbenz: within a factor of two of each other; where h
-// is subnormal or zero, rounded at most 2^-53 of itself); so ||(v - m) - h / s|| <=
-// (1 + 2^-53) ||t - h / s|| + 2^-52 ||t||, and the sums of squares in double (at most
-// 4096 terms) are within 2^-40 of theirs: r = (||t - h/s|| (1 + 2^-40) + 2^-51 ||t||),
-// rounded up (bound_up). A value whose |v - m| s overflows FP16 (a centre far outside the
-// data) gets an infinite residual: its tightening falls back to float.
-__device__ __forceinline__ float half_residual(double rho2, double t2) {
-    return bound_up(sqrt(rho2) * (1.0 + 0x1p-40) + 0x1p-51 * sqrt(t2));
-}
-
-__device__ __forceinline__ unsigned short half_value(double v, double middle, double scale,
-                                                     double inverse, double& rho2,
-                                                     double& t2) {
-    const double t = v - middle;
-    const unsigned short h = to_half_bits((float)(t * scale));
-    const double rho = t - (double)half_bits_to_float(h) * inverse;
-    rho2 = fma(rho, rho, rho2);
-    t2 = fma(t, t, t2);
-    return h;
-}
-
-// Every row of X into the copy, a thread a row: HT (d, n) column-major like XT.
-__global__ void __launch_bounds__(256)
-bounds_half_rows(const float* __restrict__ XT,         // IN  (d, n)
-                 index_t n,                            // IN
-                 int d,                                // IN
-                 const double* __restrict__ middle,    // IN  (d) m
-                 const double* __restrict__ scale,     // IN  (1) s, a power of two
-                 unsigned short* __restrict__ HT,      // OUT (d, n) FP16 bits
-                 float* __restrict__ residual)         // OUT (n) r of each row
-{
-    const double s = *scale, inverse = 1.0 / s;  // exact: a power of two
-    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (index_t)gridDim.x * blockDim.x) {
-        double rho2 = 0.0, t2 = 0.0;
-        for (int j = 0; j < d; ++j)
-            HT[(index_t)j * n + i] = half_value((double)XT[(index_t)j * n + i], middle[j], s,
-                                                inverse, rho2, t2);
-        residual[i] = half_residual(rho2, t2);
-    }
-}
-
-// The call's centres into the copy, a thread a centre: CH (k, pitch) row-major, pitch a
-// multiple of 8 (16-byte rows), the padding zero (never read).
-__global__ void __launch_bounds__(256)
-bounds_half_centres(const float* __restrict__ centers,  // IN  (k, d)
-                    int k,                              // IN
-                    int d,                              // IN
-                    int pitch,                          // IN
-                    const double* __restrict__ middle,  // IN  (d) m
-                    const double* __restrict__ scale,   // IN  (1) s
-                    unsigned short* __restrict__ CH,    // OUT (k, pitch) FP16 bits
-                    float* __restrict__ residual)       // OUT (k) r of each centre
-{
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= k) return;
-    const double s = *scale, inverse = 1.0 / s;
-    double rho2 = 0.0, t2 = 0.0;
-    for (int j = 0; j < d; ++j)
-        CH[(index_t)c * pitch + j] = half_value((double)centers[(index_t)c * d + j], middle[j],
-                                                s, inverse, rho2, t2);
-    for (int j = d; j < pitch; ++j) CH[(index_t)c * pitch + j] = 0;
-    residual[c] = half_residual(rho2, t2);
-}
-
-// ||h_x - h_c||^2 in float from a row of the copy (column-major, stride n) and a centre's
-// row of it (16-byte aligned): features in ascending order, one fused multiply-add each.
-__device__ __forceinline__ float half_distance2(const unsigned short* __restrict__ column,
-                                                index_t n,
-                                                const unsigned short* __restrict__ centre,
-                                                int d) {
-    float sum = 0.0f;
-    if (d % 8 == 0) {
-        const uint4* row = reinterpret_cast<const uint4*>(centre);
-#pragma unroll 4
-        for (int q = 0; q < d / 8; ++q) {
-            const uint4 c = __ldg(row + q);
-            const unsigned short* cv = reinterpret_cast<const unsigned short*>(&c);
-#pragma unroll
-            for (int v = 0; v < 8; ++v) {
-                const float diff = half_bits_to_float(column[(index_t)(q * 8 + v) * n])
-                                   - half_bits_to_float(cv[v]);
-                sum = fmaf(diff, diff, sum);
-            }
-        }
-        return sum;
-    }
-#pragma unroll 4
-    for (int j = 0; j < d; ++j) {
-        const float diff = half_bits_to_float(column[(index_t)j * n])
-                           - half_bits_to_float(centre[j]);
-        sum = fmaf(diff, diff, sum);
-    }
-    return sum;
-}
-
 // The bounds test of every point: skipped points keep their label and get their moved
 // bounds; the others are appended to `queue` (a block reserves its slots with one atomic
 // per BLOCK points: one per warp on the one counter measured slower than the test itself).
@@ -287,23 +184,14 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                               float* __restrict__ lower,          // INOUT (n)
                               unsigned* __restrict__ queue_size,  // INOUT (1) zeroed before
                               index_t* __restrict__ queue,        // OUT (n)
-                              int* __restrict__ queue_labels,     // OUT (n) or null: the
+                              int* __restrict__ queue_labels)     // OUT (n) or null: the
                                                                   //   queued points' labels
-                              const unsigned short* __restrict__ HT,  // IN (d, n) or null:
-                                                                  //   the FP16 copy of X
-                              const float* __restrict__ row_residual,  // IN (n) its r
-                              const unsigned short* __restrict__ CH,  // IN (k, pitch) the
-                                                                  //   centres' copy
-                              int pitch,                          // IN
-                              const float* __restrict__ centre_residual,  // IN (k)
-                              const double* __restrict__ scale)   // IN (1) s
 {
     __shared__ unsigned warp_first[BLOCK / kWarpSize];
     __shared__ unsigned block_first;
     const bool full = *force != 0;
     const double kappa = bound[0], eta = bound[1];
     const int far = (int)stats[2];
-    const double inverse = HT != nullptr ? 1.0 / *scale : 0.0;  // exact: a power of two
     const int lane = threadIdx.x & (kWarpSize - 1), warp = threadIdx.x / kWarpSize;
     for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
          base += (index_t)gridDim.x * blockDim.x) {  // uniform across the warp
@@ -325,29 +213,9 @@ bounds_filter(const T* __restrict__ XT,           // IN  (d, n)
                 const double l_test = (1.0 - kappa) * l * l - eta;
                 scan = !((1.0 + kappa) * u * u + eta < l_test && l > 0.0);
                 if (scan && l > 0.0) {
-                    bool exact = true;  // the tightening from X itself, in T
-                    if (HT != nullptr) {  // first from the FP16 copy: half the bytes
-                        const double core = sqrt(((double)half_distance2(
-                                                      HT + i, n, CH + (index_t)a * pitch, d)
-                                                  + eta) / (1.0 - kappa)) * inverse;
-                        const double slack = (double)row_residual[i]
-                                             + (double)centre_residual[a];
-                        u = (core + slack) * (1.0 + 0x1p-40);
-                        scan = !((1.0 + kappa) * u * u + eta < l_test);
-                        // X itself only where the copy's slack may be what failed the test
-                        // (the distance is at least about core - slack); a NaN (an
-                        // infinite residual) reads as "may be"
-                        const double least = core * (1.0 - 0x1p-20) - slack;
-                        exact = scan && !(least > 0.0 && (1.0 + kappa) * least * least + eta
-                                                              >= l_test);
-                    }
-                    if (exact) {
-                        const double tight = sqrt(own_upper2(XT + i, n,
-                                                             centers + (index_t)a * d, d,
-                                                             kappa, eta)) * (1.0 + 0x1p-40);
-                        u = HT != nullptr ? fmin(u, tight) : tight;  // both bound it
-                        scan = !((1.0 + kappa) * u * u + eta < l_test);
-                    }
+                    u = sqrt(own_upper2(XT + i, n, centers + (index_t)a * d, d, kappa, eta))
+                        * (1.0 + 0x1p-40);
+                    scan = !((1.0 + kappa) * u * u + eta < l_test);
                 }
                 if (!scan) {
                     upper[i] = bound_up(u);

@@ -166,62 +166,6 @@ def test_bounds_hold_after_every_call(cp, scan, n, d, k, offset, blobs, dtype, r
     assert plans == ([1] * 6 if scan == "tensor-screen" and d > 16 else []), plans
 
 
-def _half_residuals_hold(values, half, residual, middle, scale):
-    """Each row of ``values`` (host) is within its residual of its FP16 copy (columns of
-    ``half``, a (d, rows) or (rows, pitch) host array already laid out as rows here):
-    ||(v - m) - h / s|| <= r, in float64."""
-    t = values.astype(np.float64) - middle
-    error = np.sqrt(((t - half.astype(np.float64) / scale) ** 2).sum(axis=1))
-    assert np.all(error <= residual), np.sum(error > residual)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("half", [True, False])
-@pytest.mark.parametrize(("n", "d", "k", "offset", "blobs"), [
-    (20_001, 32, 512, 1e4, False), (10_000, 3, 100, -3e5, True), (9_999, 17, 64, 0.0, True),
-    (5000, 1, 20, 2.5e3, False), (4000, 128, 40, 7.0, True)])
-def test_filter_half_copy(cp, half, n, d, k, offset, blobs, rng, monkeypatch):
-    """float32 runs with the filter's FP16 copy of X (HALF_FILTER) and without: after every
-    call the labels are tiled's and every row's bounds hold -- a call with one centre
-    moved far outside the data (its copy overflows FP16: that centre's rows fall back to
-    X) among them -- and the copy's residuals bound each row's and centre's distance from
-    its FP16 value, every copied value within 2^15."""
-    from gpumine.kmeans import bounds
-
-    monkeypatch.setattr(bounds, "HALF_FILTER", half)
-    host = _drawn(rng, n, d, k, offset, blobs, np.float32)
-    X = _columns(cp, host)
-    C = X[rng.choice(n, k, replace=False)].copy()
-    bound = bounds.BoundAssign(X)
-    labels = cp.full(n, -1, dtype=cp.int32)
-    for step in range(6):
-        C = C + cp.asarray(rng.normal(scale=0.1 * 0.3**step, size=C.shape), dtype=cp.float32)
-        if step == 3:
-            C[0] += 1e6
-        if step == 4:
-            C[0] -= 1e6
-        bound(X, C, labels)
-        assert np.array_equal(cp.asnumpy(labels), _tiled(cp, X, C)), step
-        _check_bounds(cp, bound, host, C, labels)
-        if half:
-            CH, centre_residual, _ = bound._half_centres
-            _, _, middle, scale = (cp.asnumpy(a) for a in bound._half)
-            residual = cp.asnumpy(centre_residual)
-            assert np.isinf(residual[0]) == (step == 3), residual[0]
-            finite = np.isfinite(residual)
-            _half_residuals_hold(cp.asnumpy(C)[finite], cp.asnumpy(CH)[finite, :d],
-                                 residual[finite], middle, scale[0])
-    assert bound.scanned() < n
-    assert (bound._half is not None) == half
-    if half:
-        HT, residual, middle, scale = (cp.asnumpy(a) for a in bound._half)
-        assert np.all(np.abs(HT.astype(np.float64)) <= 2.0**15)
-        _half_residuals_hold(host, HT.T, residual, middle, scale[0])
-        # and the copy is close: each value within about FP16's rounding of the spread
-        spread = np.abs(host.astype(np.float64) - middle).max()
-        assert residual.max() <= 2.0**-10 * spread * np.sqrt(d), (residual.max(), spread)
-
-
 def _lattice_near_ties(rng, offset, dtype):
     """Centres on an integer lattice (4 features, 64 centres, plus `offset`) and 20,000
     points halfway between two of them, nudged by a few ulps: (centres float64, points)."""

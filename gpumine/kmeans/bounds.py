@@ -65,8 +65,8 @@ from gpumine.kmeans.tensor_cores import (
     has_mma,
 )
 
-__all__ = ["HALF_FILTER", "MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SCREEN", "BoundAssign",
-           "Moves", "hamerly", "tensor_scan"]
+__all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves",
+           "hamerly", "tensor_scan"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")
@@ -80,14 +80,6 @@ MAX_FEATURES = LISTED_DIMS[-1]
 #: ``plan`` of :func:`~gpumine.kmeans.tensor_cores.assign_listed`); False: the split kernel
 #: alone.
 TC_SCAN_SCREEN = True
-#: The filter tightens a float32 row's upper bound first from an FP16 copy of X (and of the
-#: call's centres) with each row's and centre's rounding residual (``bounds_half_rows``'
-#: comment derives the bound), reading X itself only where the copy's slack may be what
-#: fails the test: the filter reads nearly every row each call (Hamerly's first test fails
-#: on most), so the copy halves its bytes. The copy costs n * d * 2 + 4 n bytes of device
-#: memory, made at a run's first call (where it does not fit, the filter reads X alone);
-#: False: X alone.
-HALF_FILTER = True
 
 
 class Moves(NamedTuple):
@@ -145,8 +137,6 @@ def tensor_scan(n: int, d: int, k: int) -> bool:
 @declares(_SOURCE, "bounds_moved", _TYPES, (BLOCK,))
 @declares(_SOURCE, "bounds_shifts", (BLOCK,))
 @declares(_SOURCE, "bounds_filter", _TYPES, (BLOCK,))
-@declares(_SOURCE, "bounds_half_rows")
-@declares(_SOURCE, "bounds_half_centres")
 @declares(_SOURCE, "bounds_scan", _TYPES, TILE_SIZES, ASSIGN_SHAPES)
 @declares(_SOURCE, "bounds_moves")
 class BoundAssign:
@@ -198,8 +188,6 @@ class BoundAssign:
         self._queue_labels = None
         self._scratch = _Scratch(keep=True)
         self._screen_plan = None  # ... and the screen's plan over the queue (assign_listed)
-        self._half = None  # the filter's FP16 copy of X (HALF_FILTER; _allocate makes it)
-        self._half_centres = None  # ... and of the call's centres, with their residuals
 
     def _allocate(self, k: int, d: int) -> None:
         cp = cupy_module()
@@ -207,12 +195,6 @@ class BoundAssign:
         self._shift = cp.empty(k, dtype=cp.float64)
         self._stats = cp.empty(3, dtype=cp.float64)
         self._k = k
-        if HALF_FILTER and self.X.dtype == np.float32 and self._half is None:
-            self._half = self._half_copy()
-        if self._half is not None:
-            pitch = -(-d // 8) * 8  # 16-byte rows
-            self._half_centres = (cp.empty((k, pitch), dtype=cp.float16),
-                                  cp.empty(k, dtype=cp.float32), pitch)
         n = self.X.shape[0]
         self._tensor = tensor_scan(n, d, k) and has_mma(cp)
         if self._tensor and self._queue_labels is None:
@@ -222,30 +204,6 @@ class BoundAssign:
                                  if TC_SCAN_SCREEN and _padded_width(d) in SCREEN_SHARE
                                  else None)
         self.reset()
-
-    def _half_copy(self):
-        """The filter's FP16 copy of X (``bounds_half_rows``): ``(HT (d, n) float16, each
-        row's residual (n) float32, the middle m (d) float64, the scale s (1,) float64)``,
-        m and s on the device (no host sync); None where it does not fit in device memory."""
-        cp = cupy_module()
-        XT = self._XT
-        d, n = XT.shape
-        try:
-            HT = cp.empty((d, n), dtype=cp.float16)
-            residual = cp.empty(n, dtype=cp.float32)
-        except cp.cuda.memory.OutOfMemoryError:
-            return None  # the filter reads X alone
-        high = XT.max(axis=1).astype(cp.float64)
-        low = XT.min(axis=1).astype(cp.float64)
-        middle = (high + low) * 0.5  # any m will do: the residuals are measured from it
-        spread = cp.maximum(cp.maximum(high - middle, middle - low).max(), 2.0**-900)
-        # every |x - m| s within 2^14 (2^15 < FP16's largest, 65504; log2's rounding at a
-        # power of two costs at most that factor of two)
-        scale = cp.ldexp(cp.ones(1), (14 - cp.ceil(cp.log2(spread))).astype(cp.int32))
-        kernel = get_kernel(_SOURCE, "bounds_half_rows")
-        launch(kernel, stride_grid(kernel, 256, n), 256,
-               (XT, np.int64(n), np.int32(d), middle, scale, HT, residual))
-        return HT, residual, middle, scale
 
     def reset(self) -> None:
         """Scan every point in the next call (labels were moved outside the assignment)."""
@@ -325,21 +283,12 @@ class BoundAssign:
             self._flags[2:4].data.memset_async(0, 8)  # the queue's and the moves' counts
 
         def filter_points():
-            half = (None, None, None, np.int32(0), None, None)  # no copy: X alone
-            if self._half is not None:
-                HT, row_residual, middle, scale = self._half
-                CH, centre_residual, pitch = self._half_centres
-                launch(get_kernel(_SOURCE, "bounds_half_centres"), -(-k // 256), 256,
-                       (centers, np.int32(k), np.int32(d), np.int32(pitch), middle, scale, CH,
-                        centre_residual))
-                half = (HT, row_residual, CH, np.int32(pitch), centre_residual, scale)
             kernel = get_kernel(_SOURCE, "bounds_filter", X.dtype, BLOCK)
             launch(kernel, stride_grid(kernel, BLOCK, n), BLOCK,
                    (self._XT, centers, np.int32(d), labels, self._shift, self._stats, force,
                     self._bound, np.int64(n), self.upper,
                     self.lower, queue_size, self._queue,
-                    kernel_pointer(self._queue_labels if self._tensor else None),
-                    *(kernel_pointer(v) if v is None else v for v in half)))
+                    kernel_pointer(self._queue_labels if self._tensor else None)))
 
         def scan():
             if self._tensor:
