@@ -8,7 +8,8 @@ Usage (repository root, on a GPU machine)::
         [--only 10000000,32,1024 1000000,128,1024] [--hog-blocks 16 32] [--repeats 3]
 
 A copy kernel on a few blocks (``--hog-blocks``, 1024 threads each) copies one 1 GiB
-buffer into another, over and over, on a non-blocking stream of its own while ``"auto"``
+buffer into another, over and over (until a flag set from a third stream, or 2.5 times the
+fit's time alone at most), on a non-blocking stream of its own while ``"auto"``
 fits (the first k rows as centres, ``tol=0``, uniform data: ``fit_vs_flash.py``'s) run on
 the default stream; each fit of 20 and of 100 iterations ``--repeats`` times without the
 copy and with it, in turns; a steady iteration is ``(t(100) - t(20)) / 80`` of the
@@ -41,14 +42,20 @@ hog(const float4* __restrict__ src,        // IN  (n4)
     float4* __restrict__ dst,              // OUT (n4)
     long long n4,                          // IN
     const volatile int* stop,              // IN  (1) set to 1 from another stream: the end
-    long long max_passes,                  // IN  the most passes (a fit that never ends)
+    long long max_passes,                  // IN  the most passes
+    unsigned long long duration,           // IN  ns: it stops then at the latest
     unsigned long long* passes)            // INOUT (1) passes summed over the blocks
 {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    const unsigned long long end = now + duration;
     long long pass = 0;
-    for (; pass < max_passes && *stop == 0; ++pass)
+    for (; pass < max_passes && *stop == 0 && now < end; ++pass) {
         for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n4;
              j += (long long)gridDim.x * blockDim.x)
             dst[j] = src[j];
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    }
     if (threadIdx.x == 0) atomicAdd(passes, (unsigned long long)pass);
 }
 """
@@ -69,24 +76,27 @@ class Hog:
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.stopper = cp.cuda.Stream(non_blocking=True)  # sets the flag while it runs
         self.flag = cp.zeros(1, dtype=cp.int32)
-        self.begun = 0.0
+        self.events = (cp.cuda.Event(), cp.cuda.Event())
 
-    def start(self) -> None:
+    def start(self, seconds: float) -> None:
+        """Start the copy; it runs until :meth:`stop` or for ``seconds`` at most."""
         self.flag.fill(0)
         self.passes.fill(0)
         cp.cuda.Device().synchronize()
         with self.stream:
+            self.events[0].record()
             self.kernel((self.blocks,), (1024,),
                         (self.src, self.dst, np.int64(self.src.size // 4), self.flag,
-                         np.int64(_MAX_PASSES), self.passes))
-        self.begun = time.perf_counter()
+                         np.int64(_MAX_PASSES), np.uint64(seconds * 1e9), self.passes))
         time.sleep(0.002)  # running before the fit starts
 
     def stop(self) -> float:
         with self.stopper:
             self.flag.fill(1)
+        with self.stream:
+            self.events[1].record()
         self.stream.synchronize()
-        seconds = time.perf_counter() - self.begun
+        seconds = self.seconds = cp.cuda.get_elapsed_time(*self.events) * 1e-3
         passes = int(self.passes.get()[0]) / self.blocks  # sync: the benchmark's readback
         if passes >= _MAX_PASSES:
             raise RuntimeError("the copy ran out of passes before the fit ended")
@@ -111,7 +121,7 @@ def main() -> None:
     hogs = {blocks: Hog(blocks) for blocks in args.hog_blocks}
     alone = {}
     for blocks, hog in hogs.items():  # each copy's rate with nothing else running
-        hog.start()
+        hog.start(0.3)
         time.sleep(0.3)
         alone[blocks] = hog.stop()
         print("copy alone", blocks, "blocks", f"{alone[blocks] / 1e12:.2f} TB/s", flush=True)
@@ -123,16 +133,17 @@ def main() -> None:
         floor = 2 * n * d * k / TF32_RATE
         for blocks, hog in [(0, None), *hogs.items()]:
             seconds = {(arm, m): [] for arm in ("plain", "copy") for m in (20, 100)}
-            rates, models = [], {}
+            rates, copy_seconds, models = [], [], {}
             for m in (20, 100):
-                _fit(X, C, k, m)  # warm-up: compiles, binds
+                plain, _ = _fit(X, C, k, m)  # warm-up: compiles, binds
                 for _ in range(args.repeats):
                     for arm in ("plain", "copy"):
                         if arm == "copy" and hog is not None:
-                            hog.start()
+                            hog.start(2.5 * plain + 0.01)
                         t, models[arm] = _fit(X, C, k, m)
                         if arm == "copy" and hog is not None:
                             rates.append(hog.stop())
+                            copy_seconds.append(hog.seconds)
                         seconds[arm, m].append(t)
             median = {key: statistics.median(v) for key, v in seconds.items()}
             steady = {arm: (median[arm, 100] - median[arm, 20]) / 80 for arm in ("plain", "copy")}
@@ -143,6 +154,7 @@ def main() -> None:
                    "copy_over_plain": steady["copy"] / steady["plain"],
                    "copy_rate_during_fits_Bps": statistics.median(rates) if rates else None,
                    "copy_rate_alone_Bps": alone.get(blocks),
+                   "copy_seconds": copy_seconds,
                    "labels_equal": bool(cp.array_equal(models["plain"].labels_,
                                                        models["copy"].labels_)),
                    "assign": models["plain"].strategies_["assign"]}
