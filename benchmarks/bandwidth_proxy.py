@@ -67,8 +67,8 @@ class Hog:
     """The copy kernel on ``blocks`` blocks: :meth:`start`, then :meth:`stop`, which
     returns its rate in bytes per second (read and written) over the time it ran."""
 
-    def __init__(self, blocks: int):
-        self.blocks = blocks
+    def __init__(self, blocks: int, threads: int):
+        self.blocks, self.threads = blocks, threads
         self.kernel = cp.RawKernel(_HOG, "hog")
         self.src = cp.random.random(_BYTES // 4, dtype=cp.float32)
         self.dst = cp.empty_like(self.src)
@@ -85,7 +85,7 @@ class Hog:
         cp.cuda.Device().synchronize()
         with self.stream:
             self.events[0].record()
-            self.kernel((self.blocks,), (1024,),
+            self.kernel((self.blocks,), (self.threads,),
                         (self.src, self.dst, np.int64(self.src.size // 4), self.flag,
                          np.int64(_MAX_PASSES), np.uint64(seconds * 1e9), self.passes))
         time.sleep(0.002)  # running before the fit starts
@@ -116,9 +116,10 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--only", nargs="+", default=["10000000,32,1024", "1000000,128,1024"])
     parser.add_argument("--hog-blocks", nargs="+", type=int, default=[16, 32])
+    parser.add_argument("--hog-threads", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    hogs = {blocks: Hog(blocks) for blocks in args.hog_blocks}
+    hogs = {blocks: Hog(blocks, args.hog_threads) for blocks in args.hog_blocks}
     alone = {}
     for blocks, hog in hogs.items():  # each copy's rate with nothing else running
         hog.start(0.3)
@@ -147,7 +148,7 @@ def main() -> None:
                         seconds[arm, m].append(t)
             median = {key: statistics.median(v) for key, v in seconds.items()}
             steady = {arm: (median[arm, 100] - median[arm, 20]) / 80 for arm in ("plain", "copy")}
-            row = {"n": n, "d": d, "k": k, "hog_blocks": blocks,
+            row = {"n": n, "d": d, "k": k, "hog_blocks": blocks, "hog_threads": args.hog_threads,
                    "seconds": {f"{arm}/{m}": v for (arm, m), v in median.items()},
                    "steady_iteration_s": steady,
                    "over_tf32_floor": {arm: s / floor for arm, s in steady.items()},
