@@ -15,7 +15,7 @@ from sklearn.metrics import adjusted_rand_score
 from gpumine import WaveCluster
 from gpumine.backend import get_backend
 from gpumine.datasets import make_shape_sets
-from gpumine.wavecluster import cpu_fast, engine, hierarchy, pipeline
+from gpumine.wavecluster import engine, hierarchy, pipeline
 from gpumine.wavecluster.labeling import label_scipy, label_union_find
 from gpumine.wavecluster.levels import joint_tables
 
@@ -168,36 +168,10 @@ def test_decide_equals_the_rule_read_literally():
             ids.append(np.sort(rng.choice(np.arange(1, 40), n, replace=False)))
             masses.append(rng.uniform(0.1, 10, n))
             parents.append(rng.choice(ids[-2], n))
-        got = hierarchy._decide_lists(ids, masses, parents)
+        got = hierarchy._decide(ids, masses, parents)
         assert got == _decide_reference(ids, masses, parents)
-        assert hierarchy._decide(ids, masses, parents) == got  # compiled, with Numba
         splits_seen += bool(got[1])
     assert splits_seen > 20  # the trees split often enough to test the rule
-
-
-@pytest.mark.skipif(not cpu_fast.available(), reason="Numba (the fast extra) not installed")
-def test_compiled_rule_equals_the_lists():
-    """cpu_fast.decide against _decide_lists on 300 larger random trees (up to 40 levels of
-    up to 12 components, persistence 1 to 5, shares 0 to 0.5), the levels' numbers sparse;
-    a parent's number missing from the level below: None (the lists decide)."""
-    rng = np.random.default_rng(11)
-    for _ in range(300):
-        ids = [np.arange(1, int(rng.integers(1, 6)) + 1)]
-        masses, parents = [rng.uniform(1, 10, ids[0].size)], [None]
-        for _ in range(int(rng.integers(0, 40))):
-            n = int(rng.integers(1, 13))
-            ids.append(np.sort(rng.choice(np.arange(1, 200), n, replace=False)))
-            masses.append(rng.uniform(0.01, 10, n))
-            parents.append(rng.choice(ids[-2], n))
-        persistence, share = int(rng.integers(1, 6)), float(rng.uniform(0, 0.5))
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(hierarchy, "AUTO_SPLIT_PERSISTENCE", persistence)
-            patch.setattr(hierarchy, "AUTO_SPLIT_MIN_SHARE", share)
-            expected = hierarchy._decide_lists(ids, masses, parents)
-        assert cpu_fast.decide(ids, masses, parents, persistence, share) == expected
-    ids = [np.array([1, 2]), np.array([5])]
-    assert cpu_fast.decide(ids, [np.ones(2), np.ones(1)], [None, np.array([3])], 4,
-                           0.25) is None
 
 
 def test_grow_labels_follows_the_region_not_the_straight_line():

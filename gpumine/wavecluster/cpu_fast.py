@@ -48,7 +48,7 @@ from gpumine.wavecluster.labeling import flat_steps
 from gpumine.wavecluster.wavelet import get_wavelet
 from gpumine.wavecluster.wavelet import lowpass as wavelet_lowpass
 
-__all__ = ["LevelsTree", "available", "bounds", "decide", "histogram", "joint", "levels_tree",
+__all__ = ["LevelsTree", "available", "bounds", "histogram", "joint", "levels_tree",
            "lowpass", "nearest", "spread", "stack_tree"]
 
 _KERNELS: dict = {}
@@ -464,171 +464,14 @@ def _kernels() -> dict:
                 a -= 1
         return out
 
-    @numba.njit(cache=True, nogil=True)
-    def decide(ids, masses, parents, starts, persistence, share):
-        # IN ids, masses (nodes): every level's component numbers (ascending in each level)
-        # and masses, the levels one after another; IN parents (nodes - level 0's): each
-        # component's parent's number in the level below, from level 1 on; IN starts
-        # (levels + 1) each level's first node. OUT: (leaves, n_leaves, splits, n_splits,
-        # ok), the first n rows of leaves and splits (level, position in it); ok False
-        # where a parent's number is not in the level below (the caller's Python then
-        # decides). Every array is host memory (sync: none).
-        depth = starts.size - 1
-        total = starts[depth]
-        parent = np.full(total, -1, dtype=np.int64)  # each node's parent node
-        count = np.zeros(total + 1, dtype=np.int64)
-        for j in range(1, depth):
-            low, high = starts[j - 1], starts[j]
-            for node in range(starts[j], starts[j + 1]):
-                number = parents[node - starts[1]]
-                a, b = low, high
-                while a < b:  # the level's numbers ascend
-                    middle = (a + b) // 2
-                    if ids[middle] < number:
-                        a = middle + 1
-                    else:
-                        b = middle
-                if a == high or ids[a] != number:
-                    return (np.zeros((0, 2), np.int64), 0, np.zeros((0, 2), np.int64), 0,
-                            False)
-                parent[node] = a
-                count[a + 1] += 1
-        for node in range(total):  # each node's children: kids[first[node]:first[node + 1]]
-            count[node + 1] += count[node]
-        first = count.copy()
-        kids = np.empty(max(total, 1), dtype=np.int64)
-        for node in range(total):  # in node order: each list in position order
-            if parent[node] >= 0:
-                kids[count[parent[node]]] = node
-                count[parent[node]] += 1
-        level = np.empty(total, dtype=np.int64)
-        for j in range(depth):
-            level[starts[j]:starts[j + 1]] = j
-        last = level.copy()  # the highest level a node's descendants reach
-        for node in range(total - 1, -1, -1):  # the levels from the top down
-            for c in kids[first[node]:first[node + 1]]:
-                if last[c] > last[node]:
-                    last[node] = last[c]
-        leaves = np.empty((total, 2), dtype=np.int64)
-        splits = np.empty((total, 2), dtype=np.int64)
-        n_leaves = n_splits = 0
-        pending = np.empty(total, dtype=np.int64)
-        n_pending = 0
-        for node in range(starts[0], starts[1]):
-            pending[n_pending] = node
-            n_pending += 1
-        front = np.empty(total, dtype=np.int64)
-        below = np.empty(total, dtype=np.int64)
-        while n_pending:
-            n_pending -= 1
-            node = pending[n_pending]
-            i = level[node]
-            front[0] = node
-            size = 1
-            leaf = True
-            for j in range(i + 1, depth):
-                new = 0
-                for a in range(size):
-                    for c in kids[first[front[a]]:first[front[a] + 1]]:
-                        below[new] = c
-                        new += 1
-                front, below = below, front
-                size = new
-                if size == 0:
-                    break
-                if size < 2:
-                    continue
-                kept = 0
-                heaviest = -np.inf
-                for a in range(size):
-                    if last[front[a]] >= j + persistence:
-                        below[kept] = front[a]
-                        kept += 1
-                        heaviest = max(heaviest, masses[front[a]])
-                if kept >= 2:  # pieces far lighter than the heaviest are bumps on it
-                    floor = share * heaviest
-                    heavy = 0
-                    for a in range(kept):
-                        if masses[below[a]] >= floor:
-                            below[heavy] = below[a]
-                            heavy += 1
-                    kept = heavy
-                if kept >= 2:
-                    splits[n_splits, 0] = i
-                    splits[n_splits, 1] = node - starts[i]
-                    n_splits += 1
-                    for a in range(kept):
-                        pending[n_pending] = below[a]
-                        n_pending += 1
-                    leaf = False
-                    break
-            if leaf:
-                leaves[n_leaves, 0] = i
-                leaves[n_leaves, 1] = node - starts[i]
-                n_leaves += 1
-        return leaves, n_leaves, splits, n_splits, True
-
     # all at once (one update under the GIL): a thread that finds the table filled finds
     # every kernel in it (the "auto" rule's coarser levels run on the host pool)
     _KERNELS.update({
         "joint_table": joint_table, "node_paint": node_paint,
         "nearest_cluster": nearest_cluster, "significant_slabs": significant_slabs,
         "haar_axis": haar_axis, "grow": grow, "tree": tree, "histogram": quantize_histogram,
-        "minmax": minmax, "levels_tree": levels_tree, "level_labels": level_labels,
-        "decide": decide})
+        "minmax": minmax, "levels_tree": levels_tree, "level_labels": level_labels})
     return _KERNELS
-
-
-def decide(ids, masses, parents, persistence: int, share: float):
-    """The split step's rule on a tree of components
-    (:func:`gpumine.wavecluster.hierarchy._decide`'s, its Python the reference) in one
-    compiled pass: each component's children in arrays and the highest level its
-    descendants reach, then the walk down from level 0, where the Python builds lists and a
-    dictionary a level (0.19-0.33 ms of a 2-d auto fit's 3-4 ms on this project's 2-core
-    VM).
-
-    Parameters
-    ----------
-    ids, masses : sequence of 1-d arrays
-        Per level, its components' numbers (ascending) and masses.
-    parents : sequence
-        Per level, its components' parents' numbers in the level below (level 0's: None).
-    persistence : int
-        Levels a piece must reach above the level where it appears.
-    share : float
-        A piece counts with at least this share of its heaviest sibling's mass.
-
-    Returns
-    -------
-    (leaves, splits) or None
-        Sorted lists of ``(level, position)``, as ``_decide`` returns them; None where a
-        parent's number is not in the level below.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from gpumine.wavecluster.cpu_fast import decide
-    >>> ids = [np.array([1]), np.array([1, 2]), np.array([1, 2]), np.array([1, 2])]
-    >>> masses = [np.array([9.0]), np.array([4.0, 3.0]), np.array([3.0, 2.0]),
-    ...           np.array([2.0, 1.0])]
-    >>> parents = [None, np.array([1, 1]), np.array([1, 2]), np.array([1, 2])]
-    >>> decide(ids, masses, parents, 2, 0.25)  # both pieces reach two levels up
-    ([(1, 0), (1, 1)], [(0, 0)])
-    >>> decide(ids, masses, parents, 3, 0.25)  # not three
-    ([(0, 0)], [])
-    """
-    starts = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum([len(level) for level in ids], out=starts[1:])
-    flat_ids = np.concatenate([np.asarray(level, dtype=np.int64) for level in ids])
-    flat_masses = np.concatenate([np.asarray(level, dtype=np.float64) for level in masses])
-    flat_parents = (np.concatenate([np.asarray(level, dtype=np.int64) for level in parents[1:]])
-                    if len(ids) > 1 else np.zeros(0, dtype=np.int64))
-    leaves, n_leaves, splits, n_splits, ok = _kernels()["decide"](
-        flat_ids, flat_masses, flat_parents, starts, int(persistence), float(share))
-    if not ok:
-        return None
-    return (sorted(map(tuple, leaves[:n_leaves].tolist())),  # sync: none, host arrays
-            sorted(map(tuple, splits[:n_splits].tolist())))
 
 
 def lowpass(grid, wavelet="haar", levels: int = 1):

@@ -72,7 +72,6 @@ import numpy as np
 from scipy import ndimage
 
 from gpumine.backend import upload
-from gpumine.wavecluster import cpu_fast
 from gpumine.wavecluster.labeling import flat_steps, neighbour_offsets
 
 __all__ = [
@@ -941,27 +940,9 @@ def _paint_kept(stack, path, ids, leaves, splits, connectivity, xp, to_host, spr
     return out, next_id - 1
 
 
-#: The split step's rule on the tree compiled (:func:`gpumine.wavecluster.cpu_fast.decide`,
-#: with Numba), on the CPU's and the GPU's trees alike (the tree is on the host); else
-#: :func:`_decide_lists`.
-_COMPILED_RULE = cpu_fast.available()
-
-
 def _decide(ids, masses, parents) -> tuple[list, list]:
-    """The rule on the tree (host arrays a level: each component's number, ascending, its
-    mass and its parent's number in the level below): ``(leaves, splits)``, each a sorted
-    list of ``(level index, position in ids[level])``; compiled where Numba is there
-    (:data:`_COMPILED_RULE`), the same lists as :func:`_decide_lists` (test)."""
-    if _COMPILED_RULE:
-        decided = cpu_fast.decide(ids, masses, parents, AUTO_SPLIT_PERSISTENCE,
-                                  AUTO_SPLIT_MIN_SHARE)
-        if decided is not None:
-            return decided
-    return _decide_lists(ids, masses, parents)
-
-
-def _decide_lists(ids, masses, parents) -> tuple[list, list]:
-    """:func:`_decide` in Python lists: the reference of the compiled rule."""
+    """The rule on the tree (host lists): ``(leaves, splits)``, each a list of
+    ``(level index, position in ids[level])``."""
     # Python numbers throughout: a tree of a few components a level over tens of levels is
     # walked component by component, where NumPy scalars cost several times more
     ids = [np.asarray(level).tolist() for level in ids]  # sync: none, host arrays
