@@ -101,12 +101,13 @@ __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t
                                            const T* __restrict__ centre, int d) {
     constexpr int V = 16 / sizeof(T);  // values a 16-byte load
     using Vec = typename Vec16<T>::type;
+    const bool words = (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0;
     T sum = 0;
     // 32 values of the row loaded before the first is used: the filter at 10M x 32,
     // k = 1024 on the H200 494 -> 464 us under ncu (eight at a time before; records
     // ncu-filter-{old,new}-h200-7547c64.txt.gz, hamerly-ab-filter-chunk32-7547c64-*)
     constexpr int CHUNK = 32;
-    if (d % CHUNK == 0 && (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0) {
+    if (words && d % CHUNK == 0) {
         for (int q0 = 0; q0 < d; q0 += CHUNK) {
             T x[CHUNK];
 #pragma unroll
@@ -125,7 +126,7 @@ __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t
         }
         return sum;
     }
-    if (d % V == 0 && (reinterpret_cast<unsigned long long>(centre) & 15ull) == 0) {
+    if (words && d % V == 0) {
         const Vec* row = reinterpret_cast<const Vec*>(centre);
 #pragma unroll 2
         for (int q = 0; q < d / V; ++q) {
