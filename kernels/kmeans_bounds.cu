@@ -96,6 +96,24 @@ template <typename T> struct Vec16;
 template <> struct Vec16<float> { using type = float4; };
 template <> struct Vec16<double> { using type = double2; };
 
+// `sum` plus the squared differences of the values x(0), ..., x(V - 1) and the centre's
+// 16-byte word at `word` (V values, read through the read-only cache), one FMA a value in
+// order: own_distance2's step in both of its vector paths (x: the row's values, in
+// registers or loaded as they are used)
+template <typename T, typename Values>
+__device__ __forceinline__ T add_word(const typename Vec16<T>::type* __restrict__ word,
+                                      Values x, T sum) {
+    constexpr int V = 16 / sizeof(T);  // values a 16-byte load
+    const typename Vec16<T>::type c = __ldg(word);
+    const T* cv = reinterpret_cast<const T*>(&c);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const T diff = x(v) - cv[v];
+        sum = fma(diff, diff, sum);
+    }
+    return sum;
+}
+
 template <typename T>
 __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t n,
                                            const T* __restrict__ centre, int d) {
@@ -114,30 +132,17 @@ __device__ __forceinline__ T own_distance2(const T* __restrict__ column, index_t
             for (int j = 0; j < CHUNK; ++j) x[j] = column[(index_t)(q0 + j) * n];
             const Vec* row = reinterpret_cast<const Vec*>(centre + q0);
 #pragma unroll
-            for (int q = 0; q < CHUNK / V; ++q) {
-                const Vec c = __ldg(row + q);
-                const T* cv = reinterpret_cast<const T*>(&c);
-#pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    const T diff = x[q * V + v] - cv[v];
-                    sum = fma(diff, diff, sum);
-                }
-            }
+            for (int q = 0; q < CHUNK / V; ++q)
+                sum = add_word<T>(row + q, [&](int v) { return x[q * V + v]; }, sum);
         }
         return sum;
     }
     if (words && d % V == 0) {
         const Vec* row = reinterpret_cast<const Vec*>(centre);
 #pragma unroll 2
-        for (int q = 0; q < d / V; ++q) {
-            const Vec c = __ldg(row + q);
-            const T* cv = reinterpret_cast<const T*>(&c);
-#pragma unroll
-            for (int v = 0; v < V; ++v) {
-                const T diff = column[(index_t)(q * V + v) * n] - cv[v];
-                sum = fma(diff, diff, sum);
-            }
-        }
+        for (int q = 0; q < d / V; ++q)
+            sum = add_word<T>(row + q, [&](int v) { return column[(index_t)(q * V + v) * n]; },
+                              sum);
         return sum;
     }
 #pragma unroll 4
