@@ -221,6 +221,41 @@ def test_wide_data_scanned_on_tensor_cores(cp, monkeypatch, screen, n, d, k, off
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("d", "k", "blobs"), [(32, 64, False), (100, 200, False),
+                                               (64, 64, True)])
+def test_first_full_scan_takes_its_plan_from_a_sample(cp, monkeypatch, d, k, blobs, dtype, rng):
+    """From four samples' rows a tensor-core bounds run's first call, which queues every
+    row, runs the split kernel on a sample of them first, whose count sets that call's plan
+    (the screen first where it leaves few: on uniform data); that call alone. Every call's
+    labels are tiled's, its changed count the labels that changed (the sample's rows, decided
+    twice, counted once) and every row's bounds hold (the sample's, written again)."""
+    from gpumine.kmeans import tensor_cores
+
+    monkeypatch.setattr(registry, "TC_SCAN_MIN_WORK", 0)
+    monkeypatch.setattr(registry, "TC_SCAN_MIN_ROWS", 0)
+    passes, original = [], tensor_cores._sample_pass
+
+    def counted(n, *args):
+        passes.append(n)
+        return original(n, *args)
+
+    monkeypatch.setattr(tensor_cores, "_sample_pass", counted)
+    m = tensor_cores.SCREEN_SAMPLE_ROWS
+    n = 4 * m + 1001
+    host = _drawn(rng, n, d, k, 0.0, blobs, dtype)
+    for call, bound in enumerate(_checked_calls(cp, host, k, rng, count=True, calls=4)):
+        assert bound._tensor and bound._screen_plan is not None
+        assert passes == [n], call
+        if call == 0:  # the sample's words: plan 2, its rows, the rows the screen leaves
+            words = bound._scratch.empty("sample", m + 2, cp.int64)[m:].view(cp.int32).get()
+            assert words[0] == 2 and words[1] == m and 0 <= words[2] <= m, words
+            share = tensor_cores.SCREEN_SHARE[tensor_cores._padded_width(d)]
+            if not blobs:
+                assert words[2] <= share * m, words
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
 def test_near_ties_far_from_the_origin(cp, scan, offset, dtype, rng):
     """Points on cell faces of a centre lattice, nudged by a few ulps: the bounds must not

@@ -65,7 +65,8 @@ from gpumine.kmeans.tensor_cores import (
     has_mma,
 )
 
-__all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SCREEN", "BoundAssign", "Moves",
+__all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SAMPLE", "TC_SCAN_SCREEN",
+           "BoundAssign", "Moves",
            "hamerly", "tensor_scan"]
 
 _SOURCE = "kmeans_bounds.cu"
@@ -80,6 +81,10 @@ MAX_FEATURES = LISTED_DIMS[-1]
 #: ``plan`` of :func:`~gpumine.kmeans.tensor_cores.assign_listed`); False: the split kernel
 #: alone.
 TC_SCAN_SCREEN = True
+#: ... and a run's first call, a full scan, takes that plan from a sample of the rows
+#: (:func:`~gpumine.kmeans.tensor_cores.assign_listed`'s ``sample``) where it has rows
+#: enough; False: the split kernel alone over every row, counting for the next call's plan.
+TC_SCAN_SAMPLE = True
 
 
 class Moves(NamedTuple):
@@ -150,8 +155,9 @@ class BoundAssign:
 
     Where :func:`tensor_scan` says so (many centres: 10M x 32, k = 1024, for one), the scan
     is tc-exact's split kernel over the queue instead (at 17 to 32 features the screen
-    first, while it leaves few of the queued points: :data:`TC_SCAN_SCREEN`), and its
-    re-check of the rows the kernels' margins leave
+    first, while it leaves few of the queued points: :data:`TC_SCAN_SCREEN`; on the first
+    call, which queues every point, as a sample of them says: :data:`TC_SCAN_SAMPLE`), and
+    its re-check of the rows the kernels' margins leave
     (:func:`~gpumine.kmeans.tensor_cores.assign_listed`): the same labels. The kernels
     write new bounds for the rows they decide; the filter has written, for every queued
     point, bounds that hold whatever label the exact assignment gives it (``bounds_filter``'s
@@ -188,6 +194,7 @@ class BoundAssign:
         self._queue_labels = None
         self._scratch = _Scratch(keep=True)
         self._screen_plan = None  # ... and the screen's plan over the queue (assign_listed)
+        self._sample = TC_SCAN_SAMPLE  # the first call (a full scan): its plan from a sample
 
     def _allocate(self, k: int, d: int) -> None:
         cp = cupy_module()
@@ -199,7 +206,8 @@ class BoundAssign:
         self._tensor = tensor_scan(n, d, k) and has_mma(cp)
         if self._tensor and self._queue_labels is None:
             self._queue_labels = cp.empty(n, dtype=cp.int32)
-            # 2: the split kernel alone at first, counting what the screen would leave
+            # 2: the split kernel alone, counting what the screen would leave, until the
+            # first call's sample (TC_SCAN_SAMPLE) or its full pass sets it
             self._screen_plan = (cp.full(1, 2, dtype=cp.int32)
                                  if TC_SCAN_SCREEN and _padded_width(d) in SCREEN_SHARE
                                  else None)
@@ -225,6 +233,7 @@ class BoundAssign:
             self._allocate(k, d)
         self._previous[...] = cp.asarray(centers, dtype=self.X.dtype)
         self._flags[:1].fill(0)  # no full scan requested: the caller's bounds stand
+        self._sample = False  # ... so the next call lists some rows, not a sample's
         self.upper.fill(np.inf)  # what a row the caller does not write says: nothing
         self.lower.fill(0.0)
         return self.upper, self.lower
@@ -309,8 +318,11 @@ class BoundAssign:
                    shared_mem=shared)
 
         def tensor_scan_queue():
+            # the run's first call lists every row (sync: none, a host flag)
+            sample, self._sample = self._sample, False
             assign_listed(X, centers, labels, changed, self._queue, queue_size,
-                          (self.upper, self.lower), self._scratch, plan=self._screen_plan)
+                          (self.upper, self.lower), self._scratch, plan=self._screen_plan,
+                          sample=sample)
             if moves is not None:
                 kernel = get_kernel(_SOURCE, "bounds_moves")
                 launch(kernel, stride_grid(kernel, BLOCK, n), BLOCK,

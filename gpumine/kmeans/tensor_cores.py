@@ -590,7 +590,7 @@ def _prepare(cp, scratch, X, centers):
 @declares(_SOURCE, "tc_listed_plan")
 @declares(_SOURCE, "tc_listed_forward")
 def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
-                  plan=None) -> None:
+                  plan=None, sample=False) -> None:
     """tc-exact over the rows a bounds assignment lists (``assign="hamerly"``'s scan on
     tensor cores, :class:`~gpumine.kmeans.bounds.BoundAssign`), their number read on the
     device (fixed grids, no host sync): the split kernel over them -- or, where ``plan``
@@ -604,7 +604,12 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
     kernel; 2, the split kernel alone, counting the rows the screen would leave; the next
     call screens while those are at most :data:`SCREEN_SHARE` of the listed rows
     (``tc_listed_plan``). Both passes are launched every call, the one the device's plan
-    does not take leaving at once.
+    does not take leaving at once. With ``sample`` (a bounds run's first call, which lists
+    every row) and from four times :data:`SCREEN_SAMPLE_ROWS` rows, the call first takes
+    its plan from a sample of the rows (:func:`_sample_pass`), as a :class:`ScreenedRun`'s
+    first call does: without it, that call's split kernel took every row -- 2.5 of the
+    first call's 3.7 ms at 1M x 128, k = 1024, against the screen's 1.1 on all rows (H200,
+    record ``first-calls-h200-2026-11-29-7921aa2.txt``).
 
     Parameters
     ----------
@@ -619,6 +624,8 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
     scratch : _Scratch
         The caller's buffers (kept: its later calls allocate nothing).
     plan : cupy.ndarray int32 (1) or None
+    sample : bool
+        The call lists every row (a full scan): the plan may come from a sample first.
     """
     cp = cupy_module()
     n, d = X.shape
@@ -657,6 +664,12 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
         c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
         launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
                (padded, np.int32(k_pad), np.int32(dp), counters[:1], c_residual))
+        if sample and n >= 4 * SCREEN_SAMPLE_ROWS:  # every row listed: a sample's plan
+            counts = _sample_pass(n, scratch, kernel, shared, common, labels, changed,
+                                  c_residual, bounds)
+            # the plan reads the screen's count under plan 1, the misses under 2: both these
+            launch(get_kernel(_SOURCE, "tc_listed_plan"), 1, 1,
+                   (plan, counts[:1], counts[1:2], counts[1:2], np.float64(SCREEN_SHARE[dp])))
         left = scratch.empty("listed_left", n, cp.int64)
         screen, screen_shared, screen_grid = kernel_of(False)
         # plan 1: the screen over the listed rows, its queue into `left`
@@ -685,9 +698,22 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
 
 def _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residual,
                  pointers) -> None:
-    """A bound run's first plan from :data:`SCREEN_SAMPLE_ROWS` rows (:func:`sample_rows`):
-    the split kernel on them under plan 2, counting the rows the screen's margin would leave
-    there, then ``tc_screen_plan`` with the sample's limit.
+    """A bound run's first plan from :data:`SCREEN_SAMPLE_ROWS` rows (:func:`_sample_pass`),
+    then ``tc_screen_plan`` with the sample's limit."""
+    left = _sample_pass(run.X.shape[0], scratch, kernel, shared, common, labels, changed,
+                        c_residual, pointers)[1:2]
+    launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
+           (run.plan, left, left, np.uint32(run.limit(SCREEN_SAMPLE_ROWS,
+                                                      _padded_width(run.X.shape[1])))))
+
+
+def _sample_pass(n, scratch, kernel, shared, common, labels, changed, c_residual,
+                 pointers):
+    """The split kernel (``kernel``) on :data:`SCREEN_SAMPLE_ROWS` of the n rows
+    (:func:`sample_rows`) under plan 2, counting the rows the screen's margin would leave
+    there: a first call's plan (:func:`_sample_plan`; a bounds run's full scan,
+    :func:`assign_listed`). Returns the sample's counts, device uint32 ``(3,)``: its rows,
+    the rows the screen would leave there and the rows the split kernel queued.
 
     The sample's decided rows get their labels and count in ``changed`` as in any pass (the
     call's full pass then finds them unchanged: each change counted once), and a seed call's
@@ -696,7 +722,6 @@ def _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residu
     """
     cp = cupy_module()
     m = SCREEN_SAMPLE_ROWS
-    n = run.X.shape[0]
     # one upload from the host (the rows, then the plan and the counts in two int64 words):
     # built with CuPy, the rows and fills were seven small launches of Python's time
     host = np.empty(m + 2, dtype=np.int64)
@@ -715,9 +740,7 @@ def _sample_plan(run, scratch, kernel, shared, common, labels, changed, c_residu
             kernel_pointer(changed), counts[2:3], queue, queue_best, *pointers,
             kernel_pointer(None), np.int64(0)),
            shared_mem=shared)
-    left = counts[1:2]  # what the plan reads, whichever plan it holds
-    launch(get_kernel(_SOURCE, "tc_screen_plan"), 1, 1,
-           (run.plan, left, left, np.uint32(run.limit(m, _padded_width(run.X.shape[1])))))
+    return counts
 
 
 def sample_rows(n: int, m: int, xp=np):
