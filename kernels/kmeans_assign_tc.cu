@@ -1179,11 +1179,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 for (int j = d; j < DP; ++j) tile[j * BM + threadIdx.x] = 0.0f;
                 const int here = (int)min((index_t)BM, active_rows - row0);
                 // the screen's rows from its compact copy where they are in it (slots up to
-                // cap, a multiple of 128: a tile is in it or not), as contiguous as every row;
-                // under plan 1 only (after the screen): under plan 2 a bound run's listed rows
-                // come forwarded (tc_listed_forward) and the screen copied nothing
-                const bool packed = COPIED && indirect && pass == 1 && compact != nullptr
-                                    && row0 < cap;
+                // cap, a multiple of 128: a tile is in it or not), as contiguous as every row
+                const bool packed = COPIED && indirect && compact != nullptr && row0 < cap;
                 const T* source = packed ? compact : XT;
                 const index_t stride = packed ? cap : n;
                 if ((!indirect || packed) && stride % 4 == 0

@@ -492,7 +492,12 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                 known = None
             rows = scratch.empty("rows", n, cp.int64)
             screen, screen_shared = fused_kernel(False)  # compiled before any capture
-            copy_args = _screen_copy(scratch, X, dp)
+            # the screen's copy of the first rows it leaves, float data (the split kernel
+            # stages them from it as it stages every row, not a scattered value at a time)
+            cap = min(-(-int(n * SCREEN_COPY_SHARE.get(dp, 0)) // _BM), -(-n // _BM)) * _BM
+            copy = (scratch.empty("screen_copy", (d, cap), X.dtype)
+                    if X.dtype == np.float32 and cap else None)
+            copy_args = (kernel_pointer(copy), np.int64(cap if copy is not None else 0))
             # the split kernel's grid over the screen's rows (asked before any capture)
             grid = every = -(-n // _BM)
             if INDIRECT_WAVES:
@@ -537,18 +542,6 @@ def _assign(X, centers, labels, changed, exact: bool, run=None, bounds=None):
                                               labels, changed, scratch)
         _recheck(XT, centers, rest_size, rest, labels, changed, scratch)
     return queue_size
-
-
-def _screen_copy(scratch, X, dp: int) -> tuple:
-    """The screen's copy of the first rows it leaves (:data:`SCREEN_COPY_SHARE`; float data,
-    the split kernel stages them from it as it stages every row, not a scattered value at a
-    time) as the fused kernels' last two arguments: ``(pointer, cap)``, null and 0 without
-    one."""
-    n, d = X.shape
-    cap = min(-(-int(n * SCREEN_COPY_SHARE.get(dp, 0)) // _BM), -(-n // _BM)) * _BM
-    copy = (scratch.empty("screen_copy", (d, cap), X.dtype)
-            if X.dtype == np.float32 and cap else None)
-    return kernel_pointer(copy), np.int64(cap if copy is not None else 0)
 
 
 def _half_kernel(dtype, dp: int, split: bool, seeds: bool, keys: bool):
@@ -614,10 +607,9 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
     does not take leaving at once. With ``sample`` (a bounds run's first call, which lists
     every row) and from four times :data:`SCREEN_SAMPLE_ROWS` rows, the call first takes
     its plan from a sample of the rows (:func:`_sample_pass`), as a :class:`ScreenedRun`'s
-    first call does: without it, that call's split kernel took every row, about 2.5 ms at
-    1M x 128, k = 1024 where the screen takes 1.1 (H200, record
-    ``first-calls-h200-2026-11-29-7921aa2.txt``). Under plan 1 the screen copies the first
-    rows it leaves for the split kernel, as in :func:`_assign` (:data:`SCREEN_COPY_SHARE`).
+    first call does: without it, that call's split kernel took every row -- 2.5 of the
+    first call's 3.7 ms at 1M x 128, k = 1024, against the screen's 1.1 on all rows (H200,
+    record ``first-calls-h200-2026-11-29-7921aa2.txt``).
 
     Parameters
     ----------
@@ -680,12 +672,11 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
                    (plan, counts[:1], counts[1:2], counts[1:2], np.float64(SCREEN_SHARE[dp])))
         left = scratch.empty("listed_left", n, cp.int64)
         screen, screen_shared, screen_grid = kernel_of(False)
-        copy_args = _screen_copy(scratch, X, dp)
-        # plan 1: the screen over the listed rows, its queue into `left` (and the first rows
-        # it leaves into the copy, which the split kernel stages under plan 1 only)
+        # plan 1: the screen over the listed rows, its queue into `left`
         launch(screen, screen_grid, _BM,
                (*common, plan, rows, row_count, c_residual, null, labels,
-                kernel_pointer(changed), screen_queue, left, queue_best, *bounds, *copy_args),
+                kernel_pointer(changed), screen_queue, left, queue_best, *bounds, null,
+                np.int64(0)),
                shared_mem=screen_shared)
         # plan 2: the listed rows into `left` as they are
         launch(get_kernel(_SOURCE, "tc_listed_forward"),
@@ -693,7 +684,8 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
                (plan, rows, row_count, left, screen_queue))
         launch(kernel, grid, _BM,
                (*common, plan, left, screen_queue, c_residual, misses, labels,
-                kernel_pointer(changed), queue_size, queue, queue_best, *bounds, *copy_args),
+                kernel_pointer(changed), queue_size, queue, queue_best, *bounds, null,
+                np.int64(0)),
                shared_mem=shared)
         launch(get_kernel(_SOURCE, "tc_listed_plan"), 1, 1,
                (plan, row_count, screen_queue, misses, np.float64(SCREEN_SHARE[dp])))
