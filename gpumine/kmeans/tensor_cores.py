@@ -607,9 +607,9 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
     does not take leaving at once. With ``sample`` (a bounds run's first call, which lists
     every row) and from four times :data:`SCREEN_SAMPLE_ROWS` rows, the call first takes
     its plan from a sample of the rows (:func:`_sample_pass`), as a :class:`ScreenedRun`'s
-    first call does: without it, that call's split kernel took every row -- 2.5 of the
-    first call's 3.7 ms at 1M x 128, k = 1024, against the screen's 1.1 on all rows (H200,
-    record ``first-calls-h200-2026-11-29-7921aa2.txt``).
+    first call does: without it, that call's split kernel took every row, about 2.5 ms at
+    1M x 128, k = 1024 where the screen takes 1.1 (H200, record
+    ``first-calls-h200-2026-11-29-7921aa2.txt``).
 
     Parameters
     ----------
