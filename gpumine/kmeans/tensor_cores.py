@@ -184,7 +184,7 @@ from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_p
 __all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "LISTED_DIMS", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
            "SCREEN_SAMPLE_ROWS", "SCREEN_SHARE", "SCREEN_WAVES", "ScreenedRun", "assign_listed",
            "assign_tc_exact", "assign_tc_fast", "error_bound", "has_mma", "queued_rows",
-           "sample_rows"]
+           "sample_rows", "samples_plan"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 #: Padded feature counts of the fused kernel (16 features an mma step); wider data goes
@@ -258,6 +258,20 @@ SCREEN_MIN_ROWS = 1 << 16
 #: of 2^14 rows drawn at random is within 1.2 % of the whole's (three standard deviations)
 #: next to limits of 20-35 %; 128 tiles of neighbours vary more where neighbours are alike.
 SCREEN_SAMPLE_ROWS = 1 << 14
+
+
+def samples_plan(n: int) -> bool:
+    """Whether a first call over ``n`` rows takes its plan from a sample: from four times
+    :data:`SCREEN_SAMPLE_ROWS` rows (below that the sample would be a quarter or more of
+    the call). One rule for a :class:`ScreenedRun`'s first call and a bounds run's
+    (:func:`assign_listed`'s ``sample``).
+
+    Examples
+    --------
+    >>> samples_plan(4 * SCREEN_SAMPLE_ROWS), samples_plan(4 * SCREEN_SAMPLE_ROWS - 1)
+    (True, False)
+    """
+    return n >= 4 * SCREEN_SAMPLE_ROWS
 #: The split kernel after the screen takes the rows it left in a grid of this many waves of
 #: its resident blocks, each block a tile of 128 rows after another (0: a block a tile of
 #: every row, most of them leaving at once). Measured on the H200 (record
@@ -664,7 +678,7 @@ def assign_listed(X, centers, labels, changed, rows, row_count, bounds, scratch,
         c_residual, screen_queue, misses = counters[2:3], counters[3:4], counters[4:5]
         launch(get_kernel(_SOURCE, "tc_center_residuals"), -(-k_pad * 32 // BLOCK), BLOCK,
                (padded, np.int32(k_pad), np.int32(dp), counters[:1], c_residual))
-        if sample and n >= 4 * SCREEN_SAMPLE_ROWS:  # every row listed: a sample's plan
+        if sample and samples_plan(n):  # every row listed: a sample's plan
             counts = _sample_pass(n, scratch, kernel, shared, common, labels, changed,
                                   c_residual, bounds)
             # the plan reads the screen's count under plan 1, the misses under 2: both these
@@ -1032,7 +1046,7 @@ class ScreenedRun:
         """Whether this call is the run's first over at least four samples' rows (it takes
         its plan from a sample, :data:`SCREEN_SAMPLE_ROWS`); later calls answer False."""
         first, self._first = self._first, False
-        return first and n >= 4 * SCREEN_SAMPLE_ROWS
+        return first and samples_plan(n)
 
     @staticmethod
     def limit(n: int, dp: int) -> int:
