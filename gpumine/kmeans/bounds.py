@@ -65,6 +65,7 @@ from gpumine.kmeans.tensor_cores import (
     error_bound,
     has_mma,
     prune_listed,
+    prune_listed_buffers,
 )
 
 __all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SAMPLE", "TC_SCAN_SCREEN",
@@ -325,6 +326,8 @@ class BoundAssign:
             # the run's first call lists every row (sync: none, a host flag)
             sample, self._sample = self._sample, False
             rows, count = self._queue, queue_size
+            if PRUNE_LISTED and sample and _prunes(n, d, k, X.dtype.itemsize):
+                prune_listed_buffers(n, k, self._scratch)
             if PRUNE_LISTED and not sample and _prunes(n, d, k, X.dtype.itemsize):
                 count, rows = prune_listed(X, centers, self._queue, queue_size,
                                            self._queue_labels, labels, changed, self._scratch)

@@ -765,6 +765,16 @@ def prune_listed(X, centers, rows, row_count, row_labels, labels, changed, scrat
                            rest_name="listed_rest")
 
 
+def prune_listed_buffers(n, k, scratch):
+    """PROTOTYPE: make prune_listed's buffers (before a capture)."""
+    cp = cupy_module()
+    scratch.empty("gaps", (k, k), cp.float32)
+    scratch.empty("nearest", (k, min(k, _PRUNE_NEAREST)), cp.float32)
+    scratch.empty("order", (k, min(k, _PRUNE_NEAREST)), cp.int32)
+    scratch.empty("listed_rest_size", 1, cp.uint32)
+    scratch.empty("listed_rest", n, cp.int64)
+
+
 def sample_rows(n: int, m: int, xp=np):
     """The first call's sample: ``m // 128`` tiles of 128 consecutive rows, evenly spread
     over n rows (``m`` a multiple of 128, ``n >= m``), as int64 row numbers.
