@@ -59,13 +59,10 @@ from gpumine.kmeans.tensor_cores import (
     LISTED_DIMS,
     SCREEN_SHARE,
     _padded_width,
-    _prunes,
     _Scratch,
     assign_listed,
     error_bound,
     has_mma,
-    prune_listed,
-    prune_listed_buffers,
 )
 
 __all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SAMPLE", "TC_SCAN_SCREEN",
@@ -88,8 +85,6 @@ TC_SCAN_SCREEN = True
 #: (:func:`~gpumine.kmeans.tensor_cores.assign_listed`'s ``sample``) where it has rows
 #: enough; False: the split kernel alone over every row, counting for the next call's plan.
 TC_SCAN_SAMPLE = True
-#: PROTOTYPE: the listed rows through the pruned re-check first (their labels as best centres).
-PRUNE_LISTED = False
 
 
 class Moves(NamedTuple):
@@ -325,13 +320,7 @@ class BoundAssign:
         def tensor_scan_queue():
             # the run's first call lists every row (sync: none, a host flag)
             sample, self._sample = self._sample, False
-            rows, count = self._queue, queue_size
-            if PRUNE_LISTED and sample and _prunes(n, d, k, X.dtype.itemsize):
-                prune_listed_buffers(n, k, self._scratch)
-            if PRUNE_LISTED and not sample and _prunes(n, d, k, X.dtype.itemsize):
-                count, rows = prune_listed(X, centers, self._queue, queue_size,
-                                           self._queue_labels, labels, changed, self._scratch)
-            assign_listed(X, centers, labels, changed, rows, count,
+            assign_listed(X, centers, labels, changed, self._queue, queue_size,
                           (self.upper, self.lower), self._scratch, plan=self._screen_plan,
                           sample=sample)
             if moves is not None:

@@ -757,24 +757,6 @@ def _sample_pass(n, scratch, kernel, shared, common, labels, changed, c_residual
     return counts
 
 
-def prune_listed(X, centers, rows, row_count, row_labels, labels, changed, scratch):
-    """PROTOTYPE: a bounds run's listed rows through recheck_pruned first, each with its
-    label as the best centre; returns the rows it passes on (count, rows)."""
-    return _recheck_pruned(column_buffer(X), cupy_module().ascontiguousarray(centers),
-                           row_count, rows, row_labels, labels, changed, scratch,
-                           rest_name="listed_rest")
-
-
-def prune_listed_buffers(n, k, scratch):
-    """PROTOTYPE: make prune_listed's buffers (before a capture)."""
-    cp = cupy_module()
-    scratch.empty("gaps", (k, k), cp.float32)
-    scratch.empty("nearest", (k, min(k, _PRUNE_NEAREST)), cp.float32)
-    scratch.empty("order", (k, min(k, _PRUNE_NEAREST)), cp.int32)
-    scratch.empty("listed_rest_size", 1, cp.uint32)
-    scratch.empty("listed_rest", n, cp.int64)
-
-
 def sample_rows(n: int, m: int, xp=np):
     """The first call's sample: ``m // 128`` tiles of 128 consecutive rows, evenly spread
     over n rows (``m`` a multiple of 128, ``n >= m``), as int64 row numbers.
@@ -807,8 +789,7 @@ def _prunes(n: int, d: int, k: int, itemsize: int) -> bool:
 @declares(_SOURCE, "centre_gaps", _TYPES)
 @declares(_SOURCE, "select_gap_rows")
 @declares(_SOURCE, "recheck_pruned", _TYPES, (_PRUNE_CANDIDATES,))
-def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed, scratch=None,
-                    rest_name="rest"):
+def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed, scratch=None):
     """The queued rows with few candidates, by the gaps between centres; returns the
     device counter and the rows left for :func:`_recheck`.
 
@@ -851,8 +832,8 @@ def _recheck_pruned(XT, centers, queue_size, queue, queue_best, labels, changed,
             order))
     # the direct distance's relative and absolute error: NumPy floats on the host, no sync
     kappa_d, absolute = (float(v) for v in error_bound(d, XT.dtype)[1:3])
-    rest_size = scratch.zeros(rest_name + "_size", 1, cp.uint32)
-    rest = scratch.empty(rest_name, n, cp.int64)
+    rest_size = scratch.zeros("rest_size", 1, cp.uint32)
+    rest = scratch.empty("rest", n, cp.int64)
     row_bytes = d * XT.dtype.itemsize
     rows = next(r for r in (4, 2, 1) if r * row_bytes <= _PRUNE_LOAD_BYTES or r == 1)
     stride = -(-row_bytes // 16) * 16 + 32
