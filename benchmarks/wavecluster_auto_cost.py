@@ -3,14 +3,15 @@
 Usage (repository root; ``--device gpu`` on a GPU machine)::
 
     python benchmarks/wavecluster_auto_cost.py --device gpu --out benchmarks/results
+    python benchmarks/wavecluster_auto_cost.py --device gpu --scales 100 --tag -large
 
 On generated sets where the split step fires (spirals, 5-d blobs in noise) and where it
-does not (moons, rings) at 1x, 10x and 40x the quality benchmark's size: the median of
-15 whole ``fit`` calls with ``threshold="auto"`` and of 15 with ``threshold=<the one auto
-chose>`` (same grid, labelling by the base level alone), taken in turns so that drift
-(clocks, other load) touches both alike, from host data and, on the GPU, from device
-data; the ratio is what ``auto`` (base rule + split step) costs. Writes
-``wavecluster-auto-cost-<date>-<commit>.json``.
+does not (moons, rings) at 1x, 10x and 40x the quality benchmark's size (``--scales``, up
+to 100x: 1.25M points for the 5-d blobs): the median of 15 whole ``fit`` calls with
+``threshold="auto"`` and of 15 with ``threshold=<the one auto chose>`` (same grid,
+labelling by the base level alone), taken in turns so that drift (clocks, other load)
+touches both alike, from host data and, on the GPU, from device data; the ratio is what
+``auto`` (base rule + split step) costs. Writes ``wavecluster-auto-cost-<date>-<commit>.json``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def main() -> None:
                         help="override hierarchy.HOST_TREE_WORK (0: every GPU grid's levels "
                              "labelled on the device)")
     parser.add_argument("--tag", default="", help="appended to the record's name")
+    parser.add_argument("--scales", type=float, nargs="+", default=list(SCALES),
+                        help="sizes as multiples of the quality benchmark's (default: %(default)s)")
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS,
+                        help="the generated sets to time (default: all four)")
     args = parser.parse_args()
     from gpumine.wavecluster import hierarchy
 
@@ -65,9 +70,9 @@ def main() -> None:
     inputs = ["host", "device"] if backend.is_gpu else ["host"]
     sync = backend.synchronize if backend.is_gpu else (lambda: None)
     rows = []
-    for scale in SCALES:
+    for scale in args.scales:
         drawn = make_shape_sets(scale=scale, random_state=0)
-        for name in SETS:
+        for name in args.sets:
             X_host, _ = drawn[name]
             for where in inputs:
                 X = backend.to_device(X_host) if where == "device" else X_host
