@@ -3,7 +3,7 @@
 Usage (repository root; ``--device gpu`` on a GPU machine)::
 
     python benchmarks/wavecluster_auto_cost.py --device gpu --out benchmarks/results
-    python benchmarks/wavecluster_auto_cost.py --device gpu --scales 100 --tag -large
+    python benchmarks/wavecluster_auto_cost.py --device gpu --scales 100 --tag=-large
 
 On generated sets where the split step fires (spirals, 5-d blobs in noise) and where it
 does not (moons, rings) at 1x, 10x and 40x the quality benchmark's size (``--scales``, up
