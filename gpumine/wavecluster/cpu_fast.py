@@ -644,7 +644,7 @@ def spread(labels, region, steps):
                               np.ascontiguousarray(steps, dtype=np.int64))
 
 
-def stack_tree(labels, n, weights):
+def stack_tree(labels, n, weights, transfer: bool = True):
     """:func:`~gpumine.wavecluster.hierarchy._read`'s small tree in one compiled pass
     (``Stages.tree``'s contract, the GPU's :func:`gpumine.wavecluster.gpu.stack_tree`): ``[each
     plane's largest number (m), each component's mass (n + 1), each one's parent in the
@@ -659,6 +659,9 @@ def stack_tree(labels, n, weights):
     n : int
     weights : numpy.ndarray of float64   -- IN
         The densities, the shape of ``labels`` (a broadcast view of one plane is not copied).
+    transfer : bool, default=True
+        The contract's (the GPU's leaves its array on the device without it); here the
+        array is on the host either way.
 
     Returns
     -------

@@ -542,8 +542,10 @@ def _read(labels, n, weights, minima, firsts, xp, weigh, to_host, tree=None) -> 
     significant components' numbers (their mass at least the plane's ``minima``), masses and
     parents' numbers in the plane below (zeros for the planes in ``firsts``: a grid's first
     level) (host); and each plane's first and last number in the labelling. ``weights``:
-    the densities, the shape of ``labels``. ``tree``: the backend's reading of a small
-    tree (:class:`~gpumine.wavecluster.pipeline.Stages`); None: calls on ``xp``."""
+    the densities, the shape of ``labels``. ``tree``: the backend's reading of the tree
+    (:class:`~gpumine.wavecluster.pipeline.Stages`): from :data:`SMALL_TREE` components on
+    it stays on the backend and only the significant ones come back; None: calls on
+    ``xp``."""
     m = labels.shape[0]
     lightest = float(np.min(minima))  # sync: none, host values
     if n < SMALL_TREE and tree is not None:
@@ -559,11 +561,16 @@ def _read(labels, n, weights, minima, firsts, xp, weigh, to_host, tree=None) -> 
         found = np.flatnonzero(mass[1:] >= lightest) + 1
         mass, up = mass[found], up[found]
     else:
-        mass, up, tops = _tree_on(labels, n, weights, xp, weigh)
+        if tree is not None:  # the backend's one pass, left where it ran
+            packed = tree(labels, n, weights, transfer=False)  # sync: none
+            tops, mass, up = packed[:m], packed[m:m + n + 1], packed[m + n + 1:]
+        else:
+            mass, up, tops = _tree_on(labels, n, weights, xp, weigh)
+            up = up.astype(xp.float64)
         found = xp.flatnonzero(mass[1:] >= lightest) + 1  # sync: the count, once a stack
         # sync: the planes' last numbers and three numbers a significant component, once
         packed = np.asarray(to_host(xp.concatenate([
-            tops, found.astype(xp.float64), mass[found], up[found].astype(xp.float64)])))
+            tops, found.astype(xp.float64), mass[found], up[found]])))
         found, mass, up = packed[m:].reshape(3, -1)
         found, up = found.astype(np.int64), up.astype(np.int64)
     ends = np.maximum.accumulate(packed[:m].astype(np.int64))  # empty planes: no number

@@ -102,11 +102,12 @@ class Stages:
         profiles in one transfer (the ``"auto"`` rule's first look; the layout of
         :func:`~gpumine.wavecluster.engine._summaries`); None: reductions on ``xp``.
     tree : callable, optional
-        ``tree(labels, n, weights) -> host array``: a stack's planes' largest numbers, and
-        its components' masses and parents, in one transfer (the layout of
+        ``tree(labels, n, weights, transfer=True) -> host array``: a stack's planes' largest
+        numbers, and its components' masses and parents, in one transfer (the layout of
         :func:`~gpumine.wavecluster.hierarchy._read`; the CPU's one compiled pass,
-        :func:`gpumine.wavecluster.cpu_fast.stack_tree`, with Numba); None: a bincount, a
-        scatter and a reduction on ``xp``.
+        :func:`gpumine.wavecluster.cpu_fast.stack_tree`, with Numba); with
+        ``transfer=False`` the same array on the backend (a large tree, whose significant
+        components alone come back); None: a bincount, a scatter and a reduction on ``xp``.
     plane : callable, optional
         ``plane(plane, shape, box, start) -> labels``: one level of a stack as a labelling
         of the grid (:meth:`~gpumine.wavecluster.hierarchy._LevelStack.labelling`); None:
