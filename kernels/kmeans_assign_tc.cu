@@ -6,6 +6,8 @@
 //   bound[2] absolute: |score error| from underflow <= bound[2] * (1 + |x| + cmax)
 //   bound[3] 1 for assign="tc-fast": every row is decided (FP16 labels, no re-check)
 //   bound[4] kappa_s: |distance error| from shifting to float32 <= kappa_s (|x| + cmax)^2
+// (assign_tc_half takes ten: its split kernel's five, then the one-product kernel's, whose
+// accumulation over every feature has the wider kappa_g.)
 // Points and centres are shifted by the centres' mean (`shift`) and rounded to float32
 // before the products; |x| and cmax are norms of the shifted values.
 // A row whose top-2 margin does not exceed the bound goes to a list; assign_recheck then
@@ -1032,7 +1034,9 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                const unsigned* __restrict__ c_lo,   // IN  (k_pad, DP / 2)
                const float* __restrict__ norms,     // IN  (k_pad) ||c||^2, max float past k
                const unsigned* __restrict__ cmax,   // IN  (1) max ||c|| as float bits
-               const double* __restrict__ bound,    // IN  (5) see the top of this file
+               const double* __restrict__ bound,    // IN  (10) the split kernel's five (see
+                                                    //   the top of this file), then the
+                                                    //   one-product kernel's
                index_t n,                           // IN
                int d,                               // IN  d <= DP
                int k_pad,                           // IN  multiple of 64
@@ -1057,6 +1061,12 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
     static_assert(DP % 16 == 0, "FP16 mma takes 16 features a step");
     extern __shared__ __align__(16) unsigned char shared_raw[];
     constexpr bool HELD = HalfTile<DP, SPLIT>::HELD;
+    // The bound of this kernel's own scores, and the one-product kernel's (the screen's, which
+    // the split kernel counts for): the split kernel past 64 features (not HELD) flushes its
+    // large products an instruction at a time, a tighter bound (gpumine.kmeans.tensor_cores,
+    // error_bound's "half" against "half-held").
+    const double* held_bound = bound + 5;
+    const double* own_bound = (SPLIT && !HELD) ? bound : held_bound;
     // (the one-product kernel reads no lo parts: its centre tiles take half the space; up to
     // 32 features they are twice as wide, a last one half full where k_pad is an odd
     // multiple of 64: 10M x 32, k = 1024 1.5-2.5 % faster on the H200, 4-5 % slower at 64
@@ -1260,7 +1270,8 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 // and what the keys move the scores by, from the score error they then carry
                 // (the split kernel counts the rows the screen would leave with the same term)
                 const double keys = key_bits > KEY_BITS ? 0.0 : key_error(
-                    key_bits, norm2, cmax_value, top2_error(norm2, cmax_value, bound, moved));
+                    key_bits, norm2, cmax_value, top2_error(norm2, cmax_value, held_bound,
+                                                             moved));
                 dropped[threadIdx.x] = moved + keys;
             }
             const int e = 1 - r_scale - c_scale;  // coefficient -2^e
@@ -1449,7 +1460,17 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                             multiply_small(small[t], a_hi[0][0], a_hi[1][0], a_lo[0][0], a_lo[1][0],
                                            bh, bl);
                         }
-                        multiply_large(acc[t], a_hi[0][0], a_hi[1][0], bh);
+                        // the large products an instruction at a time from zero, then added
+                        // in float32: the accumulation's error is bounded by each
+                        // instruction's own magnitudes, not the row's whole sum
+                        // (accumulation.flushed_units: 28 units of 2^-23 at 128 features
+                        // against model_units' 192)
+                        float part[2][4] = {};
+                        multiply_large(part, a_hi[0][0], a_hi[1][0], bh);
+#pragma unroll
+                        for (int m = 0; m < 2; ++m)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) acc[t][m][e] += part[m][e];
                     }
                 }
 #pragma unroll
@@ -1485,11 +1506,11 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 // a key below float's normal range has lost its centre (top2_push_key)
                 const bool known = !keyed || (__float_as_int(t.best) & 0x7f800000) != 0;
                 const bool decided = active && scaled && known
-                                     && top2_decides(t, xn[local], (double)cmax_value, bound,
-                                                     screen ? dropped[local] : 0.0);
+                                     && top2_decides(t, xn[local], (double)cmax_value,
+                                                     own_bound, screen ? dropped[local] : 0.0);
                 if (SPLIT && *counting) {  // the rows the screen would leave, a warp's at once
                     const bool missed = active && !(scaled && top2_decides(
-                        t, xn[local], (double)cmax_value, bound, dropped[local]));
+                        t, xn[local], (double)cmax_value, held_bound, dropped[local]));
                     const unsigned ballot = __ballot_sync(0xffffffffu, missed);
                     if (lane == 0 && ballot != 0u)
                         atomicAdd(screen_misses, (unsigned)__popc(ballot));
@@ -1504,7 +1525,7 @@ assign_tc_half(const T* __restrict__ XT,            // IN  (d, n) points
                 }
                 if (SEED && active)
                     seed_bounds(upper, lower, i, decided, t, xn[local], (double)cmax_value,
-                                bound, screen ? dropped[local] : 0.0);
+                                own_bound, screen ? dropped[local] : 0.0);
             }
         }
         if (COPIES && compact != nullptr) {

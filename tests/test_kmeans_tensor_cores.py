@@ -47,12 +47,14 @@ def _block_sum(acc: np.ndarray, terms: np.ndarray) -> np.ndarray:
     return np.where(total == 0, 0.0, _cut(total, np.frexp(np.abs(total))[1] - 1))
 
 
-def _emulated_scores(X, C, accumulate="nearest"):
+def _emulated_scores(X, C, accumulate="nearest", held=False):
     """||c||^2 - 2 x.c as the fused kernel computes it: rows scaled by their own power of two
     and centres by one from the largest norm, FP16 splits, FP32 accumulation an instruction
     (16 features) of lo.hi, one of hi.lo, then hi.hi in the same accumulator (up to 64
-    features), or of hi.hi in one and lo.hi + hi.lo in another added at the end (past 64),
-    unscaled exactly, the score by one rounding from float64. ``accumulate``: how an
+    features), or past 64 of lo.hi + hi.lo in one accumulator and hi.hi an instruction at a
+    time from zero, each added in float32 (``held``: in one accumulator, as the one-product
+    kernel's hi.hi), the two added at the end, unscaled exactly, the score by one rounding
+    from float64. ``accumulate``: how an
     instruction's four blocks of four products join the accumulator: ``"nearest"``, each
     product added in float32 (round to nearest); ``"blocks"``, the tensor core as the bound
     models it (the block and the accumulator cut to 24 bits). Rows the kernel would not
@@ -72,8 +74,8 @@ def _emulated_scores(X, C, accumulate="nearest"):
             acc = (acc + terms[..., t]).astype(np.float32).astype(np.float64)
         return acc
 
-    def chain(acc, pairs):
-        for j0 in range(0, d, 16):  # an instruction per pair of operands, four blocks each
+    def chain(acc, pairs, steps=None):
+        for j0 in steps or range(0, d, 16):  # an instruction per pair of operands, 4 blocks each
             for a, b in pairs:
                 for f in range(j0, min(j0 + 16, d), 4):
                     stop = min(f + 4, d)
@@ -81,9 +83,17 @@ def _emulated_scores(X, C, accumulate="nearest"):
                               * b[None, :, f:stop].astype(np.float64))
         return acc
 
+    def float32(values):
+        return values.astype(np.float32).astype(np.float64)
+
     zero = np.zeros((X.shape[0], C.shape[0]))
     small = chain(zero, ((Xl, Ch), (Xh, Cl)))
-    G = chain(small if d <= 64 else zero, ((Xh, Ch),))
+    if held or d <= 64:
+        G = chain(small if d <= 64 else zero, ((Xh, Ch),))
+    else:  # flushed: each instruction's large products from zero, added in float32
+        G = zero
+        for j0 in range(0, d, 16):
+            G = float32(G + chain(zero, ((Xh, Ch),), [j0]))
     G = (G + small if d > 64 else G).astype(np.float32)
     factor = 1 - row_exp - c_exp
     G64 = np.ldexp(G.astype(np.float64), factor - 1)
@@ -99,19 +109,24 @@ CASES = [  # (n, d, k, scale, offset): d up to the fused kernel's 128
 ]
 
 
+@pytest.mark.parametrize("held", [False, True])
 @pytest.mark.parametrize("accumulate", ["nearest", "blocks"])
 @pytest.mark.parametrize(("n", "d", "k", "scale", "offset"), CASES)
-def test_score_bound_holds_on_emulated_half_splits(n, d, k, scale, offset, accumulate, rng):
+def test_score_bound_holds_on_emulated_half_splits(n, d, k, scale, offset, accumulate, held,
+                                                   rng):
+    """The split kernel's bound (``"half"``: its large products flushed an instruction at a
+    time past 64 features) on its emulated arithmetic, and the one-product kernel's
+    (``"half-held"``) on one accumulator over every feature."""
     X = (rng.normal(size=(n, d)) * scale + offset).astype(np.float32)
     C = (rng.normal(size=(k, d)) * scale + offset).astype(np.float32)
     X64, C64 = X.astype(np.float64), C.astype(np.float64)
     exact = (C64**2).sum(1)[None, :] - 2.0 * X64 @ C64.T
-    got = _emulated_scores(X, C, accumulate).astype(np.float64)
+    got = _emulated_scores(X, C, accumulate, held).astype(np.float64)
     scaled = np.isfinite(got).all(axis=1)  # the kernel never decides the others
     # rows near float32's underflow are the ones whose unscaling factor leaves its range
     assert scaled.all() if scale >= 1e-20 else not scaled.any()
     X64, exact, got = X64[scaled], exact[scaled], got[scaled]
-    kappa_g, _, absolute, _, _ = error_bound(d, np.float32)
+    kappa_g, _, absolute, _, _ = error_bound(d, np.float32, "half-held" if held else "half")
     x_norm = np.sqrt((X64**2).sum(1))[:, None]
     cmax = np.sqrt((C64**2).sum(1)).max()
     e = kappa_g * (2 * x_norm * cmax + cmax**2) + absolute * (1 + x_norm + cmax)
@@ -124,11 +139,14 @@ def test_score_bound_holds_on_emulated_half_splits(n, d, k, scale, offset, accum
         assert np.median((e / np.maximum(np.abs(got - exact), 1e-300))[real]) < 2.0**16
 
 
+@pytest.mark.parametrize("held", [False, True])
 @pytest.mark.parametrize("d", [16, 48, 64, 100, 128])
-def test_score_bound_holds_where_truncation_cuts_every_product(d):
+def test_score_bound_holds_where_truncation_cuts_every_product(d, held):
     """The bound against the block model on its worst case: one large product, every other
     one just under the accumulator's last bit (all of them cut), and half the rows with
-    the large feature last (the small products first)."""
+    the large feature last (the small products first). Flushed (the split kernel past 64
+    features), only the large product's instruction cuts: the others' products sum apart
+    from it, and their sum joins it by a float32 addition."""
     n, k = 8, 4
     under = np.float32((1 - 2.0**-11) * 2.0**-11)  # hi parts whose products fall under 2**-23
     X = np.full((n, d), under, dtype=np.float32)
@@ -138,14 +156,15 @@ def test_score_bound_holds_where_truncation_cuts_every_product(d):
     C[:, -1] = 1.0
     X64, C64 = X.astype(np.float64), C.astype(np.float64)
     exact = (C64**2).sum(1)[None, :] - 2.0 * X64 @ C64.T
-    got = _emulated_scores(X, C, "blocks").astype(np.float64)
-    kappa_g, _, absolute, _, _ = error_bound(d, np.float32)
+    got = _emulated_scores(X, C, "blocks", held).astype(np.float64)
+    kappa_g, _, absolute, _, _ = error_bound(d, np.float32, "half-held" if held else "half")
     x_norm = np.sqrt((X64**2).sum(1))[:, None]
     cmax = np.sqrt((C64**2).sum(1)).max()
     e = kappa_g * (2 * x_norm * cmax + cmax**2) + absolute * (1 + x_norm + cmax)
     error = np.abs(got - exact)
     assert np.all(error <= e)
-    assert error.max() > 2.0**-23 * (d - 2)  # the products were cut: the case is a real one
+    cut = d if held or d <= 64 else 16  # the products that share the large one's accumulator
+    assert error.max() > 2.0**-23 * (cut - 2)  # they were cut: the case is a real one
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

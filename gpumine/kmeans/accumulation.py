@@ -26,7 +26,7 @@ import numpy as np
 from gpumine.backend import cupy_module
 from gpumine.kernels import declares, get_kernel, launch
 
-__all__ = ["families", "model_units", "probe", "units"]
+__all__ = ["families", "flushed_units", "model_units", "probe", "units"]
 
 _SOURCE = "kmeans_assign_tc.cu"
 _WARPS_PER_BLOCK = 8
@@ -39,6 +39,21 @@ def model_units(d: int) -> int:
     four blocks; a block of the padding's zeros and the accumulator alone moves nothing)."""
     full, rest = divmod(d, 16)
     return d + 8 * full + 2 * min(4, rest)
+
+
+def flushed_units(d: int) -> float:
+    """:func:`model_units` where each instruction's large products start from a zero
+    accumulator and are then added in float32 (the fused split kernel past 64 features):
+    an instruction moves its result by at most ``model_units(16)`` units of *its own*
+    magnitudes, which add up to the product's, and each of the ``ceil(d / 16)`` float32
+    additions (round to nearest) by half a unit of the magnitudes summed so far.
+
+    Examples
+    --------
+    >>> flushed_units(128), flushed_units(100), model_units(128)
+    (28.0, 27.5, 192)
+    """
+    return model_units(min(d, 16)) + 0.5 * -(-d // 16)
 
 
 def _log_uniform(rng, shape, low, high):

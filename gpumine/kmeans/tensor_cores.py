@@ -37,6 +37,17 @@ by at most ``2**-23 m`` of them, and the small ones, ``2**-10`` of a large one (
 2**-11 |v|``) in two instructions a step, by ``2**-33 * 2m``, whatever the order (up to 64
 features the small products go first into the same accumulator, at 128 into their own,
 added with one more rounding at the end).
+Past 64 features the split kernel *flushes* its large products: each instruction's hi.hi
+products start from a zero accumulator and are then added to a float32 register (round to
+nearest). An instruction then moves its result by at most ``2**-23 * 24`` of its own
+magnitudes, which add up to the product's, and each of the ``ceil(d / 16)`` additions by
+``2**-24`` of the magnitudes so far: ``m = 24 + ceil(d / 16) / 2`` units in place of the
+sum above (:func:`~gpumine.kmeans.accumulation.flushed_units`: 28 against 192 at 128
+features). The one-product kernel (the screen, tc-fast) keeps one accumulator over every
+feature, and its own, wider bound (``error_bound(d, dtype, "half-held")``). On 1M rows of
+128 features around 64 blobs with k = 1024, a CPU emulation of the margin test gives 17.6 %
+of the rows left to the re-check by the one accumulator's bound and 3.8 % by the flushed
+one (record ``split-bound-flush-emulation-cpu-2026-11-29-c8e1111.txt``).
 On the H100 the worst error seen on inputs built to be cut (every product just under the
 accumulator's last bit) is ``4 * 2**-23`` of the magnitudes an instruction, against the
 model's 24 (:mod:`gpumine.kmeans.accumulation` measures a device against the model; record
@@ -178,7 +189,7 @@ from gpumine.kernels import (
     launch,
     resident_blocks,
 )
-from gpumine.kmeans.accumulation import model_units
+from gpumine.kmeans.accumulation import flushed_units, model_units
 from gpumine.kmeans.gpu import TILE_SIZES, assign_tiled, column_buffer, kernel_pointer, tiled_shape
 
 __all__ = ["FUSED_DIMS", "INDIRECT_WAVES", "LISTED_DIMS", "SCREEN_COPY_SHARE", "SCREEN_MIN_ROWS",
@@ -197,6 +208,9 @@ SEED_DIMS = (16, 32)
 #: ``assign="hamerly"`` on the tensor cores), every fused width.
 LISTED_DIMS = FUSED_DIMS
 _BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multiple of _BN
+#: From this many features the split kernel flushes its large products an instruction at a
+#: time (its padded width 128: feature steps read from shared memory; :func:`_accumulation`).
+_FLUSHED_FROM = 65
 _PASSES = ("true", "false")  # the fused kernel's SPLIT: the split products, or hi.hi alone
 #: The most padded centres for which the one-product kernel (the screen, tc-fast) keeps its
 #: top-2 on keys (module docstring, "The screen"; ``GPUMINE_TC_KEY_CENTRES`` in common.cuh).
@@ -302,43 +316,56 @@ def _gamma(m: int, u: float) -> float:
     return m * u / (1 - m * u)
 
 
-def _accumulation(d: int) -> float:
+def _accumulation(d: int, flushed: bool = True) -> float:
     """The module docstring's ``beta``: what the fused kernel's FP32 accumulation on the tensor
     cores can move a product of d features, relative to ``sum |x_l c_l|`` (blocks of at most
     four products a truncation, four blocks an m16n8k16 instruction:
     :func:`~gpumine.kmeans.accumulation.model_units`, which the GPU tests hold the device to).
 
+    Past 64 features (the split kernel's feature steps not held in registers) its large
+    products are flushed: each instruction's from a zero accumulator, added in float32
+    (:func:`~gpumine.kmeans.accumulation.flushed_units`); the small products keep one
+    accumulator over every feature, as the one-product kernel's do (``flushed`` False).
+
     Examples
     --------
-    >>> bool(_accumulation(128) * 2.0**23 < 200)
-    True
+    >>> bool(_accumulation(64) * 2.0**23 < 100), bool(_accumulation(128) * 2.0**23 < 30)
+    (True, True)
     """
     units = model_units(d)
+    large = flushed_units(d) if flushed and _FLUSHED_FROM <= d <= FUSED_DIMS[-1] else units
     grow = 1 + 2.0 ** -9  # the splits' magnitudes over the products'
-    return grow * (2.0 ** -23 * units + 2.0 ** -33 * 2 * units + 2.0 ** -24)
+    return grow * (2.0 ** -23 * large + 2.0 ** -33 * 2 * units + 2.0 ** -24)
 
 
 def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
     """``[kappa_g, kappa_d, a, 0, kappa_s]`` of the module docstring.
 
-    ``path`` is ``"half"`` (the fused split-FP16 kernel, d <= 128) or ``"sgemm"`` (cuBLAS
-    float32 GEMM beyond).
+    ``path`` is ``"half"`` (the fused split-FP16 kernel, d <= 128, its large products
+    flushed an instruction at a time past 64 features), ``"half-held"`` (the one-product
+    kernel, the screen and tc-fast: one accumulator over every feature) or ``"sgemm"``
+    (cuBLAS float32 GEMM beyond).
 
     Examples
     --------
     >>> kappa_g, kappa_d, a, fast, kappa_s = error_bound(128, np.float32)
-    >>> bool(1e-5 < kappa_g < 1e-4 and kappa_d < 1e-5 and fast == 0)
+    >>> bool(1e-6 < kappa_g < 1e-5 and kappa_d < 1e-5 and fast == 0)
+    True
+    >>> bool(error_bound(128, np.float32, "half-held")[0] > 4 * kappa_g)
+    True
+    >>> bool(error_bound(64, np.float32, "half-held")[0] == error_bound(64, np.float32)[0])
     True
     """
     u = 2.0 ** -24
     u_data = u if np.dtype(dtype) == np.float32 else 2.0 ** -53
-    if path == "half":
+    if path in ("half", "half-held"):
         kappa_p = (3.01 * 2.0 ** -22 + 1.01 * 2.0 ** -24 + 2.0 ** -34 * d**0.5
-                   + 1.002 * _accumulation(d))
+                   + 1.002 * _accumulation(d, flushed=path == "half"))
     elif path == "sgemm":
         kappa_p = _gamma(d + 1, u)
     else:
-        raise InvalidParameterError(f"path must be 'half' or 'sgemm', not {path!r}")
+        raise InvalidParameterError(
+            f"path must be 'half', 'half-held' or 'sgemm', not {path!r}")
     kappa_g = (kappa_p + 3 * u) * (1 + 2.0 ** -20)
     kappa_d = (2 * u_data + u_data**2 + _gamma(d + 1, u_data) * (1 + u_data) ** 2) \
         * (1 + 2.0 ** -20)
@@ -348,11 +375,16 @@ def error_bound(d: int, dtype, path: str = "half") -> np.ndarray:
 
 def _device_bound(cp, d: int, dtype, path: str, exact: bool):
     """The bound as a device array, cached per device, d, dtype, path and mode (no copy per
-    call). Its fourth entry is 1 for ``tc-fast``: the kernels then decide every row."""
+    call). Its fourth entry is 1 for ``tc-fast``: the kernels then decide every row. The
+    fused kernels' (``"half"``) holds ten: the split kernel's five, then the one-product
+    kernel's (``"half-held"``: the screen's, and what the split kernel counts for it)."""
     key = (cp.cuda.runtime.getDevice(), d, np.dtype(dtype).name, path, exact)
     bound = _BOUNDS.get(key)
     if bound is None:
         host = error_bound(d, dtype, path)
+        if path == "half":
+            host = np.concatenate([host, error_bound(d, dtype, "half-held")])
+            host[8] = 0.0 if exact else 1.0
         host[3] = 0.0 if exact else 1.0
         bound = _BOUNDS[key] = cp.asarray(host)
     return bound
