@@ -47,7 +47,12 @@ features). The one-product kernel (the screen, tc-fast) keeps one accumulator ov
 feature, and its own, wider bound (``error_bound(d, dtype, "half-held")``). On 1M rows of
 128 features around 64 blobs with k = 1024, a CPU emulation of the margin test gives 17.6 %
 of the rows left to the re-check by the one accumulator's bound and 3.8 % by the flushed
-one (record ``split-bound-flush-emulation-cpu-2026-11-29-c8e1111.txt``).
+one (record ``split-bound-flush-emulation-cpu-2026-11-29-c8e1111.txt``). On the H200, whole
+``"auto"`` fits against the kernel before in one process, fits equal: steady iterations
+0.975x at 1M x 128, k = 1024 on those blobs, 0.971x at 100 features, 1.008x on uniform data
+at 128 (where the split kernel takes only the screen's leftovers), 20-iteration fits
+0.998-1.012x (record ``split-flush-ab-h200-2026-11-29-ef1af57.json``): the additions cost
+about what the re-check saves.
 On the H100 the worst error seen on inputs built to be cut (every product just under the
 accumulator's last bit) is ``4 * 2**-23`` of the magnitudes an instruction, against the
 model's 24 (:mod:`gpumine.kmeans.accumulation` measures a device against the model; record
