@@ -43,11 +43,14 @@ nearest). An instruction then moves its result by at most ``2**-23 * 24`` of its
 magnitudes, which add up to the product's, and each of the ``ceil(d / 16)`` additions by
 ``2**-24`` of the magnitudes so far: ``m = 24 + ceil(d / 16) / 2`` units in place of the
 sum above (:func:`~gpumine.kmeans.accumulation.flushed_units`: 28 against 192 at 128
-features). The one-product kernel (the screen, tc-fast) keeps one accumulator over every
-feature, and its own, wider bound (``error_bound(d, dtype, "half-held")``). On 1M rows of
-128 features around 64 blobs with k = 1024, a CPU emulation of the margin test gives 17.6 %
-of the rows left to the re-check by the one accumulator's bound and 3.8 % by the flushed
-one (record ``split-bound-flush-emulation-cpu-2026-11-29-c8e1111.txt``). On the H200, whole
+features). An addition whose sum the kernels' flush of subnormals makes zero moves it by
+less than ``2**-126`` in the scaled units, where ``|x| cmax >= 2**24``: far inside the
+slack of the absolute term below, as for the one addition of the small products. The
+one-product kernel (the screen, tc-fast) keeps one accumulator over every feature, and its
+own, wider bound (``error_bound(d, dtype, "half-held")``). On 1M rows of 128 features
+around 64 blobs with k = 1024, a CPU emulation of the margin test gives 17.6 % of the rows
+left to the re-check by the one accumulator's bound and 3.8 % by the flushed one (record
+``split-bound-flush-emulation-cpu-2026-11-29-c8e1111.txt``). On the H200, whole
 ``"auto"`` fits against the kernel before in one process, fits equal: steady iterations
 0.975x at 1M x 128, k = 1024 on those blobs, 0.971x at 100 features, 1.008x on uniform data
 at 128 (where the split kernel takes only the screen's leftovers), 20-iteration fits
@@ -277,20 +280,6 @@ SCREEN_MIN_ROWS = 1 << 16
 #: of 2^14 rows drawn at random is within 1.2 % of the whole's (three standard deviations)
 #: next to limits of 20-35 %; 128 tiles of neighbours vary more where neighbours are alike.
 SCREEN_SAMPLE_ROWS = 1 << 14
-
-
-def samples_plan(n: int) -> bool:
-    """Whether a first call over ``n`` rows takes its plan from a sample: from four times
-    :data:`SCREEN_SAMPLE_ROWS` rows (below that the sample would be a quarter or more of
-    the call). One rule for a :class:`ScreenedRun`'s first call and a bounds run's
-    (:func:`assign_listed`'s ``sample``).
-
-    Examples
-    --------
-    >>> samples_plan(4 * SCREEN_SAMPLE_ROWS), samples_plan(4 * SCREEN_SAMPLE_ROWS - 1)
-    (True, False)
-    """
-    return n >= 4 * SCREEN_SAMPLE_ROWS
 #: The split kernel after the screen takes the rows it left in a grid of this many waves of
 #: its resident blocks, each block a tile of 128 rows after another (0: a block a tile of
 #: every row, most of them leaving at once). Measured on the H200 (record
@@ -792,6 +781,20 @@ def _sample_pass(n, scratch, kernel, shared, common, labels, changed, c_residual
             kernel_pointer(None), np.int64(0)),
            shared_mem=shared)
     return counts
+
+
+def samples_plan(n: int) -> bool:
+    """Whether a first call over ``n`` rows takes its plan from a sample: from four times
+    :data:`SCREEN_SAMPLE_ROWS` rows (below that the sample would be a quarter or more of
+    the call). One rule for a :class:`ScreenedRun`'s first call and a bounds run's
+    (:func:`assign_listed`'s ``sample``).
+
+    Examples
+    --------
+    >>> samples_plan(4 * SCREEN_SAMPLE_ROWS), samples_plan(4 * SCREEN_SAMPLE_ROWS - 1)
+    (True, False)
+    """
+    return n >= 4 * SCREEN_SAMPLE_ROWS
 
 
 def sample_rows(n: int, m: int, xp=np):
