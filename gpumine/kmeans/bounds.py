@@ -66,8 +66,7 @@ from gpumine.kmeans.tensor_cores import (
 )
 
 __all__ = ["MAX_FEATURES", "REGISTER_FEATURES", "TC_SCAN_SAMPLE", "TC_SCAN_SCREEN",
-           "BoundAssign", "Moves",
-           "hamerly", "tensor_scan"]
+           "BoundAssign", "Moves", "hamerly", "tensor_scan"]
 
 _SOURCE = "kmeans_bounds.cu"
 _TYPES = ("float", "double")

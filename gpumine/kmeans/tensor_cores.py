@@ -216,9 +216,6 @@ SEED_DIMS = (16, 32)
 #: ``assign="hamerly"`` on the tensor cores), every fused width.
 LISTED_DIMS = FUSED_DIMS
 _BM, _BN = 128, 64  # the fused kernel's rows a block; centres padded to a multiple of _BN
-#: From this many features the split kernel flushes its large products an instruction at a
-#: time (its padded width 128: feature steps read from shared memory; :func:`_accumulation`).
-_FLUSHED_FROM = 65
 _PASSES = ("true", "false")  # the fused kernel's SPLIT: the split products, or hi.hi alone
 #: The most padded centres for which the one-product kernel (the screen, tc-fast) keeps its
 #: top-2 on keys (module docstring, "The screen"; ``GPUMINE_TC_KEY_CENTRES`` in common.cuh).
@@ -327,7 +324,9 @@ def _accumulation(d: int, flushed: bool = True) -> float:
     (True, True)
     """
     units = model_units(d)
-    large = flushed_units(d) if flushed and _FLUSHED_FROM <= d <= FUSED_DIMS[-1] else units
+    # the split kernel flushes where it does not hold its fragments (HalfTile::HELD)
+    held = d > FUSED_DIMS[-1] or _holds_fragments(_padded_width(d), split=True)
+    large = flushed_units(d) if flushed and not held else units
     grow = 1 + 2.0 ** -9  # the splits' magnitudes over the products'
     return grow * (2.0 ** -23 * large + 2.0 ** -33 * 2 * units + 2.0 ** -24)
 
@@ -378,8 +377,7 @@ def _device_bound(cp, d: int, dtype, path: str, exact: bool):
         host = error_bound(d, dtype, path)
         if path == "half":
             host = np.concatenate([host, error_bound(d, dtype, "half-held")])
-            host[8] = 0.0 if exact else 1.0
-        host[3] = 0.0 if exact else 1.0
+        host[3::5] = 0.0 if exact else 1.0  # each kernel's tc-fast flag
         bound = _BOUNDS[key] = cp.asarray(host)
     return bound
 
@@ -408,13 +406,21 @@ def has_mma(cp) -> bool:
     return _MMA_80[device]
 
 
+def _holds_fragments(dp: int, split: bool) -> bool:
+    """Whether ``assign_tc_half<T, dp, split>`` holds the warp's row fragments in registers
+    for the whole kernel (``HalfTile::HELD``: up to 64 features, and the one-product kernel
+    at every width); where it does not (the split kernel at 128), it reads them a feature
+    step at a time and flushes its large products (:func:`_accumulation`)."""
+    return dp <= 64 or not split
+
+
 def half_shared_bytes(dp: int, exact: bool = True) -> int:
     """Dynamic shared memory of ``assign_tc_half<T, dp, exact>`` (its comment's layout:
     the split kernel's centre tiles of 64, 32 at dp = 128, hi and lo parts; the one-product
     kernel's hi parts alone, tiles of 128 up to dp = 32, else 64; one area for the rows and
     the centres where the fragments are held: up to dp = 64, and the one-product kernel's
     at 128)."""
-    held = dp <= 64 or not exact
+    held = _holds_fragments(dp, exact)
     sw = dp // 2 + 4
     bn = (64 if held else 32) if exact else (128 if dp <= 32 else 64)
     staging, centres = 2 * _BM * sw, (4 if exact else 2) * bn * sw
