@@ -306,8 +306,11 @@ __device__ __forceinline__ index_t neighbour_at(const index_t* c, const int* off
 // offset steps down an axis at which the cell is at index 0, or up one at which it is at
 // the last index -- two masks a cell, two ANDs an offset, where a bounds check and a
 // multiply per axis and offset cost several times more (5-d stacks of the "auto" rule).
+// P, the parents' type: int below 2^31 cells (the finds' scattered reads move half the
+// bytes, and twice as many parents stay in the L2 cache), long long past.
+template <typename P>
 __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) foreground
-                         index_t* parent,                    // INOUT (cells) from 0..cells-1
+                         P* parent,                          // INOUT (cells) from 0..cells-1
                          const index_t* __restrict__ shape,  // IN  (8)
                          const index_t* __restrict__ step,   // IN  (n_offsets) flat steps
                          const int* __restrict__ down,       // IN  (n_offsets) axes stepped down
@@ -325,11 +328,11 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
         first |= (c[a] == 0) << a;
         last |= (c[a] == shape[a] - 1) << a;
     }
-    index_t root = t;
+    P root = (P)t;
     for (int o = 0; o < n_offsets; ++o) {
         if ((down[o] & first) | (up[o] & last)) continue;
         const index_t f = t + step[o];
-        if (mask[f]) root = uf_unite_root(parent, root, f);
+        if (mask[f]) root = uf_unite_root(parent, root, (P)f);
     }
 }
 
@@ -682,7 +685,7 @@ __global__ void stack_paint(const index_t* __restrict__ planes,    // IN  (count
 // tiles, by uf_unite on the global parents. Each neighbour pair is united in exactly one
 // pass, except a diagonal neighbour below when the cell below (or, below-right, the cell to
 // the right) is foreground: the other pairs' unions join those two (uf_diagonal_skipped), so
-// a dense region makes two hooking attempts per cell, not four. uf_compress then points
+// a dense region makes two hooking attempts per cell, not four. uf_compress_count then points
 // every cell at its root as after the one-pass union.
 #define UF_TILE 32
 
@@ -692,9 +695,10 @@ __device__ __forceinline__ bool uf_diagonal_skipped(int dr, int dc, bool below, 
     return dr == 1 && dc != 0 && (below || (dc == 1 && right));
 }
 
+template <typename P>
 __global__ void __launch_bounds__(GPUMINE_BLOCK)
 uf_tile_2d(const bool* __restrict__ mask,  // IN  (rows, cols) foreground
-           index_t* __restrict__ parent,   // OUT (rows, cols)
+           P* __restrict__ parent,         // OUT (rows, cols)
            int rows, int cols,             // IN  rows * cols < 2^31
            int connectivity)               // IN  1 or 2
 {
@@ -732,12 +736,13 @@ uf_tile_2d(const bool* __restrict__ mask,  // IN  (rows, cols) foreground
             root = uf_find<true>(local, t);
         }
         parent[(index_t)r * cols + c] =
-            (index_t)(r0 + root / UF_TILE) * cols + c0 + root % UF_TILE;
+            (P)((index_t)(r0 + root / UF_TILE) * cols + c0 + root % UF_TILE);
     }
 }
 
+template <typename P>
 __global__ void uf_border_2d(const bool* __restrict__ mask,  // IN  (rows, cols)
-                             index_t* parent,                // INOUT (rows, cols)
+                             P* parent,                      // INOUT (rows, cols)
                              int rows, int cols,             // IN
                              int connectivity)               // IN  1 or 2
 {
@@ -757,44 +762,72 @@ __global__ void uf_border_2d(const bool* __restrict__ mask,  // IN  (rows, cols)
         if (nr >= rows || nc < 0 || nc >= cols) continue;
         if (nr / UF_TILE == r / UF_TILE && nc / UF_TILE == c / UF_TILE) continue;  // pass 1's
         const index_t f = (index_t)nr * cols + nc;
-        if (mask[f]) uf_unite(parent, g, f);
+        if (mask[f]) uf_unite(parent, (P)g, (P)f);
     }
 }
 
-__global__ void uf_compress(const bool* __restrict__ mask,  // IN  (cells) foreground
-                            index_t* parent,                // INOUT (cells) background: own index
-                            index_t cells)                  // IN
+// The union's last pass, and the count for _compact's numbering: every foreground cell
+// pointed at its root (uf_find without splitting), and each block's count of roots -- the
+// foreground cells that are their own root, one a component -- in block_roots. One thread
+// a cell: block b takes cells [b * GPUMINE_BLOCK, (b + 1) * GPUMINE_BLOCK), as
+// component_rank does. P: the parents' type (uf_union), also the counts'.
+template <typename P>
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
+uf_compress_count(const bool* __restrict__ mask,  // IN  (cells) foreground
+                  P* parent,                      // INOUT (cells) background: untouched
+                  index_t cells,                  // IN
+                  P* __restrict__ block_roots)    // OUT (blocks) roots in each block
 {
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < cells && mask[t]) parent[t] = uf_find<false>(parent, t);
+    bool root = false;
+    if (t < cells && mask[t]) {
+        const P r = uf_find<false>(parent, (P)t);
+        parent[t] = r;
+        root = r == (P)t;
+    }
+    const int roots = __syncthreads_count(root);
+    if (threadIdx.x == 0) block_roots[blockIdx.x] = (P)roots;
 }
 
-// _compact's numbering, in two passes around a prefix sum (R: int, or long long past 2^31
-// cells). Both labellers leave every foreground cell holding the smallest flat index of its
-// component (its root), and the root holding itself.
-template <typename R>
-__global__ void component_roots(const bool* __restrict__ mask,       // IN  (cells) foreground
-                                const index_t* __restrict__ roots,   // IN  (cells)
-                                index_t cells,                       // IN
-                                R* __restrict__ is_root)             // OUT (cells) 1 at a root
+// A root's component number, written at the root alone (component_numbers reads no other):
+// the roots before it in flat order, plus one -- those of the blocks before its own
+// (block_ends: the inclusive prefix sum of uf_compress_count's counts), then those before
+// it in its block (a ballot a warp). A block without a root reads nothing else. Block b
+// takes uf_compress_count's cells.
+template <typename P>
+__global__ void __launch_bounds__(GPUMINE_BLOCK)
+component_rank(const bool* __restrict__ mask,        // IN  (cells) foreground
+               const P* __restrict__ parent,         // IN  (cells) each cell's root
+               index_t cells,                        // IN
+               const P* __restrict__ block_ends,     // IN  (blocks) inclusive prefix sum
+               P* __restrict__ rank)                 // OUT (cells) written at roots only
+{
+    __shared__ P warp_roots[GPUMINE_BLOCK / 32];
+    const P before = blockIdx.x ? block_ends[blockIdx.x - 1] : P(0);
+    if (block_ends[blockIdx.x] == before) return;  // no root here (the whole block leaves)
+    const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool root = t < cells && mask[t] && parent[t] == (P)t;
+    const unsigned ballot = __ballot_sync(0xffffffffu, root);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) warp_roots[warp] = (P)__popc(ballot);
+    __syncthreads();
+    if (!root) return;
+    P number = before + (P)__popc(ballot & ((1u << lane) - 1u)) + P(1);
+    for (int w = 0; w < warp; ++w) number += warp_roots[w];
+    rank[t] = number;
+}
+
+// A foreground cell's component number: its root's (component_rank); 0 for the background.
+template <typename P>
+__global__ void component_numbers(const bool* __restrict__ mask,     // IN  (cells)
+                                  const P* __restrict__ parent,      // IN  (cells) roots
+                                  const P* __restrict__ rank,        // IN  (cells) at roots
+                                  index_t cells,                     // IN
+                                  index_t* __restrict__ labels)      // OUT (cells)
 {
     for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < cells;
          t += (index_t)gridDim.x * blockDim.x)
-        is_root[t] = mask[t] && roots[t] == t ? R(1) : R(0);
-}
-
-// A foreground cell's component number: the roots counted up to and with its own (rank,
-// the inclusive prefix sum of is_root); 0 for the background.
-template <typename R>
-__global__ void component_numbers(const bool* __restrict__ mask,      // IN  (cells)
-                                  const index_t* __restrict__ roots,  // IN  (cells)
-                                  const R* __restrict__ rank,         // IN  (cells)
-                                  index_t cells,                      // IN
-                                  index_t* __restrict__ labels)       // OUT (cells)
-{
-    for (index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x; t < cells;
-         t += (index_t)gridDim.x * blockDim.x)
-        labels[t] = mask[t] ? (index_t)rank[roots[t]] : index_t(0);
+        labels[t] = mask[t] ? (index_t)rank[parent[t]] : index_t(0);
 }
 
 // Component of every point: its flat fine cell (-1 outside the bounds: `outside`) mapped

@@ -111,6 +111,25 @@ def test_union_find_gpu_labels_up_to_eight_dimensions(cp, shape, rng):
         label(cp.zeros((2,) * 9, dtype=bool), 1)
 
 
+def test_union_find_gpu_with_int64_parents(cp, monkeypatch, rng):
+    """The parents' int64 kernels (grids of 2^31 cells and more), forced on small grids: the
+    same labels as scipy's, on the 2-d tiles' path and the n-d one, with many components a
+    block of cells (the numbering's counts) and components across blocks."""
+    from gpumine.wavecluster import gpu
+
+    monkeypatch.setattr(gpu, "_parent_type", lambda cells: cp.int64)
+    label = registry.load_strategy("wavecluster.label", "union-find-gpu")
+    for shape in ((333, 77), (1, 700), (20, 16, 12), (5, 4, 6, 3, 5)):
+        for p in (0.2, 0.6):
+            mask = rng.random_sample(shape) < p
+            for connectivity in (1, mask.ndim):
+                got, n_got = label(cp.asarray(mask), connectivity)
+                expected, n_expected = ndimage.label(
+                    mask, structure=ndimage.generate_binary_structure(mask.ndim, connectivity))
+                assert n_got == n_expected, (shape, p, connectivity)
+                np.testing.assert_array_equal(cp.asnumpy(got), expected)
+
+
 def test_union_find_gpu_is_stable_under_races(cp, rng):
     """Many masks near the percolation threshold, where the concurrent hooking and path
     splitting race the most: every labelling equals scipy's (a race once left one cell of

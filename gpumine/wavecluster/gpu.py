@@ -211,30 +211,48 @@ def _ids(mask):
     return cp.where(flat, cp.arange(flat.size, dtype=cp.int64), cp.int64(_EMPTY))
 
 
-@declares(_SOURCE, "component_roots", ("int", "long long"))
-@declares(_SOURCE, "component_numbers", ("int", "long long"))
-def _compact(roots, mask):
+#: The parents' and counts' types of the union-find kernels, by whether a grid's cells
+#: index below 2^31: int32 halves the bytes of the finds' scattered reads.
+_PARENTS = ("int", "long long")
+
+
+def _parent_type(cells: int):
+    """The union-find parents' dtype for a grid of ``cells`` cells (:data:`_PARENTS`)."""
+    cp = cupy_module()
+    return cp.int32 if cells < 2**31 else cp.int64
+
+
+@declares(_SOURCE, "uf_compress_count", _PARENTS)
+@declares(_SOURCE, "component_rank", _PARENTS)
+@declares(_SOURCE, "component_numbers", _PARENTS)
+def _compact(parent, mask):
     """Number components 1..n in raster order of their smallest cell; 0 for background.
 
-    Both labellers leave every foreground cell holding the smallest flat index of its
-    component, and that cell holding itself: a component's number is the count of such
-    root cells up to its root (a prefix sum, no sort). Two kernels around CuPy's
-    ``cumsum``, counting in int32 below 2^31 cells.
+    Both labellers leave every foreground cell's parent chain ending at the smallest flat
+    index of its component, which holds itself. One pass points every cell at that root
+    and counts each block's roots; a component's number is the count of roots up to its
+    own: the blocks' counts summed (CuPy's ``cumsum``, one value a block of cells), then
+    each root's number written by its block, and every cell's read from its root. The
+    blocks' counts, not a flag a cell, go through the prefix sum (each labelling's full
+    int32 scan and its copy cost the 5-d blobs' auto fit 0.5 ms of 6 in kernels on the
+    H200: ``wc-device-prof-100x-h200-5e36655.txt``). ``parent``: int32 or int64, as
+    :func:`_parent_type` (or the sliding window's int64 ids); changed in place.
     """
     cp = cupy_module()
     flat = mask.ravel()
     cells = flat.size
-    count_type = cp.int32 if cells < 2**31 else cp.int64
-    rank = cp.empty(cells, dtype=count_type)
-    blocks = _stream_blocks(cells)
-    launch(get_kernel(_SOURCE, "component_roots", count_type), blocks, _BLOCK,
-           (flat, roots, np.int64(cells), rank))
-    # in place: into a new array measured slower (cumsum-copy-h100-2026-11-27-f17352a.txt)
-    cp.cumsum(rank, out=rank)
+    blocks = _blocks(cells)
+    ends = cp.empty(blocks, dtype=parent.dtype)
+    launch(get_kernel(_SOURCE, "uf_compress_count", parent.dtype), blocks, _BLOCK,
+           (flat, parent, np.int64(cells), ends))
+    cp.cumsum(ends, dtype=ends.dtype, out=ends)  # in place: a value a block of cells
+    rank = cp.empty(cells, dtype=parent.dtype)  # written at the roots alone
+    launch(get_kernel(_SOURCE, "component_rank", parent.dtype), blocks, _BLOCK,
+           (flat, parent, np.int64(cells), ends, rank))
     labels = cp.empty(cells, dtype=cp.int64)
-    launch(get_kernel(_SOURCE, "component_numbers", count_type), blocks, _BLOCK,
-           (flat, roots, rank, np.int64(cells), labels))
-    return labels.reshape(mask.shape), int(rank[-1])  # sync: the component count
+    launch(get_kernel(_SOURCE, "component_numbers", parent.dtype), _stream_blocks(cells),
+           _BLOCK, (flat, parent, rank, np.int64(cells), labels))
+    return labels.reshape(mask.shape), int(ends[-1])  # sync: the component count
 
 
 @declares(_SOURCE, "sliding_window")
@@ -298,10 +316,9 @@ def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
                 cp.asarray(np.append(up, 0).astype(np.int32)), len(offsets))
 
 
-@declares(_SOURCE, "uf_tile_2d")
-@declares(_SOURCE, "uf_border_2d")
-@declares(_SOURCE, "uf_union")
-@declares(_SOURCE, "uf_compress")
+@declares(_SOURCE, "uf_tile_2d", _PARENTS)
+@declares(_SOURCE, "uf_border_2d", _PARENTS)
+@declares(_SOURCE, "uf_union", _PARENTS)
 def label_union_find_gpu(mask, connectivity):
     """Atomic union-find (label equivalence) over the foreground cells.
 
@@ -309,32 +326,30 @@ def label_union_find_gpu(mask, connectivity):
     pairs across tiles are united in global memory (measured on the H100 machine: the
     dense levels of the automatic threshold, 4M foreground cells of 4.2M, hooked in
     1.2 ms by the one-pass kernel, where every cell contends for a few roots). Other
-    grids: one pass of hooking over every cell's neighbours.
+    grids: one pass of hooking over every cell's neighbours. Parents are int32 below 2^31
+    cells (:func:`_parent_type`); :func:`_compact` numbers the components.
     """
     cp = cupy_module()
     if mask.ndim > _MAX_DIMS:
         raise InvalidParameterError(f"union-find-gpu labels grids of up to {_MAX_DIMS} "
                                     f"dimensions, got {mask.ndim}")
     mask = cp.ascontiguousarray(mask, dtype=cp.bool_)
+    parent_type = _parent_type(mask.size)
     if (mask.ndim == 2 and mask.size < 2**31 and connectivity in (1, 2)
             and mask.shape[0] <= 65535 * _UF_TILE):  # the tiles' grid.y limit
         rows, cols = mask.shape
-        parent = cp.empty(mask.size, dtype=cp.int64)  # every cell written by the tiles
+        parent = cp.empty(mask.size, dtype=parent_type)  # every cell written by the tiles
         args = (np.int32(rows), np.int32(cols), np.int32(connectivity))
-        launch(get_kernel(_SOURCE, "uf_tile_2d"), (-(-cols // _UF_TILE), -(-rows // _UF_TILE)),
-               _BLOCK, (mask, parent, *args))
-        launch(get_kernel(_SOURCE, "uf_border_2d"), _blocks(mask.size), _BLOCK,
+        launch(get_kernel(_SOURCE, "uf_tile_2d", parent_type),
+               (-(-cols // _UF_TILE), -(-rows // _UF_TILE)), _BLOCK, (mask, parent, *args))
+        launch(get_kernel(_SOURCE, "uf_border_2d", parent_type), _blocks(mask.size), _BLOCK,
                (mask, parent, *args))
-        launch(get_kernel(_SOURCE, "uf_compress"), _blocks(mask.size), _BLOCK,
-               (mask, parent, np.int64(mask.size)))
         return _compact(parent, mask)
-    parent = cp.arange(mask.size, dtype=cp.int64)
+    parent = cp.arange(mask.size, dtype=parent_type)
     shape, step, down, up, n_offsets = _union_find_constants(cp.cuda.Device().id, mask.shape,
                                                              connectivity)
-    launch(get_kernel(_SOURCE, "uf_union"), _blocks(mask.size), _BLOCK,
+    launch(get_kernel(_SOURCE, "uf_union", parent_type), _blocks(mask.size), _BLOCK,
            (mask, parent, shape, step, down, up, np.int32(n_offsets), np.int64(mask.size)))
-    launch(get_kernel(_SOURCE, "uf_compress"), _blocks(mask.size), _BLOCK,
-           (mask, parent, np.int64(mask.size)))
     return _compact(parent, mask)
 
 
