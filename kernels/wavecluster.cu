@@ -866,11 +866,14 @@ __global__ void point_components(const index_t* __restrict__ point_cell,  // IN 
 // bins when `bins` doubles fit (SHARED), flushed with one atomic per non-empty bin, so a few
 // heavily used bins do not serialize global atomics; otherwise global atomics. Value 0 (the
 // background, or outside the grid) is not counted: its bin stays 0. It is most of the values
-// and, with global atomics, all of them would serialize on that one bin.
+// and, with global atomics, all of them would serialize on that one bin. Value i weighs
+// weight[i % period]: a stack's planes share one plane's densities (period: its cells;
+// n where every value has its own weight), which are not copied once a plane.
 template <bool SHARED>
 __global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n) in [0, bins)
-                                  const double* __restrict__ weight,   // IN  (n), null: all 1
+                                  const double* __restrict__ weight,   // IN  (period), null: all 1
                                   index_t n, index_t bins,             // IN
+                                  index_t period,                      // IN  1..n
                                   double* __restrict__ out)            // INOUT (bins), zeroed
 {
     extern __shared__ double s_bins[];
@@ -879,11 +882,15 @@ __global__ void weighted_bincount(const index_t* __restrict__ values,  // IN  (n
     // can be found (__match_any_sync) and their weights summed by shuffles: one atomic per
     // distinct bin of a warp instead of one per value (a few large clusters hold most points).
     const int lane = threadIdx.x & 31;
-    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n;
-         base += (index_t)gridDim.x * blockDim.x) {
+    const index_t stride = (index_t)gridDim.x * blockDim.x;
+    const index_t step = stride % period;  // i % period follows i by a step, not a division
+    index_t at = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) % period;
+    for (index_t base = (index_t)blockIdx.x * blockDim.x; base < n; base += stride) {
         const index_t i = base + threadIdx.x;
         const index_t v = i < n ? values[i] : 0;
-        const double w = v == 0 ? 0.0 : (weight != nullptr ? weight[i] : 1.0);
+        const double w = v == 0 ? 0.0 : (weight != nullptr ? weight[at] : 1.0);
+        at += step;
+        if (at >= period) at -= period;
         const unsigned peers = __match_any_sync(0xffffffffu, (unsigned long long)v);
         double sum = 0.0;
         if (peers == 0xffffffffu) {  // one bin in the whole warp: a butterfly

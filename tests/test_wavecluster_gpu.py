@@ -163,6 +163,27 @@ def test_weighted_bincount_leaves_the_background_bin_zero(cp, rng):
             np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("period", [1, 7, 4096, 1 << 20])
+def test_weighted_bincount_repeats_a_shorter_weight(cp, period, rng):
+    """A weight of ``period`` values repeats over the values (value i weighs weight[i %
+    period], a stack's planes over one plane): periods below the grid's stride over the
+    values and, at 2^20 (four periods of values), above it; a weight that does not divide
+    them is refused."""
+    from gpumine.wavecluster import gpu
+
+    for bins in (7, 100_000):
+        values = rng.randint(0, bins, period * max(4, 300_000 // period)).astype(np.int64)
+        values[rng.random_sample(values.size) < 0.5] = 0
+        weight = rng.uniform(0, 2, period)
+        expected = np.bincount(values, weights=np.tile(weight, values.size // period),
+                               minlength=bins)
+        expected[0] = 0
+        got = gpu.weighted_bincount(cp.asarray(values), cp.asarray(weight), bins).get()
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="do not repeat"):  # an odd count, two weights
+        gpu.weighted_bincount(cp.asarray(values[:12_345]), cp.ones(2), 7)
+
+
 @pytest.mark.parametrize("shape", [(33,), (37, 41), (9, 10, 7), (5, 4, 6, 3)])
 def test_joint_mass_equals_the_gathers(cp, shape, rng):
     """The coarser levels' tables, a launch each and one upload (``joint_mass``), equal the
@@ -257,6 +278,10 @@ def test_stack_tree_equals_the_scatter(cp, plane_shape, m, rng):
     np.testing.assert_array_equal(got[m + n + 2:], up[1:])
     first = labels[0][labels[0] > 0]
     assert (got[m + n + 1 + first] == 0).all()
+    # one plane's densities broadcast over the planes (a _LevelStack's): the same tree
+    plane = cp.asarray(weights[0])
+    broadcast = gpu.stack_tree(cp.asarray(labels), n, cp.broadcast_to(plane, labels.shape))
+    np.testing.assert_array_equal(broadcast, got)
 
 
 @pytest.mark.parametrize(("shape", "box", "plane_shape"), [

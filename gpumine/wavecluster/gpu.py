@@ -588,6 +588,8 @@ def stack_tree(labels, n, weights, transfer: bool = True):
     m = labels.shape[0]
     flat = cp.ascontiguousarray(labels, dtype=cp.int64).ravel()
     packed = cp.zeros(m + 2 * (n + 1), dtype=cp.float64)
+    if weights.ndim > 1 and weights.strides[0] == 0:  # one plane's densities, broadcast
+        weights = weights[0]  # read once a plane by the bincount, not copied m times
     weighted_bincount(flat, cp.ascontiguousarray(weights, dtype=cp.float64).ravel(), n + 1,
                       out=packed[m:m + n + 1])
     launch(get_kernel(_SOURCE, "stack_tree"), _stream_blocks(flat.size), _BLOCK,
@@ -772,13 +774,19 @@ def weighted_bincount(values, weight, bins, out=None):
     """``bincount(values, weights=weight, minlength=bins)`` with block-private bins, except
     that bin 0 (the background) is left 0: it is never needed, and counting it would
     serialize most of the atomics on one address. ``out``: ``bins`` zeroed float64 to add
-    into (a slice of a caller's buffer); None: a new one."""
+    into (a slice of a caller's buffer); None: a new one. A ``weight`` shorter than
+    ``values`` (whose size it divides) repeats: value i weighs ``weight[i % weight.size]``
+    (a stack's planes over one plane's densities, :func:`stack_tree`)."""
     cp = cupy_module()
     n = values.size
     out = cp.zeros(bins, dtype=cp.float64) if out is None else out
+    period = n if weight is None else weight.size
+    if n and (period == 0 or n % period):
+        raise ValueError(f"{period} weights do not repeat over {n} values")
     shared = bins * 8 <= _SHARED_HISTOGRAM
     launch(get_kernel(_SOURCE, "weighted_bincount", "true" if shared else "false"),
-           _stream_blocks(n), _BLOCK, (values, _optional(weight), np.int64(n), np.int64(bins), out),
+           _stream_blocks(n), _BLOCK, (values, _optional(weight), np.int64(n), np.int64(bins),
+                                       np.int64(max(period, 1)), out),
            shared_mem=bins * 8 if shared else 0)
     return out
 
