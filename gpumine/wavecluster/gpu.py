@@ -297,28 +297,51 @@ def label_sliding_window(mask, connectivity):
 @functools.lru_cache(maxsize=64)
 def _union_find_constants(device_id: int, shape: tuple, connectivity: int):
     """The grid shape and the neighbour offsets as ``uf_union`` reads them, on device
-    ``device_id``: each offset's flat step and the axes it steps down and up (bit ``a``:
-    axis ``a`` of the 8 the kernels index, 1s in front), uploaded once per shape, not once
-    per level that ``threshold="auto"`` labels. Read-only."""
+    ``device_id``: each offset's flat step, its two via cells' flat steps (0 for a face
+    offset; :func:`_via_offsets`) and the axes it steps down and up (bit ``a``: axis ``a``
+    of the 8 the kernels index, 1s in front), uploaded once per shape, not once per level
+    that ``threshold="auto"`` labels. Read-only."""
     cp = cupy_module()
     padded = _padded_shape(shape)
     strides = np.cumprod((1, *padded[:0:-1]))[::-1]
+    half = neighbour_offsets(len(shape), connectivity)
     offsets = np.array([(0,) * (_MAX_DIMS - len(shape)) + o  # sync: none, host offsets
-                        for o in neighbour_offsets(len(shape), connectivity)],
-                       dtype=np.int64).reshape(-1, _MAX_DIMS)
+                        for o in half], dtype=np.int64).reshape(-1, _MAX_DIMS)
+    via = np.array([(0,) * (_MAX_DIMS - len(shape)) + v  # sync: none, host offsets
+                    for pair in map(_via_offsets, half) for v in pair],
+                   dtype=np.int64).reshape(-1, _MAX_DIMS)
     bits = 1 << np.arange(_MAX_DIMS)
     step = offsets @ strides
     down = (offsets < 0) @ bits
     up = (offsets > 0) @ bits
     with cp.cuda.Device(device_id):
         return (_shape_struct(shape), cp.asarray(np.append(step, 0)),
+                cp.asarray(np.append(via @ strides, (0, 0))),
                 cp.asarray(np.append(down, 0).astype(np.int32)),
                 cp.asarray(np.append(up, 0).astype(np.int32)), len(offsets))
+
+
+def _via_offsets(offset: tuple) -> tuple:
+    """``uf_union``'s two via cells of a neighbour ``offset`` across two axes or more: the
+    offset with its first, then its last stepped axis not stepped (each a neighbour of the
+    cell and of the cell at ``offset``); a face offset's are zero offsets (none).
+
+    Examples
+    --------
+    >>> _via_offsets((1, -1, 0)), _via_offsets((0, 0, 1))
+    (((0, -1, 0), (1, 0, 0)), ((0, 0, 0), (0, 0, 0)))
+    """
+    axes = [a for a, o in enumerate(offset) if o]
+    if len(axes) < 2:
+        return (0,) * len(offset), (0,) * len(offset)
+    return tuple(tuple(0 if a == b else o for b, o in enumerate(offset))
+                 for a in (axes[0], axes[-1]))
 
 
 @declares(_SOURCE, "uf_tile_2d", _PARENTS)
 @declares(_SOURCE, "uf_border_2d", _PARENTS)
 @declares(_SOURCE, "uf_union", _PARENTS)
+@declares(_SOURCE, "uf_init", _PARENTS)
 def label_union_find_gpu(mask, connectivity):
     """Atomic union-find (label equivalence) over the foreground cells.
 
@@ -326,8 +349,9 @@ def label_union_find_gpu(mask, connectivity):
     pairs across tiles are united in global memory (measured on the H100 machine: the
     dense levels of the automatic threshold, 4M foreground cells of 4.2M, hooked in
     1.2 ms by the one-pass kernel, where every cell contends for a few roots). Other
-    grids: one pass of hooking over every cell's neighbours. Parents are int32 below 2^31
-    cells (:func:`_parent_type`); :func:`_compact` numbers the components.
+    grids: one pass of hooking over every cell's neighbours, a diagonal one only where no
+    path through a neighbour of both joins them (``uf_union``). Parents are int32 below
+    2^31 cells (:func:`_parent_type`); :func:`_compact` numbers the components.
     """
     cp = cupy_module()
     if mask.ndim > _MAX_DIMS:
@@ -345,11 +369,14 @@ def label_union_find_gpu(mask, connectivity):
         launch(get_kernel(_SOURCE, "uf_border_2d", parent_type), _blocks(mask.size), _BLOCK,
                (mask, parent, *args))
         return _compact(parent, mask)
-    parent = cp.arange(mask.size, dtype=parent_type)
-    shape, step, down, up, n_offsets = _union_find_constants(cp.cuda.Device().id, mask.shape,
-                                                             connectivity)
+    parent = cp.empty(mask.size, dtype=parent_type)
+    launch(get_kernel(_SOURCE, "uf_init", parent_type), _stream_blocks(mask.size), _BLOCK,
+           (parent, np.int64(mask.size)))
+    shape, step, via, down, up, n_offsets = _union_find_constants(
+        cp.cuda.Device().id, mask.shape, connectivity)
     launch(get_kernel(_SOURCE, "uf_union", parent_type), _blocks(mask.size), _BLOCK,
-           (mask, parent, shape, step, down, up, np.int32(n_offsets), np.int64(mask.size)))
+           (mask, parent, shape, step, via, down, up, np.int32(n_offsets),
+            np.int64(mask.size)))
     return _compact(parent, mask)
 
 
