@@ -8,7 +8,7 @@ from scipy import ndimage
 
 from gpumine import WaveCluster, registry
 from gpumine.datasets import read_arff_points
-from gpumine.exceptions import InvalidParameterError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.wavecluster import engine
 from gpumine.wavecluster.wavelet import lowpass
 
@@ -180,7 +180,7 @@ def test_weighted_bincount_repeats_a_shorter_weight(cp, period, rng):
         expected[0] = 0
         got = gpu.weighted_bincount(cp.asarray(values), cp.asarray(weight), bins).get()
         np.testing.assert_allclose(got, expected, rtol=1e-12)
-    with pytest.raises(ValueError, match="do not repeat"):  # an odd count, two weights
+    with pytest.raises(InvalidInputError, match="do not repeat"):  # an odd count, two weights
         gpu.weighted_bincount(cp.asarray(values[:12_345]), cp.ones(2), 7)
 
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from gpumine.backend import cupy_module, get_backend, upload
-from gpumine.exceptions import InvalidParameterError
+from gpumine.exceptions import InvalidInputError, InvalidParameterError
 from gpumine.kernels import BLOCK, declares, device_attribute, get_kernel, launch, resident_blocks
 from gpumine.wavecluster.labeling import neighbour_offsets
 from gpumine.wavecluster.wavelet import coarse_shape, get_wavelet
@@ -809,7 +809,7 @@ def weighted_bincount(values, weight, bins, out=None):
     out = cp.zeros(bins, dtype=cp.float64) if out is None else out
     period = n if weight is None else weight.size
     if n and (period == 0 or n % period):
-        raise ValueError(f"{period} weights do not repeat over {n} values")
+        raise InvalidInputError(f"{period} weights do not repeat over {n} values")
     shared = bins * 8 <= _SHARED_HISTOGRAM
     launch(get_kernel(_SOURCE, "weighted_bincount", "true" if shared else "false"),
            _stream_blocks(n), _BLOCK, (values, _optional(weight), np.int64(n), np.int64(bins),
