@@ -126,25 +126,11 @@ __global__ void lowpass_axis(const double* __restrict__ in,    // IN  grid
 }
 
 
-__device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, index_t* c) {
-    for (int a = WC_MAX_DIMS - 1; a >= 0; --a) {
-        if (extent[a] == 1) {  // a padding axis: no 64-bit division
-            c[a] = 0;
-            continue;
-        }
-        c[a] = flat % extent[a];
-        flat /= extent[a];
-    }
-}
-
-// unflatten in the unsigned type of a kernel's parents (uf_union): below 2^31 cells a
-// 32-bit division an axis, several times cheaper than unflatten's 64-bit one.
-template <typename P> struct UnsignedOf { typedef unsigned long long type; };
-template <> struct UnsignedOf<int> { typedef unsigned type; };
-
-template <typename P>
-__device__ __forceinline__ void unflatten_as(index_t flat, const index_t* extent, index_t* c) {
-    typedef typename UnsignedOf<P>::type U;
+// A flat index's coordinates in a grid of `extent` (WC_MAX_DIMS axes, 1s in front), the
+// divisions in the integer type U: unflatten's index_t, or uf_union's unsigned 32 bits below
+// 2^31 cells (UnsignedOf), several times cheaper than 64-bit ones.
+template <typename U>
+__device__ __forceinline__ void unflatten_in(index_t flat, const index_t* extent, index_t* c) {
     U f = (U)flat;
     for (int a = WC_MAX_DIMS - 1; a >= 0; --a) {
         const U e = (U)extent[a];
@@ -156,6 +142,14 @@ __device__ __forceinline__ void unflatten_as(index_t flat, const index_t* extent
         f /= e;
     }
 }
+
+__device__ __forceinline__ void unflatten(index_t flat, const index_t* extent, index_t* c) {
+    unflatten_in<index_t>(flat, extent, c);
+}
+
+// The unsigned type of a kernel's parents (uf_union's unflatten_in).
+template <typename P> struct UnsignedOf { typedef unsigned long long type; };
+template <> struct UnsignedOf<int> { typedef unsigned type; };
 
 // One low-pass level of a two-tap filter (haar) over all D axes at once: what lowpass_axis
 // computes axis after axis, with the same roundings in the same order. Output cell m reads
@@ -349,7 +343,7 @@ __global__ void uf_union(const bool* __restrict__ mask,      // IN  (cells) fore
     const index_t t = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= cells || !mask[t]) return;
     index_t c[WC_MAX_DIMS];
-    unflatten_as<P>(t, shape, c);
+    unflatten_in<typename UnsignedOf<P>::type>(t, shape, c);
     int first = 0, last = 0;  // the axes at which the cell is at index 0, at the last index
 #pragma unroll
     for (int a = 0; a < WC_MAX_DIMS; ++a) {
